@@ -1,0 +1,3 @@
+from cl_bench.cli import main
+
+main()

@@ -1,0 +1,36 @@
+"""Backbone registry: ``load_backbone(name, weights)`` -> frozen :class:`Backbone`."""
+
+from __future__ import annotations
+
+from cl_bench.backbones.base import Backbone
+from cl_bench.errors import UserError, unknown
+
+VIT_NAMES = ("vit_base_patch16_224", "vit_small_patch16_224", "vit_tiny_patch16_224")
+BACKBONES = {"efficientnet_lite0": "cnn", **{n: "vit" for n in VIT_NAMES}}
+DEFAULT_BACKBONE = "efficientnet_lite0"
+
+
+def backbone_names() -> list[str]:
+    return list(BACKBONES)
+
+
+def backbone_kind(name: str) -> str:
+    if name not in BACKBONES:
+        raise unknown("backbone", name, BACKBONES)
+    return BACKBONES[name]
+
+
+def load_backbone(name: str, weights: str | None = None, img_size: int | None = None
+                  ) -> Backbone:
+    """The frozen backbone ``name`` with ``weights``: None (its pretrained
+    weights), a local file, or ``random``."""
+    if backbone_kind(name) == "vit":
+        from cl_bench.backbones.vit import vit
+        return vit(name, weights, img_size)
+    if img_size:
+        raise UserError(f"{name} has a fixed input size; --image-size applies to ViTs only.")
+    from cl_bench.backbones.efficientnet import efficientnet_lite0
+    return efficientnet_lite0(weights or "pretrained")
+
+
+__all__ = ["Backbone", "backbone_names", "backbone_kind", "load_backbone", "DEFAULT_BACKBONE"]

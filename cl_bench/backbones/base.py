@@ -1,0 +1,56 @@
+"""A frozen backbone as the strategies see it: a final feature and its width."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass
+class Backbone:
+    """A frozen timm model plus what is needed to feed it and to record it.
+
+    ``features`` gives the frozen final feature: the final-norm [CLS] token for a
+    ViT, the globally pooled vector for a CNN (timm's ``forward_head(...,
+    pre_logits=True)`` gives both). Inputs are images in [0, 1] at
+    ``input_size``; normalisation, when the weights need it, happens here so
+    that data transforms are shared across backbones.
+    """
+
+    name: str
+    model: nn.Module
+    dim: int
+    input_size: int
+    kind: str  # "cnn" or "vit"
+    weights: str  # pretrained tag, local path, or "random"
+    weights_digest: str
+    mean: tuple[float, float, float] | None = None
+    std: tuple[float, float, float] | None = None
+
+    def __post_init__(self) -> None:
+        self.model.eval().requires_grad_(False)
+        if self.kind == "cnn":
+            # depthwise convolutions are several times faster in channels_last on CPU
+            self.model.to(memory_format=torch.channels_last)
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mean is None:
+            return x
+        mean = torch.tensor(self.mean, device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
+        std = torch.tensor(self.std, device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
+        return (x - mean) / std
+
+    @torch.inference_mode()
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """Frozen final feature, shape (B, dim), float32."""
+        x = self.normalize(x)
+        if self.kind == "cnn":
+            x = x.contiguous(memory_format=torch.channels_last)
+        out = self.model.forward_head(self.model.forward_features(x), pre_logits=True)
+        return out.float()
+
+    def to(self, device: torch.device | str) -> Backbone:
+        self.model.to(device)
+        return self

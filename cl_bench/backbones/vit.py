@@ -1,0 +1,118 @@
+"""Vision Transformers through timm's public API, with pinned pretrained tags.
+
+Weights: the pinned tag through timm / Hugging Face (hub or local cache), a
+local file (``.safetensors``, ``.pth``/``.pt``, ``.npz`` as timm reads it), or
+``random`` when asked (recorded, warned about).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import warnings
+from pathlib import Path
+
+import timm
+import torch
+
+from cl_bench.backbones.base import Backbone
+from cl_bench.errors import UserError
+
+# the paper's default (ImageNet-21k) tags; timm >= 0.9 names
+PINNED_TAGS = {
+    "vit_base_patch16_224": "vit_base_patch16_224.augreg_in21k",
+    "vit_small_patch16_224": "vit_small_patch16_224.augreg_in21k",
+    "vit_tiny_patch16_224": "vit_tiny_patch16_224.augreg_in21k",
+}
+
+
+def _hf_cache() -> str:
+    return os.environ.get("HF_HUB_CACHE") or os.path.join(
+        os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface")), "hub")
+
+
+def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
+    """Tensors of a local weights file, with a clear error for anything unreadable."""
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+            state = load_file(str(path))
+        else:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 -- any reader failure means a bad file
+        raise UserError(f"Cannot read weights file {path}: {type(e).__name__}: "
+                        f"{str(e).splitlines()[0] if str(e) else ''}. Check that it is a "
+                        "complete .safetensors/.pth file for this backbone.") from None
+    for key in ("state_dict", "model"):
+        if isinstance(state, dict) and isinstance(state.get(key), dict):
+            state = state[key]
+    if not isinstance(state, dict):
+        raise UserError(f"Weights file {path} does not hold a state dict.")
+    return state
+
+
+def load_into(model: torch.nn.Module, state: dict, path: Path) -> None:
+    """Strict load with shape checks; the head may be absent or differently sized."""
+    own = model.state_dict()
+    state = {k: v for k, v in state.items() if not k.startswith("head.") or
+             (k in own and own[k].shape == v.shape)}
+    bad = [f"{k} {tuple(v.shape)} vs {tuple(own[k].shape)}" for k, v in state.items()
+           if k in own and own[k].shape != v.shape]
+    missing = [k for k in own if k not in state and not k.startswith("head.")]
+    unexpected = [k for k in state if k not in own]
+    if bad or missing or unexpected:
+        parts = [f"{label}: {', '.join(v[:4])}{' ...' if len(v) > 4 else ''}"
+                 for label, v in (("wrong shapes", bad), ("missing", missing),
+                                  ("unexpected", unexpected)) if v]
+        raise UserError(f"Weights file {path} does not fit this backbone ({'; '.join(parts)}). "
+                        "Pass a file saved from the same timm architecture.")
+    model.load_state_dict(state, strict=False)
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def vit(name: str, weights: str | None = None, img_size: int | None = None) -> Backbone:
+    """A frozen timm ViT; ``weights``: None (pinned tag), a file path or 'random'."""
+    kwargs = {"num_classes": 0}
+    if img_size:
+        kwargs["img_size"] = img_size
+    tag = PINNED_TAGS[name]
+    if weights == "random":
+        warnings.warn(f"{name} uses RANDOM weights: numbers are change detectors, not "
+                      "results.", stacklevel=2)
+        model = timm.create_model(name, pretrained=False, **kwargs)
+        record, digest = "random", "random"
+    elif weights:
+        path = Path(weights)
+        if not path.is_file():
+            raise UserError(f"Weights file {path} does not exist. Give --weights an existing "
+                            ".safetensors/.pth/.npz file, or omit it to use the pinned tag.")
+        model = timm.create_model(name, pretrained=False, **kwargs)
+        if path.suffix == ".npz":
+            try:
+                model.load_pretrained(str(path))
+            except Exception as e:  # noqa: BLE001
+                raise UserError(f"Cannot load {path} as timm .npz ViT weights: {e}.") from None
+        else:
+            load_into(model, read_state_dict(path), path)
+        record, digest = str(path.resolve()), file_digest(path)
+    else:
+        try:
+            model = timm.create_model(tag, pretrained=True, **kwargs)
+        except Exception as e:  # noqa: BLE001 -- hub, network or cache failure
+            raise UserError(
+                f"Cannot load the pretrained weights {tag} ({type(e).__name__}). They come "
+                f"from the Hugging Face hub or its local cache ({_hf_cache()}), and neither "
+                "was reachable. Download them once online (they are then cached), or pass a "
+                "local file with --weights FILE (.safetensors/.pth/.npz), or --weights random "
+                "for a smoke test.") from None
+        record, digest = tag, hashlib.sha256(tag.encode()).hexdigest()[:16]
+    size = model.patch_embed.img_size[0]
+    return Backbone(name=name, model=model, dim=model.num_features, input_size=size,
+                    kind="vit", weights=record, weights_digest=digest)

@@ -1,0 +1,87 @@
+"""What a result must record about where it ran, and how to make runs repeatable."""
+
+from __future__ import annotations
+
+import platform
+import random
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from cl_bench.errors import UserError
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` -> cuda when available, else cpu; ``cuda`` without a GPU is an error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda was asked for, but PyTorch sees no CUDA GPU here. "
+                        "Use --device cpu (or auto), or install a CUDA build of torch.")
+    if name not in ("cpu", "cuda"):
+        raise UserError(f'Unknown device "{name}"; use auto, cpu or cuda.')
+    return torch.device(name)
+
+
+def cpu_has_bf16() -> bool:
+    """bf16 matrix units (AVX512-BF16 or AMX) make bf16 autocast several times faster."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_precision(name: str, device: torch.device) -> str:
+    """Precision of frozen backbone passes: ``auto`` -> bf16 where the hardware
+    has bf16 matrix units (CUDA with bf16, or such a CPU), else fp32."""
+    if name in ("fp32", "bf16"):
+        return name
+    if name != "auto":
+        raise UserError(f'Unknown precision "{name}"; use auto, fp32 or bf16.')
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    return "bf16" if cpu_has_bf16() else "fp32"
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def git_commit(root: Path) -> str | None:
+    try:
+        head = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=root,
+                              capture_output=True, text=True, timeout=5)
+        sha = head.stdout.strip() if head.returncode == 0 else ""
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (sha + ("-dirty" if dirty.strip() else "")) if sha else None
+
+
+def versions(device: torch.device, root: Path) -> dict:
+    import avalanche
+    import timm
+
+    from cl_bench import __version__
+    return {
+        "cl_bench": __version__, "python": sys.version.split()[0], "torch": torch.__version__,
+        "timm": timm.__version__, "avalanche": avalanche.__version__,
+        "numpy": np.__version__, "platform": platform.platform(),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else
+        f"cpu ({torch.get_num_threads()} threads)", "git": git_commit(root),
+    }
+
+
+def peak_memory(device: torch.device) -> dict:
+    """Peak RSS of this process (bytes) and, on GPU, CUDA max allocated."""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    cuda = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+    return {"peak_rss_bytes": rss, "cuda_max_allocated_bytes": cuda}

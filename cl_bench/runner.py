@@ -1,0 +1,203 @@
+"""Expand methods x scenario x seeds, skip what is finished, run the rest.
+
+Everything a run could fail on because of the user's input (names, --set
+keys, data, weights, method/backbone fit) is checked before the first run
+starts, so a bad command writes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from avalanche.training.plugins import EvaluationPlugin
+
+from cl_bench import results
+from cl_bench.backbones import DEFAULT_BACKBONE, backbone_kind, load_backbone
+from cl_bench.backbones.base import Backbone
+from cl_bench.config import ROOT, Card, import_object, load_method, load_scenario, parse_sets
+from cl_bench.environment import (peak_memory, resolve_device, resolve_precision,
+                                  seed_everything, versions)
+from cl_bench.errors import UserError
+from cl_bench.features import FeatureStore
+from cl_bench.metrics import summarize
+from cl_bench.recording import Recorder, count_params
+from cl_bench.scenarios import load_data, scenario_order
+from cl_bench.scenarios.data import ImageData
+from cl_bench.scenarios.order import task_split, tasks_of
+from cl_bench.scenarios.stream import build_stream
+from cl_bench.scenarios.transforms import ToModelInput
+
+DEFAULT_SCENARIO = "fmnist"
+DEFAULT_SEEDS = (1993,)
+
+
+@dataclass
+class RunRequest:
+    """One ``cl-bench run`` invocation."""
+
+    methods: list[str]
+    scenario: str = DEFAULT_SCENARIO
+    seeds: list[int] = field(default_factory=lambda: list(DEFAULT_SEEDS))
+    backbone: str = DEFAULT_BACKBONE
+    weights: str | None = None
+    image_size: int | None = None
+    data_root: Path | None = None
+    device: str = "auto"
+    precision: str = "auto"
+    out: Path = Path("results")
+    sets: list[str] = field(default_factory=list)
+    progress: bool = True
+
+
+def default_methods(backbone: str) -> list[str]:
+    """Methods in the default run: cards marked ``default_run`` that fit the backbone."""
+    from cl_bench.config import method_names
+    kind = backbone_kind(backbone)
+    cards = [load_method(n) for n in method_names()]
+    return [c.name for c in cards if c.raw.get("default_run") and fits(c, kind)]
+
+
+def fits(card: Card, kind: str) -> bool:
+    return card.raw.get("backbones", "any") in ("any", kind)
+
+
+def resolve_cards(req: RunRequest) -> tuple[list[Card], Card]:
+    """Load the cards and apply ``--set``; every naming error surfaces here."""
+    kind = backbone_kind(req.backbone)
+    methods = [load_method(m) for m in req.methods]
+    scenario = load_scenario(req.scenario)
+    for card in methods:
+        if not fits(card, kind):
+            raise UserError(f'{card.name} needs a {card.raw["backbones"].upper()} backbone '
+                            f'(it injects prompts into transformer blocks), but "{req.backbone}" '
+                            "is a CNN. Choose a ViT with --backbone (e.g. vit_base_patch16_224) "
+                            f"or drop {card.name} from --methods.")
+    owners = {c.name: c for c in methods} | {"scenario": scenario}
+    for owner, key, value in parse_sets(req.sets, list(owners)):
+        owners[owner].override(key, value)
+    return methods, scenario
+
+
+def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: str) -> dict:
+    """Everything that changes a run's numbers; hashed into its file name."""
+    return {
+        "method": {"name": card.name, **card.params},
+        "scenario": {"name": scenario.name, **scenario.params},
+        "backbone": {"name": backbone.name, "weights": backbone.weights,
+                     "weights_digest": backbone.weights_digest,
+                     "input_size": backbone.input_size, "dim": backbone.dim,
+                     "precision": precision},
+        "transform": ToModelInput(backbone.input_size).id,
+    }
+
+
+def quiet_evaluator() -> EvaluationPlugin:
+    """No Avalanche metrics or loggers: the Recorder plugin records what we report."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return EvaluationPlugin(loggers=[])
+
+
+def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
+            store: FeatureStore, seed: int, device: torch.device, progress: bool) -> dict:
+    """Train and evaluate one method on one seed; returns the result record."""
+    t_start = time.perf_counter()
+    seed_everything(seed)
+    order = scenario_order(scenario, data.n_classes, seed)
+    sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
+    cls = import_object(card.raw["strategy"])
+    features_s = 0.0
+    if getattr(cls, "features_only", False):
+        before = store.seconds
+        train_x, test_x = store.get(backbone, data, "train"), store.get(backbone, data, "test")
+        features_s = store.seconds - before
+        tf = None
+    else:
+        train_x, test_x, tf = data.train_x, data.test_x, ToModelInput(backbone.input_size)
+    stream = build_stream(train_x, data.train_y, test_x, data.test_y, order, sizes,
+                          test_shuffle=scenario.params["test_shuffle"], seed=seed,
+                          train_transform=tf, eval_transform=tf)
+    recorder = Recorder(stream.task_of_label, label=card.name, progress=progress)
+    strategy = cls(params=card.params, backbone=backbone, device=device, plugins=[recorder],
+                   evaluator=quiet_evaluator())
+    for i, experience in enumerate(stream.train):
+        strategy.train(experience, eval_streams=[])
+        strategy.eval(stream.seen_test[i])
+    precision = store.precision
+    return {
+        "schema_version": results.SCHEMA_VERSION,
+        "method": card.name,
+        "scenario": scenario.name,
+        "seed": seed,
+        "status": "done",
+        "config": resolved_config(card, scenario, backbone, precision),
+        "class_order": order,
+        "class_names": [data.class_names[c] for c in order],
+        "tasks": [[order[p] for p in t] for t in tasks_of(sizes)],
+        "protocol": {
+            "selection": card.params.get("selection"),
+            "batchwise": card.params.get("batchwise"),
+            "test_shuffle": scenario.params["test_shuffle"],
+            "eval_batch_size": card.params.get("eval_batch_size"),
+        },
+        "env": versions(device, ROOT),
+        "acc_matrix": recorder.acc_matrix,
+        "acc_seen": recorder.acc_seen,
+        **summarize(recorder.acc_matrix, recorder.acc_seen),
+        "routing_acc": recorder.routing_acc if any(
+            r is not None for r in recorder.routing_acc) else None,
+        "accounting": {
+            "backbone_params": count_params(backbone.model),
+            "backbone_frozen": sum(p.numel() for p in backbone.model.parameters()
+                                   if not p.requires_grad),
+            "trainable_per_task": recorder.trainable,
+            "stored_per_task": recorder.stored,
+            "added_per_task": [b - a for a, b in zip([0, *recorder.stored], recorder.stored)],
+            "stored_at_end": recorder.stored[-1],
+            "inference_gflops_per_image": None,
+            "train_gflops_per_sample": None,
+        },
+        "timing": {
+            "features_s": features_s,
+            "features_shared": features_s == 0.0 and getattr(cls, "features_only", False),
+            "train_s": recorder.train_s,
+            "eval_s": recorder.eval_s,
+            "total_s": time.perf_counter() - t_start,
+        },
+        "memory": peak_memory(device),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def execute(req: RunRequest, echo: Callable[[str], None] = print) -> list[dict]:
+    """Run every missing method x seed of the request; return all its results."""
+    methods, scenario = resolve_cards(req)
+    device = resolve_device(req.device)
+    precision = resolve_precision(req.precision, device)
+    data = load_data(scenario, req.data_root)
+    backbone = load_backbone(req.backbone, req.weights, req.image_size).to(device)
+    store = FeatureStore(device, precision=precision, progress=req.progress,
+                         batch_size=32 if device.type == "cpu" else 256)
+    echo(f"cl-bench: {', '.join(c.name for c in methods)} on {scenario.name} "
+         f"({data.n_classes} classes), backbone {backbone.name} [{backbone.weights}], "
+         f"seeds {', '.join(map(str, req.seeds))}, {device.type}/{precision}")
+    out = []
+    for seed in req.seeds:
+        for card in methods:
+            config = resolved_config(card, scenario, backbone, precision)
+            path = results.run_path(req.out, scenario.name, card.name, seed, config)
+            if results.is_done(path):
+                echo(f"  skip {card.name} seed {seed}: finished ({path})")
+                out.append(results.load(path))
+                continue
+            record = run_one(card, scenario, data, backbone, store, seed, device, req.progress)
+            results.write_atomic(path, record)
+            echo(f"  {card.name} seed {seed}: avg {record['avg_acc']:.2f}  last "
+                 f"{record['last_acc']:.2f}  ({record['timing']['total_s']:.1f} s) -> {path}")
+            out.append(record)
+    return out

@@ -1,0 +1,65 @@
+"""Class orders and task splits, PILOT's convention (REFERENCE section 4)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from cl_bench.errors import UserError
+
+
+def class_order(n_classes: int, seed: int | None = None, explicit: Sequence[int] | None = None,
+                ) -> list[int]:
+    """The order in which classes arrive: ``order[i]`` is the original class id
+    that becomes label ``i``.
+
+    PILOT: ``np.random.seed(seed); np.random.permutation(n)``. It reseeds numpy's
+    global generator on purpose (that is the convention); we use a private
+    ``RandomState`` with the same seed, which yields the same permutation without
+    touching global state. ``seed=None`` keeps the natural order.
+    """
+    if explicit is not None:
+        order = [int(c) for c in explicit]
+        if sorted(order) != list(range(n_classes)):
+            raise UserError(
+                f"The explicit class order {order[:12]}{'...' if len(order) > 12 else ''} is not "
+                f"a permutation of 0..{n_classes - 1}. List every class id of the dataset exactly "
+                "once, or use `class_order: seed` for PILOT's seeded permutation."
+            )
+        return order
+    if seed is None:
+        return list(range(n_classes))
+    return np.random.RandomState(seed).permutation(n_classes).tolist()
+
+
+def task_split(n_classes: int, init_cls: int, increment: int) -> list[int]:
+    """Number of classes per task: ``init_cls`` first, then ``increment`` each;
+    a remainder becomes an extra, smaller last task (Avalanche's generator drops
+    it; PILOT keeps it, and so do we)."""
+    if init_cls < 1 or increment < 1:
+        raise UserError(
+            f"init_cls ({init_cls}) and increment ({increment}) must both be at least 1. "
+            "Set them with --set scenario.init_cls=N --set scenario.increment=M."
+        )
+    if init_cls > n_classes:
+        raise UserError(
+            f"init_cls = {init_cls} is larger than the {n_classes} classes of the dataset. "
+            f"Use --set scenario.init_cls=N with N <= {n_classes}."
+        )
+    sizes = [init_cls]
+    while sum(sizes) + increment < n_classes:
+        sizes.append(increment)
+    rest = n_classes - sum(sizes)
+    if rest > 0:
+        sizes.append(rest)
+    return sizes
+
+
+def tasks_of(sizes: Sequence[int]) -> list[list[int]]:
+    """Label positions per task, e.g. [2, 2, 1] -> [[0, 1], [2, 3], [4]]."""
+    out, start = [], 0
+    for s in sizes:
+        out.append(list(range(start, start + s)))
+        start += s
+    return out

@@ -1,0 +1,77 @@
+"""Turn per-sample inputs (images or frozen features) into an Avalanche stream.
+
+The same builder serves image methods and features-only methods, so both see
+exactly the same class order, task split and test order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from avalanche.benchmarks.scenarios.dataset_scenario import DatasetExperience
+from avalanche.benchmarks.utils.classification_dataset import (
+    _make_taskaware_tensor_classification_dataset as _tensor_dataset,
+)
+
+from cl_bench.scenarios.order import tasks_of
+
+
+@dataclass
+class Stream:
+    """Class-incremental stream.
+
+    ``train[i]``: task i's training data; ``seen_test[i]``: the test images of
+    every class seen up to task i, in one experience, either in stored class
+    order (PILOT's loader, ``shuffle=False``) or shuffled with the run seed. One
+    evaluation pass over ``seen_test[i]`` fills row i of the accuracy matrix.
+    ``tasks[i]``: label positions of task i. ``task_of_label``: position -> task.
+    """
+
+    train: list[DatasetExperience]
+    seen_test: list[DatasetExperience]
+    tasks: list[list[int]]
+    task_of_label: torch.Tensor
+    test_shuffle: bool
+
+
+def remap_labels(y: torch.Tensor, order: Sequence[int]) -> torch.Tensor:
+    """Original class id -> position in the class order."""
+    lut = torch.empty(len(order), dtype=torch.long)
+    lut[torch.as_tensor(list(order), dtype=torch.long)] = torch.arange(len(order))
+    return lut[y.long()]
+
+
+def _dataset(x: torch.Tensor, y: torch.Tensor, train_tf: Callable | None,
+             eval_tf: Callable | None):
+    groups = None
+    if train_tf is not None or eval_tf is not None:
+        groups = {"train": (train_tf, None), "eval": (eval_tf, None)}
+    return _tensor_dataset(x, y, task_labels=0, targets=y, transform_groups=groups)
+
+
+def build_stream(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor,
+                 test_y: torch.Tensor, order: Sequence[int], sizes: Sequence[int], *,
+                 test_shuffle: bool, seed: int, train_transform: Callable | None = None,
+                 eval_transform: Callable | None = None) -> Stream:
+    """Split remapped data into tasks. ``train_y``/``test_y`` are original ids."""
+    tasks = tasks_of(sizes)
+    task_of_label = torch.cat([torch.full((len(t),), i) for i, t in enumerate(tasks)])
+    ytr, yte = remap_labels(train_y, order), remap_labels(test_y, order)
+    ttr, tte = task_of_label[ytr], task_of_label[yte]
+    # class by class, stable within a class: what PILOT's get_dataset produces
+    class_sorted = torch.sort(yte, stable=True).indices
+    gen = torch.Generator().manual_seed(seed)
+    shuffled = class_sorted[torch.randperm(len(class_sorted), generator=gen)]
+    test_index = shuffled if test_shuffle else class_sorted
+
+    train, seen = [], []
+    for i in range(len(tasks)):
+        idx = torch.nonzero(ttr == i).squeeze(1)
+        ds = _dataset(train_x[idx], ytr[idx], train_transform, eval_transform)
+        train.append(DatasetExperience(dataset=ds.train(), current_experience=i))
+        sel = test_index[tte[test_index] <= i]
+        ds = _dataset(test_x[sel], yte[sel], train_transform, eval_transform)
+        seen.append(DatasetExperience(dataset=ds.eval(), current_experience=i))
+    return Stream(train, seen, tasks, task_of_label, test_shuffle)

@@ -1,0 +1,108 @@
+"""TOSCA: Yildirim et al., "Unlocking [CLS] Features for Continual Post-Training"
+(arXiv 2502.14762, TMLR 2026). REFERENCE.md section 1.
+
+Per task t a fresh LuCA_t is trained on the frozen final [CLS] feature x with
+a shared cosine classifier over all seen classes,
+
+    L = CE(sigma * cos(LuCA_t(x), W)) + l1 * sum |theta_t|,
+
+then the rows of task t's classes are replaced by the class means of
+LuCA_t(x). At test time every stored module sees the same x (one backbone
+pass), and the module whose softmax has the lowest entropy predicts.
+"""
+
+from __future__ import annotations
+
+import torch
+from avalanche.training.templates import SupervisedTemplate
+from torch import nn
+
+from cl_bench.backbones.base import Backbone
+from cl_bench.strategies.heads import CosineClassifier, set_prototypes
+from cl_bench.strategies.luca import LuCA, select_module
+from cl_bench.strategies.optim import make_optimizer
+
+
+class ToscaNet(nn.Module):
+    """Stored LuCA modules + the shared cosine classifier.
+
+    Training uses the newest module; evaluation runs all modules on the same
+    feature batch and keeps, per ``selection``, the lowest-entropy module's
+    logits. ``routing`` holds the chosen module per sample of the last batch.
+    """
+
+    def __init__(self, dim: int, mlp_ratio: int, se_ratio: int, flow: str, selection: str,
+                 init: str) -> None:
+        super().__init__()
+        self.dim, self.mlp_ratio, self.se_ratio, self.flow = dim, mlp_ratio, se_ratio, flow
+        self.selection, self.init = selection, init
+        self.luca = nn.ModuleList()
+        self.classifier = CosineClassifier(dim)
+        self.routing: torch.Tensor | None = None
+
+    def add_task(self, n_total_classes: int) -> None:
+        """Freeze old modules, add a fresh one, grow the classifier."""
+        module = LuCA(self.dim, self.mlp_ratio, self.se_ratio, self.flow)
+        # "official": task 0 keeps PyTorch's default Linear init (the official code
+        # re-initialises only after a task); "xavier": every task starts alike.
+        if self.init == "xavier" or len(self.luca) > 0:
+            module.reset_parameters()
+        self.luca.requires_grad_(False)
+        self.luca.append(module.to(self.classifier.weight.device))
+        self.classifier.grow(n_total_classes)
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        return self.luca[-1](x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            return self.classifier(self.embed(x))
+        logits = torch.stack([self.classifier(m(x)) for m in self.luca])
+        choice = select_module(logits, self.selection)
+        self.routing = choice
+        return logits[choice, torch.arange(x.shape[0], device=x.device)]
+
+
+class Tosca(SupervisedTemplate):
+    """TOSCA as an Avalanche strategy over frozen-feature experiences."""
+
+    features_only = True
+
+    def __init__(self, *, params: dict, backbone: Backbone, device: torch.device, plugins: list,
+                 evaluator) -> None:
+        self.params = params
+        dim = backbone.dim
+        model = ToscaNet(dim, params["mlp_ratio"], params["se_ratio"], params["flow"],
+                         params["selection"], params["init"])
+        optimizer, self.scheduler = make_optimizer(params, model.parameters())
+        super().__init__(model=model, optimizer=optimizer, criterion=nn.CrossEntropyLoss(),
+                         train_mb_size=params["batch_size"], train_epochs=params["epochs"],
+                         eval_mb_size=params["eval_batch_size"], device=device,
+                         plugins=plugins, evaluator=evaluator)
+
+    def model_adaptation(self, model=None):
+        model = self.model if model is None else model
+        if self.is_training:
+            model.add_task(max(self.experience.dataset.targets.uniques) + 1)
+        return model.to(self.device)
+
+    def make_optimizer(self, **kwargs) -> None:
+        self.optimizer, self.scheduler = make_optimizer(self.params, self.model.parameters())
+
+    def criterion(self) -> torch.Tensor:
+        loss = self._criterion(self.mb_output, self.mb_y)
+        if self.is_training:
+            loss = loss + self.params["l1"] * sum(
+                p.abs().sum() for p in self.model.luca[-1].parameters())
+        return loss
+
+    def _after_training_epoch(self, **kwargs) -> None:
+        if self.scheduler is not None:
+            self.scheduler.step()
+        super()._after_training_epoch(**kwargs)
+
+    def _after_training_exp(self, **kwargs) -> None:
+        self.model.eval()
+        set_prototypes(self.model.classifier, self.experience.dataset.eval(), self.model.embed,
+                       self.device)
+        super()._after_training_exp(**kwargs)
