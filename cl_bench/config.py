@@ -51,7 +51,9 @@ def method_names() -> list[str]:
 
 
 def scenario_names() -> list[str]:
-    return [n for n in _names(BENCHMARKS_DIR) if "dataset" in read_yaml(BENCHMARKS_DIR / f"{n}.yaml")]
+    """Scenario cards (suites such as ci.yaml live beside them but have no dataset)."""
+    return [n for n in _names(BENCHMARKS_DIR)
+            if "dataset" in read_yaml(BENCHMARKS_DIR / f"{n}.yaml")]
 
 
 @dataclass
@@ -136,9 +138,9 @@ def parse_sets(items: list[str], owners: list[str]) -> list[tuple[str, str, str]
             raise UserError(f'--set "{item}" is not of the form owner.key=value '
                             "(for example --set tosca.lr=0.01 or --set scenario.increment=5).")
         if owner not in owners:
+            running = ", ".join(o for o in owners if o != "scenario")
             raise UserError(f'--set "{item}": "{owner}" is neither "scenario" nor one of the '
-                            f"methods being run ({', '.join(o for o in owners if o != 'scenario')})."
-                            f"{suggest(owner, owners)}")
+                            f"methods being run ({running}).{suggest(owner, owners)}")
         out.append((owner, key, value))
     return out
 

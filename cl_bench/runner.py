@@ -20,8 +20,13 @@ from cl_bench import results
 from cl_bench.backbones import DEFAULT_BACKBONE, backbone_kind, load_backbone
 from cl_bench.backbones.base import Backbone
 from cl_bench.config import ROOT, Card, import_object, load_method, load_scenario, parse_sets
-from cl_bench.environment import (peak_memory, resolve_device, resolve_precision,
-                                  seed_everything, versions)
+from cl_bench.environment import (
+    peak_memory,
+    resolve_device,
+    resolve_precision,
+    seed_everything,
+    versions,
+)
 from cl_bench.errors import UserError
 from cl_bench.features import FeatureStore
 from cl_bench.metrics import summarize
@@ -157,7 +162,8 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
                                    if not p.requires_grad),
             "trainable_per_task": recorder.trainable,
             "stored_per_task": recorder.stored,
-            "added_per_task": [b - a for a, b in zip([0, *recorder.stored], recorder.stored)],
+            "added_per_task": [b - a for a, b in
+                               zip([0, *recorder.stored[:-1]], recorder.stored, strict=True)],
             "stored_at_end": recorder.stored[-1],
             "inference_gflops_per_image": None,
             "train_gflops_per_sample": None,

@@ -27,6 +27,7 @@ def summary_table(records: list[dict]) -> str:
                      _cell([r["avg_acc"] for r in rs]), _cell([r["last_acc"] for r in rs]),
                      _cell(routing) if routing else "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+             for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)

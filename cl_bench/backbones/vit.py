@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import warnings
 from pathlib import Path
+from unittest import mock
 
 import timm
 import torch
@@ -69,6 +71,43 @@ def load_into(model: torch.nn.Module, state: dict, path: Path) -> None:
     model.load_state_dict(state, strict=False)
 
 
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """A quick TCP check, so that an offline machine fails in seconds instead of
+    after the hub client's minute of retries."""
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0"):
+        return False
+    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def from_hub(tag: str, kwargs: dict) -> torch.nn.Module:
+    """The pinned tag from the local Hugging Face cache, else from the hub."""
+    from huggingface_hub import constants
+    try:
+        with mock.patch.object(constants, "HF_HUB_OFFLINE", True):
+            return timm.create_model(tag, pretrained=True, **kwargs)
+    except Exception:  # noqa: BLE001, S110 -- not cached: try the hub below
+        pass
+    reason = "no cached copy, and the hub is unreachable"
+    if hub_reachable():
+        try:
+            return timm.create_model(tag, pretrained=True, **kwargs)
+        except Exception as e:  # noqa: BLE001 -- hub, network or cache failure
+            reason = f"download failed: {type(e).__name__}"
+    raise UserError(
+        f"Cannot load the pretrained weights {tag} ({reason}). They come from the Hugging "
+        f"Face hub or its local cache ({_hf_cache()}). Download them once while online "
+        "(they are then cached), or pass a local file with --weights FILE "
+        "(.safetensors/.pth/.npz), or --weights random for a smoke test.")
+
+
 def file_digest(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -103,15 +142,7 @@ def vit(name: str, weights: str | None = None, img_size: int | None = None) -> B
             load_into(model, read_state_dict(path), path)
         record, digest = str(path.resolve()), file_digest(path)
     else:
-        try:
-            model = timm.create_model(tag, pretrained=True, **kwargs)
-        except Exception as e:  # noqa: BLE001 -- hub, network or cache failure
-            raise UserError(
-                f"Cannot load the pretrained weights {tag} ({type(e).__name__}). They come "
-                f"from the Hugging Face hub or its local cache ({_hf_cache()}), and neither "
-                "was reachable. Download them once online (they are then cached), or pass a "
-                "local file with --weights FILE (.safetensors/.pth/.npz), or --weights random "
-                "for a smoke test.") from None
+        model = from_hub(tag, kwargs)
         record, digest = tag, hashlib.sha256(tag.encode()).hexdigest()[:16]
     size = model.patch_embed.img_size[0]
     return Backbone(name=name, model=model, dim=model.num_features, input_size=size,

@@ -40,7 +40,7 @@ class CosineClassifier(nn.Module):
             new = torch.empty(n_new, self.dim, device=old.device).uniform_(-bound, bound)
         else:
             new = torch.zeros(n_new, self.dim, device=old.device)
-        self.weight = nn.Parameter(torch.cat([old, new]))
+        self.weight = nn.Parameter(torch.cat([old, new]), requires_grad=self.weight.requires_grad)
 
     def forward(self, f: torch.Tensor) -> torch.Tensor:
         return self.sigma * F.linear(F.normalize(f, dim=-1), F.normalize(self.weight, dim=-1))

@@ -24,7 +24,7 @@ class SimpleCIL(SupervisedTemplate):
                  evaluator) -> None:
         self.params = params
         dim = backbone.dim
-        model = CosineClassifier(dim, learn_scale=False)
+        model = CosineClassifier(dim, learn_scale=False).requires_grad_(False)
         super().__init__(model=model, optimizer=torch.optim.SGD([model.sigma], lr=0.0),
                          criterion=nn.CrossEntropyLoss(), train_mb_size=params["batch_size"],
                          train_epochs=0, eval_mb_size=params["eval_batch_size"], device=device,

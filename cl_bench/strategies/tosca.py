@@ -87,7 +87,10 @@ class Tosca(SupervisedTemplate):
         return model.to(self.device)
 
     def make_optimizer(self, **kwargs) -> None:
+        """A fresh optimizer and schedule per task over every trainable parameter
+        (newest LuCA, all classifier rows, sigma), as the official code."""
         self.optimizer, self.scheduler = make_optimizer(self.params, self.model.parameters())
+        self.optimized_param_id = {}  # tells Avalanche the optimizer is built
 
     def criterion(self) -> torch.Tensor:
         loss = self._criterion(self.mb_output, self.mb_y)

@@ -1,0 +1,28 @@
+"""Shared fixtures: one small end-to-end run reused by several tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cl_bench.cli import app
+
+FAST = ["--scenario", "synthetic", "--no-progress", "--set", "tosca.epochs=3"]
+
+
+def invoke(*args: str):
+    """Run the CLI in-process; returns click's Result (exit_code, stdout, stderr)."""
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.fixture(scope="session")
+def e2e_run(tmp_path_factory) -> tuple[Path, object, dict]:
+    """TOSCA + SimpleCIL on `synthetic` with the offline EfficientNet-Lite0."""
+    out = tmp_path_factory.mktemp("e2e")
+    result = invoke("run", "--out", str(out), *FAST)
+    records = {json.loads(p.read_text())["method"]: json.loads(p.read_text())
+               for p in sorted(out.glob("runs/*/*/*.json"))}
+    return out, result, records
