@@ -128,7 +128,8 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
                           test_shuffle=scenario.params["test_shuffle"], seed=seed,
                           train_transform=tf, eval_transform=tf)
     recorder = Recorder(stream.task_of_label, label=card.name, progress=progress)
-    strategy = cls(params=card.params, backbone=backbone, device=device, plugins=[recorder],
+    strategy = cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
+                   device=device, plugins=[recorder],
                    evaluator=quiet_evaluator())
     for i, experience in enumerate(stream.train):
         strategy.train(experience, eval_streams=[])

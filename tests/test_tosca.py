@@ -260,7 +260,7 @@ def run(cls, params: dict, data, snapshot):
     """What runner.run_one does, with a snapshot of the strategy after each task."""
     torch.manual_seed(1993)
     recorder = Recorder(data.stream.task_of_label, progress=False)
-    strategy = cls(params=params, backbone=SimpleNamespace(dim=D), device=CPU,
+    strategy = cls(params=params, backbone=SimpleNamespace(dim=D), n_classes=6, device=CPU,
                    plugins=[recorder], evaluator=quiet_evaluator())
     snaps = []
     for i, experience in enumerate(data.stream.train):

@@ -20,8 +20,8 @@ class SimpleCIL(SupervisedTemplate):
 
     features_only = True
 
-    def __init__(self, *, params: dict, backbone: Backbone, device: torch.device, plugins: list,
-                 evaluator) -> None:
+    def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
+                 device: torch.device, plugins: list, evaluator) -> None:
         self.params = params
         dim = backbone.dim
         model = CosineClassifier(dim, learn_scale=False).requires_grad_(False)

@@ -68,8 +68,8 @@ class Tosca(SupervisedTemplate):
 
     features_only = True
 
-    def __init__(self, *, params: dict, backbone: Backbone, device: torch.device, plugins: list,
-                 evaluator) -> None:
+    def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
+                 device: torch.device, plugins: list, evaluator) -> None:
         self.params = params
         dim = backbone.dim
         model = ToscaNet(dim, params["mlp_ratio"], params["se_ratio"], params["flow"],
