@@ -85,6 +85,36 @@ def run(
     typer.echo("\n" + summary_table(records))
 
 
+@app.command()
+@user_errors
+def account(
+    methods: Annotated[str, typer.Option(help="Comma-separated methods.")] = "tosca,simplecil",
+    backbone: Annotated[str, typer.Option(help="Backbone (see `cl-bench list backbones`).")]
+        = "vit_base_patch16_224",
+    tasks: Annotated[int, typer.Option(help="Number of tasks T.")] = 10,
+    classes: Annotated[int, typer.Option(help="Number of classes C (C/T per task).")] = 200,
+    weights: Annotated[str | None, typer.Option(
+        help="Backbone weights; default random (counts do not depend on values).")] = None,
+    image_size: Annotated[int | None, typer.Option(help="ViT input resolution.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+        = False,
+) -> None:
+    """Parameters and FLOPs per method at the end of a T-task stream, without data or
+    training: trainable, added per task and stored parameters (everything kept beyond the
+    backbone), inference GFLOPs per image (every backbone pass, attention included) and
+    training GFLOPs per sample.
+
+    Example: cl-bench account --methods tosca,l2p --backbone vit_base_patch16_224 --tasks 10
+    --classes 200
+    """
+    import json
+
+    from cl_bench.accounting_run import account as run_account
+    from cl_bench.accounting_run import account_table
+    rows = run_account(_csv(methods), backbone, weights, tasks, classes, image_size)
+    typer.echo(json.dumps(rows, indent=1) if as_json else account_table(rows))
+
+
 @app.command("list")
 @user_errors
 def list_(what: Annotated[str, typer.Argument(help="methods | scenarios | backbones")]) -> None:

@@ -13,9 +13,8 @@ import torch
 from avalanche.core import SupervisedPlugin
 from tqdm.auto import tqdm
 
-
-def count_params(module: torch.nn.Module, trainable_only: bool = False) -> int:
-    return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
+from cl_bench.accounting import stored_params, trainable_params
+from cl_bench.backbones.base import Backbone
 
 
 def percent(hits: torch.Tensor) -> float:
@@ -27,10 +26,12 @@ class Recorder(SupervisedPlugin):
     """Fills ``acc_matrix``, ``acc_seen``, ``routing_acc``, timings and the
     per-task parameter counts while the strategy trains and evaluates."""
 
-    def __init__(self, task_of_label: torch.Tensor, label: str = "", progress: bool = True
-                 ) -> None:
+    bookkeeping = True  # not part of what the method stores (see accounting.stored_params)
+
+    def __init__(self, task_of_label: torch.Tensor, backbone: Backbone | None = None,
+                 label: str = "", progress: bool = True) -> None:
         super().__init__()
-        self.task_of_label = task_of_label
+        self.task_of_label, self.backbone = task_of_label, backbone
         self.label, self.progress = label, progress
         self.acc_matrix: list[list[float]] = []
         self.acc_seen: list[float] = []
@@ -43,7 +44,7 @@ class Recorder(SupervisedPlugin):
 
     def before_training_exp(self, strategy, **kwargs) -> None:
         self._t0 = time.perf_counter()
-        self.trainable.append(count_params(strategy.model, trainable_only=True))
+        self.trainable.append(trainable_params(strategy))
         i, n = strategy.experience.current_experience, len(self.task_of_label.unique())
         total = strategy.train_epochs * len(strategy.dataloader)
         self._bar = tqdm(total=total, desc=f"{self.label} task {i + 1}/{n}", leave=False,
@@ -57,7 +58,7 @@ class Recorder(SupervisedPlugin):
     def after_training_exp(self, strategy, **kwargs) -> None:
         self._bar.close()
         self.train_s.append(time.perf_counter() - self._t0)
-        self.stored.append(count_params(strategy.model))
+        self.stored.append(stored_params(strategy, self.backbone))
 
     def before_eval_exp(self, strategy, **kwargs) -> None:
         self._t0 = time.perf_counter()

@@ -17,6 +17,7 @@ import torch
 from avalanche.training.plugins import EvaluationPlugin
 
 from cl_bench import results
+from cl_bench.accounting import TrainFlops, backbone_flops, inference_flops
 from cl_bench.backbones import DEFAULT_BACKBONE, backbone_kind, load_backbone
 from cl_bench.backbones.base import Backbone
 from cl_bench.config import ROOT, Card, import_object, load_method, load_scenario, parse_sets
@@ -30,7 +31,7 @@ from cl_bench.environment import (
 from cl_bench.errors import UserError
 from cl_bench.features import FeatureStore
 from cl_bench.metrics import summarize
-from cl_bench.recording import Recorder, count_params
+from cl_bench.recording import Recorder
 from cl_bench.scenarios import load_data, scenario_order
 from cl_bench.scenarios.data import ImageData
 from cl_bench.scenarios.order import task_split, tasks_of
@@ -127,9 +128,10 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     stream = build_stream(train_x, data.train_y, test_x, data.test_y, order, sizes,
                           test_shuffle=scenario.params["test_shuffle"], seed=seed,
                           train_transform=tf, eval_transform=tf)
-    recorder = Recorder(stream.task_of_label, label=card.name, progress=progress)
+    recorder = Recorder(stream.task_of_label, backbone, label=card.name, progress=progress)
+    train_flops = TrainFlops()
     strategy = cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
-                   device=device, plugins=[recorder],
+                   device=device, plugins=[recorder, train_flops],
                    evaluator=quiet_evaluator())
     if getattr(cls, "joint", False):
         # upper bound: one training on every task's data, then the same evaluations
@@ -163,18 +165,7 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
         **summarize(recorder.acc_matrix, recorder.acc_seen),
         "routing_acc": recorder.routing_acc if any(
             r is not None for r in recorder.routing_acc) else None,
-        "accounting": {
-            "backbone_params": count_params(backbone.model),
-            "backbone_frozen": sum(p.numel() for p in backbone.model.parameters()
-                                   if not p.requires_grad),
-            "trainable_per_task": recorder.trainable,
-            "stored_per_task": recorder.stored,
-            "added_per_task": [b - a for a, b in
-                               zip([0, *recorder.stored[:-1]], recorder.stored, strict=True)],
-            "stored_at_end": recorder.stored[-1],
-            "inference_gflops_per_image": None,
-            "train_gflops_per_sample": None,
-        },
+        "accounting": accounting_block(strategy, backbone, recorder, train_flops),
         "timing": {
             "features_s": features_s,
             "features_shared": features_s == 0.0 and getattr(cls, "features_only", False),
@@ -187,6 +178,26 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     }
 
 
+def accounting_block(strategy, backbone: Backbone, recorder: Recorder,
+                     train_flops: TrainFlops) -> dict:
+    """Parameters per task (from the recorder) and FLOPs at the end of the stream."""
+    bb_params = sum(p.numel() for p in backbone.model.parameters())
+    stored = recorder.stored
+    return {
+        "backbone_params": bb_params,
+        "backbone_frozen": sum(p.numel() for p in backbone.model.parameters()
+                               if not p.requires_grad),
+        "trainable_per_task": recorder.trainable,
+        "added_per_task": [b - a for a, b in zip([0, *stored[:-1]], stored, strict=True)],
+        "stored_per_task": stored,
+        "stored_at_end": stored[-1],
+        "backbone_gflops_per_pass": backbone_flops(backbone) / 1e9,
+        "inference_gflops_per_image": inference_flops(strategy, backbone) / 1e9,
+        "train_gflops_per_sample": (max(train_flops.per_sample) / 1e9
+                                    if train_flops.per_sample else 0.0),
+    }
+
+
 def execute(req: RunRequest, echo: Callable[[str], None] = print) -> list[dict]:
     """Run every missing method x seed of the request; return all its results."""
     methods, scenario = resolve_cards(req)
@@ -196,6 +207,9 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print) -> list[dict]:
     backbone = load_backbone(req.backbone, req.weights, req.image_size).to(device)
     store = FeatureStore(device, precision=precision, progress=req.progress,
                          batch_size=32 if device.type == "cpu" else 256)
+    if backbone.weights == "random":
+        echo(f"warning: {backbone.name} has RANDOM weights (asked for with --weights random): "
+             "its numbers are change detectors, not results; the result files record it.")
     echo(f"cl-bench: {', '.join(c.name for c in methods)} on {scenario.name} "
          f"({data.n_classes} classes), backbone {backbone.name} [{backbone.weights}], "
          f"seeds {', '.join(map(str, req.seeds))}, {device.type}/{precision}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-import warnings
 from pathlib import Path
 from unittest import mock
 
@@ -123,8 +122,6 @@ def vit(name: str, weights: str | None = None, img_size: int | None = None) -> B
         kwargs["img_size"] = img_size
     tag = PINNED_TAGS[name]
     if weights == "random":
-        warnings.warn(f"{name} uses RANDOM weights: numbers are change detectors, not "
-                      "results.", stacklevel=2)
         model = timm.create_model(name, pretrained=False, **kwargs)
         record, digest = "random", "random"
     elif weights:

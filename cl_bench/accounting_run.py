@@ -1,0 +1,93 @@
+"""``cl-bench account``: parameters and FLOPs of methods at the end of a stream,
+without data or training.
+
+Each method is driven through T tasks of placeholder data (one random sample
+per class) with one optimisation step per task, so that every module, prompt,
+head row and plugin state exists exactly as after a real run; counts do not
+depend on weight values, so random backbone weights are fine.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from cl_bench.accounting import TrainFlops, backbone_flops, inference_flops
+from cl_bench.backbones import load_backbone
+from cl_bench.config import import_object, load_method
+from cl_bench.errors import UserError
+from cl_bench.recording import Recorder
+from cl_bench.scenarios.order import task_split
+from cl_bench.scenarios.stream import build_stream
+
+
+def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
+    card = load_method(name)
+    cls = import_object(card.raw["strategy"])
+    if card.raw.get("backbones", "any") not in ("any", backbone.kind):
+        raise UserError(f"{name} needs a ViT backbone; {backbone.name} is a CNN.")
+    params = dict(card.params)
+    params["epochs"] = 1
+    features_only = getattr(cls, "features_only", False)
+    g = torch.Generator().manual_seed(0)
+    if features_only:
+        x = torch.randn(n_classes, backbone.dim, generator=g)
+    else:
+        x = torch.rand(n_classes, 3, backbone.input_size, backbone.input_size, generator=g)
+    y = torch.arange(n_classes)
+    per_task = n_classes // n_tasks
+    stream = build_stream(x, y, x, y, list(range(n_classes)),
+                          task_split(n_classes, per_task, per_task), test_shuffle=False, seed=0)
+    recorder = Recorder(stream.task_of_label, backbone, progress=False)
+    meter = TrainFlops(stop_after_first=True)
+    from cl_bench.runner import quiet_evaluator
+    strategy = cls(params=params, backbone=backbone, n_classes=n_classes,
+                   device=torch.device("cpu"), plugins=[recorder, meter],
+                   evaluator=quiet_evaluator())
+    if getattr(cls, "joint", False):
+        strategy.train(stream.train, eval_streams=[])
+    else:
+        for experience in stream.train:
+            strategy.train(experience, eval_streams=[])
+    bb = backbone_flops(backbone)
+    inf = inference_flops(strategy, backbone)
+    return {
+        "method": name, "backbone": backbone.name, "tasks": len(stream.train),
+        "classes": n_classes,
+        "backbone_params": sum(p.numel() for p in backbone.model.parameters()),
+        "trainable_last_task": recorder.trainable[-1],
+        "added_per_task": [b - a for a, b in
+                           zip([0, *recorder.stored[:-1]], recorder.stored, strict=True)],
+        "stored_at_end": recorder.stored[-1],
+        "backbone_gflops_per_pass": bb / 1e9,
+        "inference_gflops_per_image": inf / 1e9,
+        "inference_backbone_passes": inf / bb,
+        "train_gflops_per_sample": max(meter.per_sample, default=0.0) / 1e9,
+    }
+
+
+def account(methods: list[str], backbone_name: str, weights: str | None, n_tasks: int,
+            n_classes: int, image_size: int | None = None) -> list[dict]:
+    if n_tasks < 1 or n_classes < n_tasks:
+        raise UserError(f"--tasks {n_tasks} and --classes {n_classes}: need at least one task "
+                        "and at least as many classes as tasks.")
+    backbone = load_backbone(backbone_name, weights or "random", image_size)
+    return [account_method(m, backbone, n_tasks, n_classes) for m in methods]
+
+
+def account_table(rows: list[dict]) -> str:
+    head = ("method", "trainable", "added/task", "stored@end", "inf GFLOPs", "passes",
+            "train GFLOPs/sample")
+    body = [(r["method"], f"{r['trainable_last_task']:,}", f"{r['added_per_task'][-1]:,}",
+             f"{r['stored_at_end']:,}", f"{r['inference_gflops_per_image']:.3f}",
+             f"{r['inference_backbone_passes']:.3f}", f"{r['train_gflops_per_sample']:.3f}")
+            for r in rows]
+    widths = [max(len(row[i]) for row in (head, *body)) for i in range(len(head))]
+    fmt = [lambda c, w: c.ljust(w)] + [lambda c, w: c.rjust(w)] * (len(head) - 1)
+    lines = ["  ".join(f(c, w) for f, c, w in zip(fmt, row, widths, strict=True))
+             for row in (head, *body)]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    r0 = rows[0] if rows else None
+    title = (f"{r0['backbone']}: {r0['backbone_params']:,} parameters, "
+             f"{r0['backbone_gflops_per_pass']:.2f} GFLOPs per pass; {r0['tasks']} tasks, "
+             f"{r0['classes']} classes" if r0 else "")
+    return title + "\n" + "\n".join(lines)

@@ -1,0 +1,105 @@
+"""Accounting against REFERENCE.md section 3: FLOPs with attention, parameters
+that count everything kept, backbone passes per test image."""
+
+from __future__ import annotations
+
+import pytest
+import timm
+import torch
+
+from cl_bench.accounting import counting, stored_params
+from cl_bench.accounting_run import account
+from cl_bench.strategies.luca import LuCA
+
+
+def vit_flops(name: str, size: int = 224) -> int:
+    model = timm.create_model(name, pretrained=False, num_classes=0).eval()
+    with counting() as c, torch.no_grad():
+        model(torch.zeros(1, 3, size, size))
+    return c.get_total_flops()
+
+
+def analytic_vit_flops(d: int, depth: int, heads: int, patch: int = 16, size: int = 224,
+                       mlp: int = 4) -> int:
+    """2 x MACs: patch embedding, qkv, QK^T, AV, proj, MLP (no norms/softmax)."""
+    n = (size // patch) ** 2 + 1
+    embed = (n - 1) * 3 * patch * patch * d
+    per_block = n * d * 3 * d + 2 * n * n * d + n * d * d + 2 * n * d * mlp * d
+    assert heads * (d // heads) == d
+    return 2 * (embed + depth * per_block)
+
+
+def test_vit_base_is_35_13_gflops_with_attention():
+    flops = vit_flops("vit_base_patch16_224")
+    assert flops / 1e9 == pytest.approx(35.13, rel=0.005)
+    assert flops == analytic_vit_flops(768, 12, 12)
+    # per block, attention matmuls are 29.8 M MACs each (REFERENCE section 3)
+    assert 197 * 197 * 768 == pytest.approx(29.8e6, rel=0.002)
+
+
+def test_vit_tiny_matches_analytic_count():
+    flops = vit_flops("vit_tiny_patch16_224")
+    assert flops == analytic_vit_flops(192, 12, 3)
+    # without the attention matmuls it is REFERENCE's 2.15 GFLOPs
+    attention = 2 * 12 * 2 * 197 * 197 * 192
+    assert (flops - attention) / 1e9 == pytest.approx(2.15, rel=0.005)
+
+
+def test_luca_flops_and_parameters():
+    luca = LuCA(768)
+    assert sum(p.numel() for p in luca.parameters()) == 149_808
+    with counting() as c, torch.no_grad():
+        luca(torch.zeros(1, 768))
+    assert c.get_total_flops() == 2 * (2 * 768 * 48 + 2 * 768 * 48)
+
+
+@pytest.fixture(scope="module")
+def tosca_vs_simplecil():
+    rows = account(["tosca", "simplecil"], "vit_base_patch16_224", None, 10, 200)
+    return {r["method"]: r for r in rows}
+
+
+def test_tosca_at_ten_tasks_is_one_backbone_pass_plus_ten_modules(tosca_vs_simplecil):
+    tosca, simplecil = tosca_vs_simplecil["tosca"], tosca_vs_simplecil["simplecil"]
+    bb = tosca["backbone_gflops_per_pass"] * 1e9
+    modules = 10 * 2 * (2 * 768 * 48 + 2 * 768 * 48)
+    cosine = 10 * 2 * 768 * 200  # every module's logits go through the shared classifier
+    assert tosca["inference_gflops_per_image"] * 1e9 == pytest.approx(bb + modules + cosine)
+    assert 1.0 < tosca["inference_backbone_passes"] < 1.01
+    assert simplecil["inference_gflops_per_image"] * 1e9 == pytest.approx(bb + 2 * 768 * 200)
+
+
+def test_parameters_added_and_stored(tosca_vs_simplecil):
+    tosca, simplecil = tosca_vs_simplecil["tosca"], tosca_vs_simplecil["simplecil"]
+    # one LuCA + 20 new cosine rows per task; sigma once
+    assert tosca["added_per_task"] == [149_808 + 20 * 768 + 1] + [149_808 + 20 * 768] * 9
+    assert tosca["stored_at_end"] == sum(tosca["added_per_task"]) == 10 * 149_808 + 200 * 768 + 1
+    # the optimizer covers the newest LuCA, every classifier row and sigma
+    assert tosca["trainable_last_task"] == 149_808 + 200 * 768 + 1
+    assert simplecil["trainable_last_task"] == 0
+    assert simplecil["stored_at_end"] == 200 * 768 + 1
+    assert tosca["backbone_params"] == 85_798_656
+
+
+def test_stored_counts_plugin_state_but_not_the_backbone():
+    from types import SimpleNamespace
+
+    from avalanche.core import SupervisedPlugin
+
+    class Holder(SupervisedPlugin):
+        def __init__(self):
+            super().__init__()
+            self.importances = {"w": torch.zeros(10, 3)}
+
+    class Bookkeeper(SupervisedPlugin):
+        bookkeeping = True
+
+        def __init__(self):
+            super().__init__()
+            self.log = [torch.zeros(100)]
+
+    bb_model = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=0)
+    model = torch.nn.Sequential(bb_model, torch.nn.Linear(192, 5))
+    strategy = SimpleNamespace(model=model, plugins=[Holder(), Bookkeeper()])
+    backbone = SimpleNamespace(model=bb_model)
+    assert stored_params(strategy, backbone) == 192 * 5 + 5 + 30
