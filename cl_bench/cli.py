@@ -23,7 +23,7 @@ def user_errors(fn):
         try:
             return fn(*args, **kwargs)
         except UserError as e:
-            typer.echo(f"error: {e}", err=True)
+            typer.echo(f"error: {e.paragraph()}", err=True)
             raise typer.Exit(2) from None
     return wrapper
 
@@ -52,6 +52,9 @@ def run(
     data_root: Annotated[Path | None, typer.Option(
         envvar="CL_BENCH_DATA", help="Folder with the scenario's data (env CL_BENCH_DATA).")]
         = None,
+    download: Annotated[bool, typer.Option(
+        help="Allow downloading a dataset that torchvision can fetch (CIFAR-100) into "
+             "--data-root; nothing is ever downloaded without it.")] = False,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
     precision: Annotated[str, typer.Option(
         help="Frozen backbone passes: auto (bf16 where the hardware has bf16 matrix units) "
@@ -79,7 +82,8 @@ def run(
         raise UserError("--seeds is empty; give at least one seed, e.g. --seeds 1993.")
     req = RunRequest(methods=_csv(methods) or default_methods(backbone), scenario=scenario,
                      seeds=seed_list, backbone=backbone, weights=weights,
-                     image_size=image_size, data_root=data_root, device=device,
+                     image_size=image_size, data_root=data_root, download=download,
+                     device=device,
                      precision=precision, out=out, sets=set_ or [], progress=progress)
     records = execute(req, echo=typer.echo)
     typer.echo("\n" + summary_table(records))
@@ -113,6 +117,34 @@ def account(
     from cl_bench.accounting_run import account_table
     rows = run_account(_csv(methods), backbone, weights, tasks, classes, image_size)
     typer.echo(json.dumps(rows, indent=1) if as_json else account_table(rows))
+
+
+data_app = typer.Typer(help="Check a scenario's data before running it.",
+                       no_args_is_help=True)
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("check")
+@user_errors
+def data_check(
+    scenario: Annotated[str, typer.Option(help="Scenario (see `cl-bench list scenarios`).")],
+    data_root: Annotated[Path | None, typer.Option(
+        envvar="CL_BENCH_DATA", help="Folder with the scenario's data (env CL_BENCH_DATA).")]
+        = None,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+) -> None:
+    """Count classes and images per split against the expected numbers and decode every
+    image, listing unreadable files. Exit 0: as expected; 1: problems listed; 2: data
+    missing (the message shows the expected tree).
+
+    Example: cl-bench data check --scenario imagenet-a --data-root ~/data
+    """
+    from cl_bench.config import load_scenario
+    from cl_bench.scenarios.check import check_data
+    lines, ok = check_data(load_scenario(scenario), data_root, progress)
+    typer.echo("\n".join(lines))
+    if not ok:
+        raise typer.Exit(1)
 
 
 @app.command("list")

@@ -104,6 +104,8 @@ def coerce(text: str, default: Any, label: str) -> Any:
         return str(value)
     elif isinstance(default, list) and isinstance(value, list):
         return value
+    elif isinstance(default, dict) and isinstance(value, dict):
+        return {**default, **value}  # --set scenario.dataset_args={n_classes: 3} merges
     raise UserError(f'--set {label}={text}: expected a {type(default).__name__} '
                     f"like the default ({default!r}), got {text!r}.")
 

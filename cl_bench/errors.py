@@ -13,6 +13,14 @@ from collections.abc import Iterable
 class UserError(Exception):
     """Bad input from the user (names, data, weights, YAML), never a bug."""
 
+    def paragraph(self) -> str:
+        """The message alone. A UserError raised in a DataLoader worker comes back
+        re-created with the worker's traceback in its text; keep only our message."""
+        text = str(self)
+        if "Traceback" in text:
+            text = text.rsplit("UserError: ", 1)[-1]
+        return " ".join(text.split())
+
 
 def suggest(name: str, choices: Iterable[str]) -> str:
     """' Did you mean "x"?' for the closest known name, or ''."""

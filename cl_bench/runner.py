@@ -7,6 +7,7 @@ starts, so a bad command writes nothing.
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from collections.abc import Callable
@@ -18,7 +19,12 @@ from avalanche.training.plugins import EvaluationPlugin
 
 from cl_bench import results
 from cl_bench.accounting import TrainFlops, backbone_flops, inference_flops
-from cl_bench.backbones import DEFAULT_BACKBONE, backbone_kind, load_backbone
+from cl_bench.backbones import (
+    DEFAULT_BACKBONE,
+    backbone_kind,
+    load_backbone,
+    use_weights_normalization,
+)
 from cl_bench.backbones.base import Backbone
 from cl_bench.config import ROOT, Card, import_object, load_method, load_scenario, parse_sets
 from cl_bench.environment import (
@@ -36,7 +42,7 @@ from cl_bench.scenarios import load_data, scenario_order
 from cl_bench.scenarios.data import ImageData
 from cl_bench.scenarios.order import task_split, tasks_of
 from cl_bench.scenarios.stream import build_stream
-from cl_bench.scenarios.transforms import ToModelInput
+from cl_bench.scenarios.transforms import eval_transform, train_transform
 
 DEFAULT_SCENARIO = "fmnist"
 DEFAULT_SEEDS = (1993,)
@@ -53,6 +59,7 @@ class RunRequest:
     weights: str | None = None
     image_size: int | None = None
     data_root: Path | None = None
+    download: bool = False
     device: str = "auto"
     precision: str = "auto"
     out: Path = Path("results")
@@ -89,7 +96,8 @@ def resolve_cards(req: RunRequest) -> tuple[list[Card], Card]:
     return methods, scenario
 
 
-def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: str) -> dict:
+def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: str,
+                    on_disk: bool) -> dict:
     """Everything that changes a run's numbers; hashed into its file name."""
     return {
         "method": {"name": card.name, **card.params},
@@ -97,8 +105,9 @@ def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: s
         "backbone": {"name": backbone.name, "weights": backbone.weights,
                      "weights_digest": backbone.weights_digest,
                      "input_size": backbone.input_size, "dim": backbone.dim,
-                     "precision": precision},
-        "transform": ToModelInput(backbone.input_size).id,
+                     "normalization": backbone.normalization, "precision": precision},
+        "transform": {"train": train_transform(on_disk, backbone.input_size).id,
+                      "eval": eval_transform(on_disk, backbone.input_size).id},
     }
 
 
@@ -118,16 +127,20 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
     cls = import_object(card.raw["strategy"])
     features_s = 0.0
+    loader_args = {}
     if getattr(cls, "features_only", False):
         before = store.seconds
         train_x, test_x = store.get(backbone, data, "train"), store.get(backbone, data, "test")
         features_s = store.seconds - before
-        tf = None
+        train_tf = eval_tf = None
     else:
-        train_x, test_x, tf = data.train_x, data.test_x, ToModelInput(backbone.input_size)
+        train_x, test_x = data.train_x, data.test_x
+        train_tf = train_transform(data.on_disk, backbone.input_size)
+        eval_tf = eval_transform(data.on_disk, backbone.input_size)
+        loader_args = {"num_workers": store.workers}
     stream = build_stream(train_x, data.train_y, test_x, data.test_y, order, sizes,
                           test_shuffle=scenario.params["test_shuffle"], seed=seed,
-                          train_transform=tf, eval_transform=tf)
+                          train_transform=train_tf, eval_transform=eval_tf)
     recorder = Recorder(stream.task_of_label, backbone, label=card.name, progress=progress)
     train_flops = TrainFlops()
     strategy = cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
@@ -135,13 +148,13 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
                    evaluator=quiet_evaluator())
     if getattr(cls, "joint", False):
         # upper bound: one training on every task's data, then the same evaluations
-        strategy.train(stream.train, eval_streams=[])
+        strategy.train(stream.train, eval_streams=[], **loader_args)
         for seen in stream.seen_test:
-            strategy.eval(seen)
+            strategy.eval(seen, **loader_args)
     else:
         for i, experience in enumerate(stream.train):
-            strategy.train(experience, eval_streams=[])
-            strategy.eval(stream.seen_test[i])
+            strategy.train(experience, eval_streams=[], **loader_args)
+            strategy.eval(stream.seen_test[i], **loader_args)
     precision = store.precision
     return {
         "schema_version": results.SCHEMA_VERSION,
@@ -149,7 +162,7 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
         "scenario": scenario.name,
         "seed": seed,
         "status": "done",
-        "config": resolved_config(card, scenario, backbone, precision),
+        "config": resolved_config(card, scenario, backbone, precision, data.on_disk),
         "class_order": order,
         "class_names": [data.class_names[c] for c in order],
         "tasks": [[order[p] for p in t] for t in tasks_of(sizes)],
@@ -203,9 +216,13 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print) -> list[dict]:
     methods, scenario = resolve_cards(req)
     device = resolve_device(req.device)
     precision = resolve_precision(req.precision, device)
-    data = load_data(scenario, req.data_root)
+    data = load_data(scenario, req.data_root, req.download)
+    task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
     backbone = load_backbone(req.backbone, req.weights, req.image_size).to(device)
-    store = FeatureStore(device, precision=precision, progress=req.progress,
+    if scenario.params.get("normalize", "none") == "backbone":
+        use_weights_normalization(backbone)
+    workers = (min(8, os.cpu_count() or 1) if device.type == "cuda" else 1) if data.on_disk else 0
+    store = FeatureStore(device, precision=precision, progress=req.progress, workers=workers,
                          batch_size=32 if device.type == "cpu" else 256)
     if backbone.weights == "random":
         echo(f"warning: {backbone.name} has RANDOM weights (asked for with --weights random): "
@@ -216,7 +233,7 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print) -> list[dict]:
     out = []
     for seed in req.seeds:
         for card in methods:
-            config = resolved_config(card, scenario, backbone, precision)
+            config = resolved_config(card, scenario, backbone, precision, data.on_disk)
             path = results.run_path(req.out, scenario.name, card.name, seed, config)
             if results.is_done(path):
                 echo(f"  skip {card.name} seed {seed}: finished ({path})")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from cl_bench.backbones.base import Backbone
 from cl_bench.errors import UserError, unknown
 
-VIT_NAMES = ("vit_base_patch16_224", "vit_small_patch16_224", "vit_tiny_patch16_224")
+VIT_NAMES = ("vit_base_patch16_224", "vit_base_patch16_224_in1k", "vit_small_patch16_224",
+             "vit_tiny_patch16_224")
 BACKBONES = {"efficientnet_lite0": "cnn", **{n: "vit" for n in VIT_NAMES}}
 DEFAULT_BACKBONE = "efficientnet_lite0"
 
@@ -33,4 +34,13 @@ def load_backbone(name: str, weights: str | None = None, img_size: int | None = 
     return efficientnet_lite0(weights or "pretrained")
 
 
-__all__ = ["Backbone", "backbone_names", "backbone_kind", "load_backbone", "DEFAULT_BACKBONE"]
+def use_weights_normalization(backbone: Backbone) -> None:
+    """Normalise inputs with the mean/std the weights were trained with (timm's data
+    config); the official TOSCA code feeds ViTs un-normalised [0, 1] images."""
+    from timm.data import resolve_data_config
+    cfg = resolve_data_config({}, model=backbone.model)
+    backbone.mean, backbone.std = tuple(cfg["mean"]), tuple(cfg["std"])
+
+
+__all__ = ["Backbone", "backbone_names", "backbone_kind", "load_backbone", "DEFAULT_BACKBONE",
+           "use_weights_normalization"]

@@ -35,6 +35,11 @@ class Backbone:
             # depthwise convolutions are several times faster in channels_last on CPU
             self.model.to(memory_format=torch.channels_last)
 
+    @property
+    def normalization(self) -> str:
+        """Recorded in results and cache keys."""
+        return "none" if self.mean is None else f"mean={self.mean},std={self.std}"
+
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
         if self.mean is None:
             return x

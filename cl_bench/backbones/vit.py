@@ -22,6 +22,7 @@ from cl_bench.errors import UserError
 # the paper's default (ImageNet-21k) tags; timm >= 0.9 names
 PINNED_TAGS = {
     "vit_base_patch16_224": "vit_base_patch16_224.augreg_in21k",
+    "vit_base_patch16_224_in1k": "vit_base_patch16_224.augreg2_in21k_ft_in1k",
     "vit_small_patch16_224": "vit_small_patch16_224.augreg_in21k",
     "vit_tiny_patch16_224": "vit_tiny_patch16_224.augreg_in21k",
 }
@@ -121,15 +122,16 @@ def vit(name: str, weights: str | None = None, img_size: int | None = None) -> B
     if img_size:
         kwargs["img_size"] = img_size
     tag = PINNED_TAGS[name]
+    arch = tag.split(".")[0]
     if weights == "random":
-        model = timm.create_model(name, pretrained=False, **kwargs)
+        model = timm.create_model(arch, pretrained=False, **kwargs)
         record, digest = "random", "random"
     elif weights:
         path = Path(weights)
         if not path.is_file():
             raise UserError(f"Weights file {path} does not exist. Give --weights an existing "
                             ".safetensors/.pth/.npz file, or omit it to use the pinned tag.")
-        model = timm.create_model(name, pretrained=False, **kwargs)
+        model = timm.create_model(arch, pretrained=False, **kwargs)
         if path.suffix == ".npz":
             try:
                 model.load_pretrained(str(path))

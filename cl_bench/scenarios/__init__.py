@@ -14,15 +14,22 @@ from pathlib import Path
 from cl_bench.config import Card
 from cl_bench.errors import UserError, unknown
 from cl_bench.scenarios.data import ImageData
-from cl_bench.scenarios.datasets import LOADERS
+from cl_bench.scenarios.datasets import LOADERS as MEMORY_LOADERS
+from cl_bench.scenarios.folders import cifar100, imagefolder
 from cl_bench.scenarios.order import class_order
 
+# loaders of data on disk also take the scenario's name (for messages) and --download
+DISK_LOADERS = {"imagefolder": imagefolder, "cifar100": cifar100}
+LOADERS = {**MEMORY_LOADERS, **DISK_LOADERS}
 
-def load_data(card: Card, data_root: Path | None) -> ImageData:
+
+def load_data(card: Card, data_root: Path | None, download: bool = False) -> ImageData:
     name = card.params["dataset"]
     if name not in LOADERS:
         raise unknown("dataset", name, LOADERS)
-    args = card.params.get("dataset_args") or {}
+    args = dict(card.params.get("dataset_args") or {})
+    if name in DISK_LOADERS:
+        args.update(name=card.name, download=download)
     try:
         return LOADERS[name](data_root, **args)
     except TypeError as e:

@@ -1,21 +1,48 @@
-"""In-memory image datasets: the common currency of all loaders."""
+"""Datasets as loaders return them: uint8 tensors in memory, or image files on disk."""
 
 from __future__ import annotations
 
 import hashlib
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 
+class FileList:
+    """Image files on disk, indexable like a tensor (an int, or an index tensor or
+    list giving a sub-list), so that streams are built the same way for files and
+    for in-memory images."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = list(paths)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, int):
+            return self.paths[idx]
+        if isinstance(idx, slice):
+            return FileList(self.paths[idx])
+        return FileList([self.paths[i] for i in torch.as_tensor(idx).reshape(-1).tolist()])
+
+    def digest(self, h) -> None:
+        """Names, sizes and modification times: cheap, and changes when a file does."""
+        for p in self.paths:
+            st = os.stat(p)
+            h.update(f"{p}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+
+
 @dataclass
 class ImageData:
-    """A dataset with a fixed train/test split, held as uint8 tensors.
+    """A dataset with a fixed train/test split.
 
     ``*_x`` are uint8 tensors of shape (N, H, W) for greyscale or (N, 3, H, W) for
-    colour; ``*_y`` are int64 original class ids in 0..C-1 (the class order is
-    applied later, by the scenario). ``fingerprint`` identifies the contents
-    (for result records and the feature cache).
+    colour, or a :class:`FileList` of image files; ``*_y`` are int64 original class
+    ids in 0..C-1 (the class order is applied later, by the scenario).
+    ``fingerprint`` identifies the contents (for result records and the feature cache).
     """
 
     name: str
@@ -34,11 +61,19 @@ class ImageData:
     def n_classes(self) -> int:
         return len(self.class_names)
 
+    @property
+    def on_disk(self) -> bool:
+        return isinstance(self.train_x, FileList)
 
-def fingerprint(*tensors: torch.Tensor) -> str:
-    """Short sha256 over the raw bytes and shapes of the given tensors."""
+
+def fingerprint(*tensors: torch.Tensor | FileList) -> str:
+    """Short sha256 over the raw bytes and shapes of the given tensors (file lists:
+    names, sizes and modification times)."""
     h = hashlib.sha256()
     for t in tensors:
+        if isinstance(t, FileList):
+            t.digest(h)
+            continue
         t = t.contiguous()
         h.update(str(tuple(t.shape)).encode())
         h.update(t.numpy().tobytes())

@@ -12,9 +12,14 @@ from dataclasses import dataclass
 import torch
 from avalanche.benchmarks.scenarios.dataset_scenario import DatasetExperience
 from avalanche.benchmarks.utils.classification_dataset import (
+    _make_taskaware_classification_dataset as _wrap_dataset,
+)
+from avalanche.benchmarks.utils.classification_dataset import (
     _make_taskaware_tensor_classification_dataset as _tensor_dataset,
 )
+from torch.utils.data import Dataset
 
+from cl_bench.scenarios.data import FileList
 from cl_bench.scenarios.order import tasks_of
 
 
@@ -43,15 +48,32 @@ def remap_labels(y: torch.Tensor, order: Sequence[int]) -> torch.Tensor:
     return lut[y.long()]
 
 
-def _dataset(x: torch.Tensor, y: torch.Tensor, train_tf: Callable | None,
+class _Files(Dataset):
+    """(path, label) pairs; Avalanche's transform groups decode and transform."""
+
+    def __init__(self, files: FileList, y: torch.Tensor) -> None:
+        self.files, self.y = files, y
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i: int):
+        return self.files[i], int(self.y[i])
+
+
+def _dataset(x: torch.Tensor | FileList, y: torch.Tensor, train_tf: Callable | None,
              eval_tf: Callable | None):
     groups = None
     if train_tf is not None or eval_tf is not None:
         groups = {"train": (train_tf, None), "eval": (eval_tf, None)}
+    if isinstance(x, FileList):
+        return _wrap_dataset(_Files(x, y), task_labels=0, targets=y.tolist(),
+                             transform_groups=groups)
     return _tensor_dataset(x, y, task_labels=0, targets=y, transform_groups=groups)
 
 
-def build_stream(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor,
+def build_stream(train_x: torch.Tensor | FileList, train_y: torch.Tensor,
+                 test_x: torch.Tensor | FileList,
                  test_y: torch.Tensor, order: Sequence[int], sizes: Sequence[int], *,
                  test_shuffle: bool, seed: int, train_transform: Callable | None = None,
                  eval_transform: Callable | None = None) -> Stream:

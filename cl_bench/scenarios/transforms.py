@@ -1,18 +1,26 @@
-"""Image tensors -> model input: float in [0, 1], 3 channels, square side.
+"""Images -> model input: float (3, size, size) in [0, 1], no mean/std (the
+backbone normalises when its weights need it).
 
-Works on a batch (B, H, W) / (B, 3, H, W) for feature extraction, and on one
-image (H, W) / (3, H, W) as an Avalanche per-sample transform. Greyscale is
-repeated to 3 channels; resizing is bilinear with antialiasing.
+In-memory uint8 tensors (Fashion-MNIST, digits, synthetic, CIFAR) go through
+:class:`ToModelInput`, batched or per image. Image files (PILOT's ImageFolder
+layout) go through the paper's PIL pipelines: test Resize(size/0.875, bicubic)
++ CenterCrop(size), train RandomResizedCrop(size, scale (0.05, 1)) +
+HorizontalFlip; a file that cannot be decoded stops the run with its path.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from PIL import Image, UnidentifiedImageError
+from torchvision import transforms as T
+
+from cl_bench.errors import UserError
 
 
 class ToModelInput:
-    """uint8 image(s) -> float (…, 3, size, size) in [0, 1]."""
+    """uint8 image(s) -> float (…, 3, size, size) in [0, 1]; greyscale repeated to
+    3 channels, bilinear resize with antialiasing."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -35,3 +43,46 @@ class ToModelInput:
             x = F.interpolate(x, size=(self.size, self.size), mode="bilinear",
                               align_corners=False, antialias=True)
         return x[0] if single else x
+
+
+def load_rgb(path: str) -> Image.Image:
+    """Decode an image file fully, or stop with its path (never a silent skip)."""
+    try:
+        with Image.open(path) as img:
+            return img.convert("RGB")
+    except (OSError, UnidentifiedImageError, ValueError) as e:
+        raise UserError(f"Cannot read image {path} ({type(e).__name__}: {e}). Replace or "
+                        "delete the file; `cl-bench data check --scenario ...` lists every "
+                        "unreadable file of a dataset.") from None
+
+
+class FileTransform:
+    """path -> float (3, size, size): decode, then the paper's train or test pipeline."""
+
+    def __init__(self, size: int, train: bool) -> None:
+        self.size, self.train = size, train
+        if train:
+            self.pipeline = T.Compose([
+                T.RandomResizedCrop(size, scale=(0.05, 1.0), ratio=(3 / 4, 4 / 3)),
+                T.RandomHorizontalFlip(), T.ToTensor()])
+        else:
+            self.pipeline = T.Compose([
+                T.Resize(round(size / 0.875), interpolation=T.InterpolationMode.BICUBIC),
+                T.CenterCrop(size), T.ToTensor()])
+
+    @property
+    def id(self) -> str:
+        if self.train:
+            return f"rrc{self.size}-scale0.05-flip"
+        return f"resize{round(self.size / 0.875)}-bicubic-crop{self.size}"
+
+    def __call__(self, path: str) -> torch.Tensor:
+        return self.pipeline(load_rgb(path))
+
+
+def eval_transform(on_disk: bool, size: int):
+    return FileTransform(size, train=False) if on_disk else ToModelInput(size)
+
+
+def train_transform(on_disk: bool, size: int):
+    return FileTransform(size, train=True) if on_disk else ToModelInput(size)
