@@ -119,6 +119,68 @@ def account(
     typer.echo(json.dumps(rows, indent=1) if as_json else account_table(rows))
 
 
+@app.command()
+@user_errors
+def check(
+    suite: Annotated[str, typer.Option(help="Suite in benchmarks/ (a YAML with runs:).")]
+        = "ci",
+    baseline: Annotated[Path | None, typer.Option(
+        help="Baseline JSON; default results/baselines/<suite>.json.")] = None,
+    tolerance: Annotated[float | None, typer.Option(
+        help="Override every metric's tolerance (accuracy points).")] = None,
+    out: Annotated[Path, typer.Option(help="Where the suite's runs go; finished runs are "
+                                           "reused.")] = Path("results/ci"),
+    update_baseline: Annotated[bool, typer.Option(
+        help="Rewrite the baseline with the numbers measured now (tolerance default 1.0) "
+             "and new provenance.")] = False,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+) -> None:
+    """Run a suite and compare average / last accuracy with the baseline: exit 1 when a
+    metric drops by more than its tolerance or a run is missing, 0 otherwise.
+    Improvements beyond tolerance are reported (raise the baseline on purpose).
+
+    Example: cl-bench check --suite ci
+    """
+    from cl_bench import regress
+    from cl_bench.config import ROOT
+    suite_def = regress.load_suite(suite)
+    path = baseline or ROOT / "results" / "baselines" / f"{suite}.json"
+    measured = regress.run_suite(suite_def, out, typer.echo, progress)
+    if update_baseline:
+        regress.write_baseline(path, regress.new_baseline(
+            suite_def, measured, 1.0 if tolerance is None else tolerance))
+        typer.echo(f"baseline written: {path}")
+        return
+    rows = regress.compare(regress.read_baseline(path), measured, tolerance)
+    typer.echo("\n" + regress.table(rows))
+    bad = [r for r in rows if r.status in ("DROP", "MISSING")]
+    better = [r for r in rows if r.status == "IMPROVED"]
+    if better:
+        typer.echo(f"{len(better)} metric(s) improved beyond tolerance: update the baseline "
+                   "on purpose with --update-baseline.")
+    if bad:
+        typer.echo(f"FAILED: {', '.join(f'{r.key} {r.metric} {r.status}' for r in bad)}")
+        raise typer.Exit(1)
+    typer.echo("check passed")
+
+
+@app.command()
+@user_errors
+def cache(what: Annotated[str, typer.Argument(help="info | clear")]) -> None:
+    """Show or clear the on-disk feature cache ($CL_BENCH_CACHE, default
+    ~/.cache/cl-bench/features): frozen features keyed by backbone, weights digest,
+    dataset fingerprint, transform, precision and view, shared by every method, seed and
+    invocation."""
+    from cl_bench.errors import unknown
+    from cl_bench.features import cache_clear, cache_info
+    if what == "info":
+        typer.echo("\n".join(cache_info()))
+    elif what == "clear":
+        typer.echo(f"removed {cache_clear()} cached feature arrays")
+    else:
+        raise unknown("cache action", what, ["info", "clear"])
+
+
 data_app = typer.Typer(help="Check a scenario's data before running it.",
                        no_args_is_help=True)
 app.add_typer(data_app, name="data")
@@ -145,6 +207,43 @@ def data_check(
     typer.echo("\n".join(lines))
     if not ok:
         raise typer.Exit(1)
+
+
+@app.command()
+@user_errors
+def report(
+    results: Annotated[Path, typer.Option(help="Results folder (what `cl-bench run --out` "
+                                               "wrote).")] = Path("results"),
+    out: Annotated[Path, typer.Option(help="Report folder; its report files are replaced.")]
+        = Path("reports/latest"),
+    scenarios: Annotated[str | None, typer.Option(
+        help="Comma-separated scenarios to include. Default: all in the results.")] = None,
+    methods: Annotated[str | None, typer.Option(
+        help="Comma-separated methods to include. Default: all in the results.")] = None,
+    format_: Annotated[str, typer.Option(
+        "--format", help="Comma-separated: md (README, PRs), tex (booktabs), csv (long: one "
+                         "row per run and metric), html (one self-contained file).")]
+        = "md,tex,csv,html",
+    images: Annotated[str, typer.Option(
+        help="Plot files to write: png,svg | png | svg | none (the HTML embeds its own).")]
+        = "png,svg",
+) -> None:
+    """Tables and plots from result files: per scenario, methods x accuracy (mean +- std
+    over seeds), forgetting, parameters, GFLOPs and train time, published numbers beside
+    the measured ones; runs that differ in protocol or backbone are separate rows.
+
+    Example: cl-bench report --results results --out reports/latest --scenarios fmnist
+    """
+    from cl_bench.report import write_report
+    written, skipped = write_report(
+        results, out, _csv(scenarios), _csv(methods), _csv(format_),
+        [] if images.strip() == "none" else _csv(images))
+    if skipped:
+        typer.echo(f"skipped {len(skipped)} unfinished or unreadable result file(s), e.g. "
+                   f"{skipped[0]}", err=True)
+    typer.echo(f"wrote {len(written)} files to {out}:")
+    for path in written:
+        typer.echo(f"  {path}")
 
 
 @app.command("list")

@@ -48,6 +48,14 @@ def resolve_precision(name: str, device: torch.device) -> str:
     return "bf16" if cpu_has_bf16() else "fp32"
 
 
+def make_deterministic(threads: int | None = None) -> None:
+    """Same command, same numbers on CPU: deterministic kernels and, when given, a
+    fixed intra-op thread count (reduction order can depend on it)."""
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    if threads:
+        torch.set_num_threads(threads)
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)

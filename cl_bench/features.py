@@ -4,15 +4,21 @@ Features-only methods (TOSCA, SimpleCIL) read nothing but the frozen final
 feature, so the backbone runs once per image of a run, not per epoch, seed,
 method or stored module. The key names everything the numbers depend on:
 backbone + weights digest + dataset fingerprint + split + transform + view.
-Here the store lives for one invocation; an on-disk cache plugs in behind
-``FeatureStore.get`` without changing its callers.
+Features live in memory for one invocation and in an on-disk cache
+(``$CL_BENCH_CACHE``, default ``~/.cache/cl-bench/features``) across
+invocations.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
+import tempfile
 import time
+from pathlib import Path
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
@@ -68,28 +74,99 @@ def extract(backbone: Backbone, images: torch.Tensor | FileList, device: torch.d
     return torch.cat(out) if out else torch.empty(0, backbone.dim)
 
 
+def cache_dir() -> Path:
+    """``$CL_BENCH_CACHE`` or ``~/.cache/cl-bench/features``."""
+    return Path(os.environ.get("CL_BENCH_CACHE") or
+                Path.home() / ".cache" / "cl-bench" / "features")
+
+
+def _save_atomic(path: Path, array: np.ndarray) -> None:
+    """Readers see no file or the whole file; concurrent writers of the same key write
+    the same bytes, and the last rename wins."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".npy")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, array)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 class FeatureStore:
-    """Features keyed by what they depend on; ``seconds`` accumulates extraction time."""
+    """Features keyed by what they depend on, kept in memory for the invocation and
+    on disk (fp16, memory-mapped) across invocations, methods and seeds.
+
+    Features always pass through fp16, whether just extracted or read back, so a
+    run gives the same numbers with a cold or a warm cache. ``seconds`` is the
+    extraction time this store spent; ``hits`` counts disk-cache reads.
+    """
 
     def __init__(self, device: torch.device, *, batch_size: int = 64, precision: str = "fp32",
-                 progress: bool = True, workers: int = 0) -> None:
+                 progress: bool = True, workers: int = 0, use_disk: bool = True) -> None:
         self.device, self.batch_size, self.workers = device, batch_size, workers
-        self.precision, self.progress = precision, progress
+        self.precision, self.progress, self.use_disk = precision, progress, use_disk
         self._mem: dict[tuple, torch.Tensor] = {}
         self.seconds = 0.0
+        self.hits = 0
 
     def key(self, backbone: Backbone, data: ImageData, split: str, view: int = 0) -> tuple:
         return (backbone.name, backbone.weights_digest, backbone.normalization, data.fingerprint,
                 split, eval_transform(data.on_disk, backbone.input_size).id, self.precision, view)
 
+    def path(self, key: tuple) -> Path:
+        digest = hashlib.sha256(repr(key).encode()).hexdigest()[:24]
+        return cache_dir() / key[0] / f"{digest}.npy"
+
     def get(self, backbone: Backbone, data: ImageData, split: str) -> torch.Tensor:
         key = self.key(backbone, data, split)
-        if key not in self._mem:
+        if key in self._mem:
+            return self._mem[key]
+        path = self.path(key)
+        if self.use_disk and path.exists():
+            try:
+                feats = torch.from_numpy(np.load(path, mmap_mode="r").astype(np.float32))
+                self.hits += 1
+            except (OSError, ValueError):
+                path.unlink(missing_ok=True)  # unreadable cache entry: recompute it
+                return self.get(backbone, data, split)
+        else:
             t0 = time.perf_counter()
             images = data.train_x if split == "train" else data.test_x
-            self._mem[key] = extract(backbone, images, self.device, batch_size=self.batch_size,
-                                     precision=self.precision, progress=self.progress,
-                                     workers=self.workers,
-                                     desc=f"{backbone.name} features ({data.name} {split})")
+            half = extract(backbone, images, self.device, batch_size=self.batch_size,
+                           precision=self.precision, progress=self.progress,
+                           workers=self.workers,
+                           desc=f"{backbone.name} features ({data.name} {split})").half()
+            if self.use_disk:
+                _save_atomic(path, half.numpy())
+                _save_atomic(path.with_suffix(".key"), np.array(repr(key)))
+            feats = half.float()
             self.seconds += time.perf_counter() - t0
-        return self._mem[key]
+        self._mem[key] = feats
+        return feats
+
+
+def cache_info() -> list[str]:
+    """One line per cached array, plus the total."""
+    root = cache_dir()
+    files = sorted(root.glob("*/*.npy")) if root.exists() else []
+    lines, total = [], 0
+    for f in files:
+        total += f.stat().st_size
+        shape = np.load(f, mmap_mode="r").shape
+        lines.append(f"{f.relative_to(root)}  {shape[0]} x {shape[1]}  "
+                     f"{f.stat().st_size / 2**20:.1f} MiB")
+    lines.append(f"{len(files)} cached feature arrays, {total / 2**20:.1f} MiB in {root}")
+    return lines
+
+
+def cache_clear() -> int:
+    """Delete every cached array; returns how many."""
+    root = cache_dir()
+    files = list(root.glob("*/*")) if root.exists() else []
+    for f in files:
+        f.unlink(missing_ok=True)
+    return sum(1 for f in files if f.suffix == ".npy")

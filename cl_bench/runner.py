@@ -28,6 +28,7 @@ from cl_bench.backbones import (
 from cl_bench.backbones.base import Backbone
 from cl_bench.config import ROOT, Card, import_object, load_method, load_scenario, parse_sets
 from cl_bench.environment import (
+    make_deterministic,
     peak_memory,
     resolve_device,
     resolve_precision,
@@ -65,6 +66,7 @@ class RunRequest:
     out: Path = Path("results")
     sets: list[str] = field(default_factory=list)
     progress: bool = True
+    threads: int | None = None
 
 
 def default_methods(backbone: str) -> list[str]:
@@ -126,12 +128,14 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     order = scenario_order(scenario, data.n_classes, seed)
     sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
     cls = import_object(card.raw["strategy"])
-    features_s = 0.0
+    features_s, features_from = 0.0, None
     loader_args = {}
     if getattr(cls, "features_only", False):
-        before = store.seconds
+        before, hits = store.seconds, store.hits
         train_x, test_x = store.get(backbone, data, "train"), store.get(backbone, data, "test")
         features_s = store.seconds - before
+        features_from = ("extracted" if features_s > 0 else
+                         "disk cache" if store.hits > hits else "memory")
         train_tf = eval_tf = None
     else:
         train_x, test_x = data.train_x, data.test_x
@@ -181,7 +185,7 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
         "accounting": accounting_block(strategy, backbone, recorder, train_flops),
         "timing": {
             "features_s": features_s,
-            "features_shared": features_s == 0.0 and getattr(cls, "features_only", False),
+            "features_from": features_from,
             "train_s": recorder.train_s,
             "eval_s": recorder.eval_s,
             "total_s": time.perf_counter() - t_start,
@@ -215,6 +219,7 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print) -> list[dict]:
     """Run every missing method x seed of the request; return all its results."""
     methods, scenario = resolve_cards(req)
     device = resolve_device(req.device)
+    make_deterministic(req.threads)
     precision = resolve_precision(req.precision, device)
     data = load_data(scenario, req.data_root, req.download)
     task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])

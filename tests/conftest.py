@@ -18,8 +18,17 @@ def invoke(*args: str):
     return CliRunner().invoke(app, list(args))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def private_feature_cache(tmp_path_factory):
+    """Tests never read or write the user's feature cache."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CL_BENCH_CACHE", str(tmp_path_factory.mktemp("feature_cache")))
+    yield
+    mp.undo()
+
+
 @pytest.fixture(scope="session")
-def e2e_run(tmp_path_factory) -> tuple[Path, object, dict]:
+def e2e_run(tmp_path_factory, private_feature_cache) -> tuple[Path, object, dict]:
     """TOSCA + SimpleCIL on `synthetic` with the offline EfficientNet-Lite0."""
     out = tmp_path_factory.mktemp("e2e")
     result = invoke("run", "--out", str(out), *FAST)

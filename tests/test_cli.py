@@ -45,7 +45,8 @@ def test_run_writes_complete_consistent_results(e2e_run):
     assert tosca["accounting"]["added_per_task"][1:] == [413_520 + 2 * 1280] * 4
     assert simplecil["accounting"]["trainable_per_task"] == [0] * 5
     # the features were extracted once and shared by the second method
-    assert sorted(r["timing"]["features_shared"] for r in records.values()) == [False, True]
+    assert simplecil["timing"]["features_from"] == "extracted"
+    assert tosca["timing"]["features_from"] == "memory"
     assert "tosca [selection=sample]" in result.stdout
 
 
@@ -61,10 +62,12 @@ def test_rerun_skips_finished_runs(e2e_run):
 
 
 def test_same_command_same_numbers(e2e_run, tmp_path):
+    """A second invocation reads the features from the disk cache: same numbers."""
     _, _, records = e2e_run
     result = invoke("run", "--out", str(tmp_path), "--methods", "tosca", *FAST)
     assert result.exit_code == 0, result.output
     again = json.loads(next(tmp_path.glob("runs/*/tosca/*.json")).read_text())
+    assert again["timing"]["features_from"] == "disk cache"
     assert again["acc_matrix"] == records["tosca"]["acc_matrix"]
     assert again["routing_acc"] == records["tosca"]["routing_acc"]
 

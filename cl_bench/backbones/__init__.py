@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cl_bench.backbones.base import Backbone
-from cl_bench.errors import UserError, unknown
+from cl_bench.errors import unknown
 
 VIT_NAMES = ("vit_base_patch16_224", "vit_base_patch16_224_in1k", "vit_small_patch16_224",
              "vit_tiny_patch16_224")
@@ -28,10 +28,8 @@ def load_backbone(name: str, weights: str | None = None, img_size: int | None = 
     if backbone_kind(name) == "vit":
         from cl_bench.backbones.vit import vit
         return vit(name, weights, img_size)
-    if img_size:
-        raise UserError(f"{name} has a fixed input size; --image-size applies to ViTs only.")
     from cl_bench.backbones.efficientnet import efficientnet_lite0
-    return efficientnet_lite0(weights or "pretrained")
+    return efficientnet_lite0(weights or "pretrained", img_size)
 
 
 def use_weights_normalization(backbone: Backbone) -> None:

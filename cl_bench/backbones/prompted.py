@@ -1,0 +1,172 @@
+"""Prompt and prefix injection into a frozen timm ``VisionTransformer``.
+
+One timm model serves both passes a prompt method makes per image:
+
+* ``query(x)``: the frozen final [CLS] without prompts (timm's
+  ``forward_features`` then ``forward_head(pre_logits=True)``), no grad, eval mode;
+* ``forward(x, prompts, prefixes)``: the same ``forward_features`` with
+  - prompt tuning (L2P): ``prompts`` (B, P, D) become extra tokens, inserted
+    right before the first block, after the position embedding was added:
+    layout ``[cls (+ registers), prompts, patches]``, prompt j at position
+    ``num_prefix_tokens + j``;
+  - prefix tuning (DualPrompt, CODA-Prompt): ``prefixes[i] = (key_prefix,
+    value_prefix)``, each (B, L, D), are prepended to the keys and values of
+    block i's attention (split into heads as timm splits k and v), so
+    softmax(q [Pk; K]^T / sqrt(d_h)) [Pv; V]; the sequence length is unchanged.
+
+Why the prompts get no position embedding: L2P's official code (and its ports in
+PILOT and Mammoth) prepends them to the patch embeddings and then adds a
+position table enlarged by copies of the [CLS] entry, so each prompt token is
+p + pos_cls. With p a free parameter and pos_cls frozen that is the same
+family of models, shifted at initialisation only; inserting after the position
+embedding leaves timm's embedding code and tables untouched.
+
+Both injections are scoped to one call and use timm's public modules only: a
+forward pre-hook on ``blocks`` adds the prompt tokens, and the chosen blocks'
+attention ``forward`` is shadowed for the call by :func:`prefix_attention`. When
+neither is given nothing is touched, so the output is timm's, bit for bit. No
+copy of the ViT is made: methods share the runner's frozen backbone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from functools import partial
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from timm.layers import Attention
+from timm.models.vision_transformer import VisionTransformer
+from torch import nn
+
+Prefix = tuple[torch.Tensor, torch.Tensor]
+
+
+class PromptedOutput(NamedTuple):
+    """Final-normed tokens (B, N, D), their [CLS] (B, D) and the outputs at the
+    prompt positions (B, P, D; P = 0 without prompts)."""
+
+    tokens: torch.Tensor
+    cls: torch.Tensor
+    prompts: torch.Tensor
+
+
+def split_heads(t: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """(B, L, D) -> (B, heads, L, D / heads): channel c = h * head_dim + j, the
+    split timm applies to its k and v."""
+    b, n, d = t.shape
+    return t.reshape(b, n, num_heads, d // num_heads).transpose(1, 2)
+
+
+def prefix_attention(attn: Attention, x: torch.Tensor, key_prefix: torch.Tensor,
+                     value_prefix: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                     is_causal: bool = False) -> torch.Tensor:
+    """timm ``Attention.forward`` with learned keys/values prepended per sample.
+
+    Follows timm's own steps (qkv, q/k norm, fused or explicit attention, output
+    norm, gate, projection); the prefixes are free parameters and enter as given
+    (no k-norm).
+    """
+    if attn_mask is not None or is_causal:
+        raise NotImplementedError("prefix tuning with an attention mask is not supported")
+    if key_prefix.shape[1] != value_prefix.shape[1]:
+        raise ValueError(f"key and value prefixes must have the same length, got "
+                         f"{key_prefix.shape[1]} and {value_prefix.shape[1]}")
+    b, n, _ = x.shape
+    heads, head_dim = attn.num_heads, attn.head_dim
+    gate = getattr(attn, "gate", None)
+    gate = gate(x).sigmoid() if gate is not None else None
+    q, k, v = attn.qkv(x).reshape(b, n, 3, heads, head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+    q, k = attn.q_norm(q), attn.k_norm(k)
+    k = torch.cat([split_heads(key_prefix.to(k.dtype), heads), k], dim=2)
+    v = torch.cat([split_heads(value_prefix.to(v.dtype), heads), v], dim=2)
+    if attn.fused_attn:
+        out = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=attn.attn_drop.p if attn.training else 0.0)
+    else:
+        out = attn.attn_drop((q * attn.scale @ k.transpose(-2, -1)).softmax(dim=-1)) @ v
+    out = out.transpose(1, 2).reshape(b, n, heads * head_dim)
+    out = getattr(attn, "norm", nn.Identity())(out)
+    if gate is not None:
+        out = out * gate
+    return attn.proj_drop(attn.proj(out))
+
+
+class PromptedViT(nn.Module):
+    """A frozen timm ``VisionTransformer`` with prompt and prefix injection.
+
+    The wrapped model is the caller's instance (no copy); it is frozen and kept
+    in eval mode whatever ``train()`` is called with, so dropout and drop-path
+    never act on the frozen backbone.
+    """
+
+    def __init__(self, model: VisionTransformer) -> None:
+        super().__init__()
+        if not isinstance(model, VisionTransformer):
+            raise TypeError(f"PromptedViT wraps a timm VisionTransformer, got "
+                            f"{type(model).__name__}")
+        if model.cls_token is None:
+            raise ValueError("prompt methods read the [CLS] token; this ViT has none")
+        self.vit = model.eval().requires_grad_(False)
+        self.dim: int = model.embed_dim
+        self.depth: int = len(model.blocks)
+        self.num_prefix_tokens: int = model.num_prefix_tokens
+
+    def train(self, mode: bool = True) -> PromptedViT:
+        """Frozen: stays in eval mode."""
+        return super().train(False)
+
+    @torch.no_grad()
+    def query(self, x: torch.Tensor) -> torch.Tensor:
+        """Frozen final [CLS] (pre-logits) of normalised images, shape (B, D)."""
+        return self.vit.forward_head(self.vit.forward_features(x), pre_logits=True)
+
+    def forward(self, x: torch.Tensor, prompts: torch.Tensor | None = None,
+                prefixes: Mapping[int, Prefix] | None = None) -> PromptedOutput:
+        """Prompted pass over normalised images; see the module docstring.
+
+        A prefix of length 0, like ``None``, leaves that block as timm has it.
+        """
+        n_prompts = 0 if prompts is None else prompts.shape[1]
+        with ExitStack() as stack:
+            if n_prompts:
+                stack.enter_context(self._inserted(prompts))
+            for index, (key_prefix, value_prefix) in (prefixes or {}).items():
+                if key_prefix.shape[1] or value_prefix.shape[1]:
+                    stack.enter_context(self._prefixed(index, key_prefix, value_prefix))
+            tokens = self.vit.forward_features(x)
+        start = self.num_prefix_tokens
+        return PromptedOutput(tokens, tokens[:, 0], tokens[:, start:start + n_prompts])
+
+    @contextmanager
+    def _inserted(self, prompts: torch.Tensor) -> Iterator[None]:
+        """Insert ``prompts`` into the token sequence entering the first block."""
+        start = self.num_prefix_tokens
+
+        def hook(_module: nn.Module, args: tuple) -> tuple:
+            x = args[0]
+            return (torch.cat([x[:, :start], prompts.to(x.dtype), x[:, start:]], dim=1),
+                    *args[1:])
+
+        handle = self.vit.blocks.register_forward_pre_hook(hook)
+        try:
+            yield
+        finally:
+            handle.remove()
+
+    @contextmanager
+    def _prefixed(self, index: int, key_prefix: torch.Tensor,
+                  value_prefix: torch.Tensor) -> Iterator[None]:
+        """Shadow block ``index``'s attention forward by :func:`prefix_attention`."""
+        attn = self.vit.blocks[index].attn
+        if not isinstance(attn, Attention):
+            raise TypeError(f"prefix tuning needs timm's Attention in block {index}, found "
+                            f"{type(attn).__name__}")
+        attn.forward = partial(prefix_attention, attn, key_prefix=key_prefix,
+                               value_prefix=value_prefix)
+        try:
+            yield
+        finally:
+            del attn.forward

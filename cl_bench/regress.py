@@ -1,0 +1,146 @@
+"""Accuracy regression gate: run a suite, compare with a committed baseline.
+
+A suite (``benchmarks/<suite>.yaml``) is a list of entries, each one
+``cl-bench run`` invocation (scenario, backbone, methods, seeds, --set
+values). A result is keyed ``<entry>/<method>``; the baseline file holds per
+key and metric the value, a tolerance and the provenance of the numbers.
+A drop by more than the tolerance, or a key the run did not produce, fails
+the check; an improvement beyond tolerance is reported so that the baseline
+is raised on purpose (``--update-baseline``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from cl_bench import results
+from cl_bench.config import BENCHMARKS_DIR, ROOT, read_yaml
+from cl_bench.errors import UserError
+
+METRICS = ("avg_acc", "last_acc")
+
+
+@dataclass
+class Row:
+    key: str
+    metric: str
+    baseline: float | None
+    now: float | None
+    tolerance: float
+
+    @property
+    def delta(self) -> float | None:
+        if self.baseline is None or self.now is None:
+            return None
+        return self.now - self.baseline
+
+    @property
+    def status(self) -> str:
+        if self.now is None:
+            return "MISSING"
+        if self.baseline is None:
+            return "NEW"
+        if self.delta < -self.tolerance:
+            return "DROP"
+        if self.delta > self.tolerance:
+            return "IMPROVED"
+        return "ok"
+
+
+def load_suite(name: str) -> dict:
+    path = BENCHMARKS_DIR / f"{name}.yaml"
+    if not path.exists():
+        suites = sorted(p.stem for p in BENCHMARKS_DIR.glob("*.yaml")
+                        if "runs" in read_yaml(p))
+        raise UserError(f'Unknown suite "{name}"; suites: {", ".join(suites)} '
+                        f"(files in {BENCHMARKS_DIR} with a runs: list).")
+    suite = read_yaml(path)
+    if not isinstance(suite.get("runs"), list) or not suite["runs"]:
+        raise UserError(f"{path} needs a non-empty `runs:` list of entries.")
+    for entry in suite["runs"]:
+        if "name" not in entry or "methods" not in entry:
+            raise UserError(f"{path}: every entry of runs: needs a name and methods.")
+    return suite
+
+
+def run_suite(suite: dict, out: Path, echo: Callable[[str], None], progress: bool
+              ) -> dict[str, dict[str, float]]:
+    """Run (or reuse) every entry; return key -> metric -> mean over seeds."""
+    from cl_bench.runner import RunRequest, execute
+    measured: dict[str, dict[str, float]] = {}
+    for entry in suite["runs"]:
+        req = RunRequest(methods=list(entry["methods"]), scenario=entry.get("scenario", "fmnist"),
+                         seeds=list(entry.get("seeds", [1993])),
+                         backbone=entry.get("backbone", "efficientnet_lite0"),
+                         weights=entry.get("weights"), image_size=entry.get("image_size"),
+                         precision=entry.get("precision", "auto"),
+                         sets=list(entry.get("sets", [])), out=out, progress=progress,
+                         threads=suite.get("threads"))
+        records = execute(req, echo=echo)
+        for method in entry["methods"]:
+            mine = [r for r in records if r["method"] == method]
+            measured[f"{entry['name']}/{method}"] = {
+                m: statistics.mean(r[m] for r in mine) for m in METRICS}
+    return measured
+
+
+def compare(baseline: dict, measured: dict[str, dict[str, float]],
+            tolerance: float | None) -> list[Row]:
+    rows = []
+    entries = baseline.get("metrics", {})
+    for key in sorted(set(entries) | set(measured)):
+        for metric in METRICS:
+            base = entries.get(key, {}).get(metric)
+            tol = tolerance if tolerance is not None else (base or {}).get("tolerance", 1.0)
+            rows.append(Row(key, metric, None if base is None else base["value"],
+                            measured.get(key, {}).get(metric), tol))
+    return rows
+
+
+def table(rows: list[Row]) -> str:
+    def num(v: float | None, sign: bool = False) -> str:
+        return "-" if v is None else (f"{v:+.2f}" if sign else f"{v:.2f}")
+    body = [("run / method", "metric", "baseline", "now", "delta", "tol", "status")]
+    body += [(r.key, r.metric, num(r.baseline), num(r.now), num(r.delta, True),
+              f"{r.tolerance:.2f}", r.status) for r in rows]
+    widths = [max(len(b[i]) for b in body) for i in range(len(body[0]))]
+    lines = ["  ".join(c.ljust(w) if i < 2 or i == 6 else c.rjust(w)
+                       for i, (c, w) in enumerate(zip(b, widths, strict=True))) for b in body]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def read_baseline(path: Path) -> dict:
+    if not path.exists():
+        raise UserError(f"Baseline {path} does not exist. Create it with `cl-bench check "
+                        f"--update-baseline --baseline {path}`.")
+    try:
+        import json
+        return json.loads(path.read_text())
+    except ValueError as e:
+        raise UserError(f"Baseline {path} is not valid JSON ({e}).") from None
+
+
+def new_baseline(suite: dict, measured: dict[str, dict[str, float]], tolerance: float
+                 ) -> dict:
+    from cl_bench.environment import git_commit, resolve_device, versions
+    env = versions(resolve_device("auto"), ROOT)
+    return {
+        "suite": suite["name"],
+        "notes": {e["name"]: e["note"] for e in suite["runs"] if e.get("note")},
+        "provenance": {"commit": git_commit(ROOT), "date": time.strftime("%Y-%m-%d"),
+                       "torch": env["torch"], "timm": env["timm"],
+                       "avalanche": env["avalanche"], "device": env["device"],
+                       "platform": env["platform"]},
+        "metrics": {key: {m: {"value": round(v, 4), "tolerance": tolerance}
+                          for m, v in values.items()}
+                    for key, values in sorted(measured.items())},
+    }
+
+
+def write_baseline(path: Path, data: dict) -> None:
+    results.write_atomic(path, data)
