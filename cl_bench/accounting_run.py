@@ -2,9 +2,10 @@
 without data or training.
 
 Each method is driven through T tasks of placeholder data (one random sample
-per class) with one optimisation step per task, so that every module, prompt,
-head row and plugin state exists exactly as after a real run; counts do not
-depend on weight values, so random backbone weights are fine.
+per task, labelled with the task's last class) with one optimisation step of
+batch 1 per task, so that every module, prompt, head row and plugin state
+exists exactly as after a real run; counts do not depend on weight values or
+data, so random backbone weights are fine.
 """
 
 from __future__ import annotations
@@ -25,18 +26,22 @@ def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
     cls = import_object(card.raw["strategy"])
     if card.raw.get("backbones", "any") not in ("any", backbone.kind):
         raise UserError(f"{name} needs a ViT backbone; {backbone.name} is a CNN.")
-    params = dict(card.params)
-    params["epochs"] = 1
+    params = dict(card.params, epochs=1, batch_size=1)
     features_only = getattr(cls, "features_only", False)
+    per_task = n_classes // n_tasks
+    sizes = task_split(n_classes, per_task, per_task)
+    # one sample per task, labelled with the task's last class: heads and prototypes grow
+    # to their full size, and per-task passes (EWC's importances) stay one image long
+    y = torch.tensor(sizes).cumsum(0) - 1
     g = torch.Generator().manual_seed(0)
     if features_only:
-        x = torch.randn(n_classes, backbone.dim, generator=g)
+        x = torch.randn(len(y), backbone.dim, generator=g)
     else:
-        x = torch.rand(n_classes, 3, backbone.input_size, backbone.input_size, generator=g)
-    y = torch.arange(n_classes)
-    per_task = n_classes // n_tasks
-    stream = build_stream(x, y, x, y, list(range(n_classes)),
-                          task_split(n_classes, per_task, per_task), test_shuffle=False, seed=0)
+        x = torch.rand(len(y), 3, backbone.input_size, backbone.input_size, generator=g)
+    stream = build_stream(x, y, x, y, list(range(n_classes)), sizes, test_shuffle=False,
+                          seed=0)
+    if params.get("n_tasks") == 0:
+        params["n_tasks"] = len(sizes)
     recorder = Recorder(stream.task_of_label, backbone, progress=False)
     meter = TrainFlops(stop_after_first=True)
     from cl_bench.runner import quiet_evaluator
@@ -75,9 +80,10 @@ def account(methods: list[str], backbone_name: str, weights: str | None, n_tasks
 
 
 def account_table(rows: list[dict]) -> str:
-    head = ("method", "trainable", "added/task", "stored@end", "inf GFLOPs", "passes",
-            "train GFLOPs/sample")
-    body = [(r["method"], f"{r['trainable_last_task']:,}", f"{r['added_per_task'][-1]:,}",
+    head = ("method", "trainable", "added task 1", "added later", "stored@end", "inf GFLOPs",
+            "passes", "train GFLOPs/sample")
+    body = [(r["method"], f"{r['trainable_last_task']:,}", f"{r['added_per_task'][0]:,}",
+             f"{r['added_per_task'][-1]:,}",
              f"{r['stored_at_end']:,}", f"{r['inference_gflops_per_image']:.3f}",
              f"{r['inference_backbone_passes']:.3f}", f"{r['train_gflops_per_sample']:.3f}")
             for r in rows]

@@ -222,7 +222,10 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print) -> list[dict]:
     make_deterministic(req.threads)
     precision = resolve_precision(req.precision, device)
     data = load_data(scenario, req.data_root, req.download)
-    task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
+    sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
+    for card in methods:
+        if card.params.get("n_tasks") == 0:  # "0: the stream's number of tasks" (CODA-Prompt)
+            card.params["n_tasks"] = len(sizes)
     backbone = load_backbone(req.backbone, req.weights, req.image_size).to(device)
     if scenario.params.get("normalize", "none") == "backbone":
         use_weights_normalization(backbone)

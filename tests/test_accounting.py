@@ -20,10 +20,10 @@ def vit_flops(name: str, size: int = 224) -> int:
 
 
 def analytic_vit_flops(d: int, depth: int, heads: int, patch: int = 16, size: int = 224,
-                       mlp: int = 4) -> int:
+                       mlp: int = 4, extra_tokens: int = 0) -> int:
     """2 x MACs: patch embedding, qkv, QK^T, AV, proj, MLP (no norms/softmax)."""
-    n = (size // patch) ** 2 + 1
-    embed = (n - 1) * 3 * patch * patch * d
+    n = (size // patch) ** 2 + 1 + extra_tokens
+    embed = (size // patch) ** 2 * 3 * patch * patch * d
     per_block = n * d * 3 * d + 2 * n * n * d + n * d * d + 2 * n * d * mlp * d
     assert heads * (d // heads) == d
     return 2 * (embed + depth * per_block)
@@ -103,3 +103,42 @@ def test_stored_counts_plugin_state_but_not_the_backbone():
     strategy = SimpleNamespace(model=model, plugins=[Holder(), Bookkeeper()])
     backbone = SimpleNamespace(model=bb_model)
     assert stored_params(strategy, backbone) == 192 * 5 + 5 + 30
+
+
+@pytest.fixture(scope="module")
+def prompt_methods():
+    rows = account(["l2p", "dualprompt", "coda-prompt"], "vit_tiny_patch16_224", None, 5, 50)
+    return {r["method"]: r for r in rows}
+
+
+def test_l2p_is_query_pass_plus_prompted_pass_with_25_more_tokens(prompt_methods):
+    l2p = prompt_methods["l2p"]
+    query = analytic_vit_flops(192, 12, 3)
+    prompted = analytic_vit_flops(192, 12, 3, extra_tokens=25)
+    assert l2p["inference_gflops_per_image"] * 1e9 == pytest.approx(query + prompted, rel=1e-3)
+    assert l2p["inference_gflops_per_image"] * 1e9 > query + prompted  # + key match + head
+
+
+def test_prefix_methods_cost_two_passes(prompt_methods):
+    for name in ("dualprompt", "coda-prompt"):
+        assert prompt_methods[name]["inference_backbone_passes"] == pytest.approx(2.0, abs=0.01)
+
+
+def test_prompt_parameters_allocated_once_and_stored(prompt_methods):
+    head = 192 * 50 + 50
+    assert prompt_methods["l2p"]["trainable_last_task"] == 11_520 + head
+    assert prompt_methods["dualprompt"]["trainable_last_task"] == 63_360 + head
+    assert prompt_methods["coda-prompt"]["trainable_last_task"] == 960_000 + head
+    for r in prompt_methods.values():
+        assert r["added_per_task"][1:] == [0] * 4
+        assert r["stored_at_end"] == sum(r["added_per_task"]) == r["trainable_last_task"]
+
+
+def test_l2p_on_200_classes_of_vit_base_has_199_880_trainable():
+    from cl_bench.backbones import load_backbone
+    from cl_bench.config import load_method
+    from cl_bench.strategies.l2p import L2P
+    backbone = load_backbone("vit_base_patch16_224", "random", 32)
+    strategy = L2P(params=load_method("l2p").params, backbone=backbone, n_classes=200,
+                   device=torch.device("cpu"), plugins=[], evaluator=None)
+    assert sum(p.numel() for p in strategy.model.parameters() if p.requires_grad) == 199_880

@@ -112,7 +112,7 @@ def test_local_file_in_timm_naming(backbone, tmp_path) -> None:
 
 def test_random_weights() -> None:
     b = efficientnet_lite0("random")
-    assert b.weights == "random" and b.weights_digest == "random"
+    assert b.weights == "random" and b.weights_digest == "random-seed0"
 
 
 def test_corrupt_file_raises_user_error(tmp_path) -> None:

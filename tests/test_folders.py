@@ -193,3 +193,15 @@ def test_offline_without_cache_names_tag_cache_and_alternative(monkeypatch, tmp_
     msg = str(e.value)
     assert "vit_base_patch16_224.augreg2_in21k_ft_in1k" in msg
     assert str(tmp_path) in msg and "--weights FILE" in msg
+
+
+def test_random_weights_are_the_same_network_every_time():
+    a = load_backbone("vit_tiny_patch16_224", "random", 32)
+    torch.manual_seed(123)  # the caller's RNG state does not matter ...
+    b = load_backbone("vit_tiny_patch16_224", "random", 32)
+    assert all(torch.equal(p, q) for p, q in zip(a.model.parameters(), b.model.parameters(),
+                                                  strict=True))
+    assert a.weights_digest == "random-seed0"
+    after = torch.rand(1)
+    torch.manual_seed(123)
+    assert torch.equal(after, torch.rand(1))  # ... and is left untouched

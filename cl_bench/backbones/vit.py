@@ -16,7 +16,7 @@ from unittest import mock
 import timm
 import torch
 
-from cl_bench.backbones.base import Backbone
+from cl_bench.backbones.base import RANDOM_INIT_SEED, Backbone, seeded_init
 from cl_bench.errors import UserError
 
 # the paper's default (ImageNet-21k) tags; timm >= 0.9 names
@@ -124,8 +124,9 @@ def vit(name: str, weights: str | None = None, img_size: int | None = None) -> B
     tag = PINNED_TAGS[name]
     arch = tag.split(".")[0]
     if weights == "random":
-        model = timm.create_model(arch, pretrained=False, **kwargs)
-        record, digest = "random", "random"
+        with seeded_init():
+            model = timm.create_model(arch, pretrained=False, **kwargs)
+        record, digest = "random", f"random-seed{RANDOM_INIT_SEED}"
     elif weights:
         path = Path(weights)
         if not path.is_file():

@@ -1,0 +1,88 @@
+"""EWC: Kirkpatrick et al., "Overcoming catastrophic forgetting in neural
+networks", PNAS 2017; online variant from Schwarz et al., "Progress &
+Compress", ICML 2018. REFERENCE.md section 2.
+
+Fine-tuning as in Finetune, plus a quadratic pull towards the parameters
+theta* that solved the earlier tasks, weighted by their importance F (a
+diagonal empirical Fisher). As Avalanche's EWCPlugin computes it (no 1/2 in
+front of lambda, unlike the paper's lambda/2):
+
+    L = CE(x, y) + lambda * sum_i F_i (theta_i - theta*_i)^2
+    F_i = 1/B sum_b (dl_b / dtheta_i)^2   (l_b: mean CE of minibatch b of the
+                                           task just trained, B minibatches)
+
+``mode: online`` keeps one (F, theta*) pair whatever the number of tasks:
+after task t, F <- gamma F + F_t and theta* <- theta_t (gamma = decay_factor).
+``mode: separate`` keeps one pair per task and sums one penalty per task.
+
+``importance_max`` bounds F_t elementwise (F_t <- min(F_t, importance_max)), as
+PyCIL's EWC does (``fishermax`` 1e-4); Avalanche has no bound. Without one,
+the head's F (squared gradients on O(1) features) reaches ~3, and the penalty's
+curvature 2 lambda F exceeds what SGD with momentum can follow unless
+lr < 2 (1 + momentum) / (2 lambda F): at lambda 500, lr 1e-2 diverged to NaN
+on ViT-Tiny. Bounded, each task adds at most 2 lambda importance_max = 0.1.
+"""
+
+from __future__ import annotations
+
+import torch
+from avalanche.training.plugins import EWCPlugin
+from torch import nn
+
+from cl_bench.backbones.base import Backbone
+from cl_bench.strategies.finetuning import FinetuneTemplate
+
+
+def _trainable_only(model: nn.Module, data: dict) -> dict:
+    keep = {name for name, p in model.named_parameters() if p.requires_grad}
+    return {name: value for name, value in data.items() if name in keep}
+
+
+class TrainableEWCPlugin(EWCPlugin):
+    """EWCPlugin that keeps importances and anchors of trainable parameters only.
+
+    Avalanche's plugin stores an importance and an anchor copy for every
+    parameter of the model, frozen ones included (their importance is zero and
+    they never move, so they add nothing to the penalty but memory and time).
+    Dropping them after each computation keeps the stored state at
+    2 x 4 bytes x trainable parameters; the penalty loop skips parameters with
+    no anchor, so nothing else changes.
+    """
+
+    def __init__(self, ewc_lambda: float, mode: str, decay_factor: float | None,
+                 importance_max: float | None) -> None:
+        super().__init__(ewc_lambda, mode=mode, decay_factor=decay_factor)
+        self.importance_max = importance_max
+
+    def compute_importances(self, model, *args, **kwargs) -> dict:
+        importances = _trainable_only(model, super().compute_importances(model, *args, **kwargs))
+        if self.importance_max is not None:
+            for imp in importances.values():
+                imp.data.clamp_(max=self.importance_max)
+        return importances
+
+    def after_training_exp(self, strategy, **kwargs) -> None:
+        super().after_training_exp(strategy, **kwargs)
+        t = strategy.clock.train_exp_counter
+        self.saved_params[t] = _trainable_only(strategy.model, self.saved_params[t])
+
+    def stored_bytes(self) -> int:
+        """Bytes held in importances and anchors (all tasks kept)."""
+        return sum(d.data.numel() * d.data.element_size()
+                   for store in (self.importances, self.saved_params)
+                   for per_task in store.values() for d in per_task.values())
+
+
+class EWC(FinetuneTemplate):
+    """Fine-tuning of a private backbone copy + head, with the EWC penalty."""
+
+    def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
+                 device: torch.device, plugins: list, evaluator) -> None:
+        online = params["mode"] == "online"
+        self.ewc = TrainableEWCPlugin(params["ewc_lambda"], mode=params["mode"],
+                                      decay_factor=params["decay_factor"] if online else None,
+                                      importance_max=params["importance_max"])
+        # first, so that the Fisher pass after each task is inside the Recorder's
+        # training time (its after_training_exp runs after this plugin's)
+        super().__init__(params=params, backbone=backbone, n_classes=n_classes, device=device,
+                         plugins=[self.ewc, *plugins], evaluator=evaluator)

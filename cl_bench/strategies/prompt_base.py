@@ -1,0 +1,125 @@
+"""The per-task logic L2P, DualPrompt and CODA-Prompt share, as an Avalanche strategy.
+
+A method supplies a :class:`PromptModel` subclass (its prompts and how they
+enter the frozen ViT) and names it in ``model_class``; this module does the
+rest the same way for all three, as PILOT and the official codes do:
+
+* one frozen ViT in memory: the runner's backbone wrapped by
+  :class:`~cl_bench.backbones.prompted.PromptedViT`, run twice per batch
+  (query without prompts, then the prompted pass);
+* a linear head over all ``n_classes`` of the scenario, masked as in
+  :mod:`cl_bench.strategies.prompting` (current task only in training, seen
+  classes in evaluation);
+* at each training experience: the model learns the task index and classes
+  (``begin_task``), then a fresh optimizer and schedule (``optim.make_optimizer``);
+* loss = cross-entropy + the model's ``regularizer`` (minus the pull
+  constraint, or the orthogonality penalty).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from avalanche.training.templates import SupervisedTemplate
+from torch import nn
+
+from cl_bench.backbones.base import Backbone
+from cl_bench.backbones.prompted import PromptedViT
+from cl_bench.errors import UserError
+from cl_bench.strategies.optim import make_optimizer
+from cl_bench.strategies.prompting import class_mask, mask_logits
+
+Normalize = Callable[[torch.Tensor], torch.Tensor]
+
+
+class PromptModel(nn.Module):
+    """Prompts + linear head on a frozen, shared :class:`PromptedViT`.
+
+    Subclasses implement ``embed(x, q)``: the pre-logit feature of normalised
+    images x given their query q, and set ``regularizer`` (training) and
+    ``routing`` (evaluation; methods that route only).
+    """
+
+    head_init = "timm"  # the ViT's own head init (truncated normal, std .02); "torch": nn.Linear's
+
+    def __init__(self, vit: PromptedViT, normalize: Normalize, n_classes: int,
+                 params: dict) -> None:
+        super().__init__()
+        # Not a submodule: the frozen backbone belongs to the runner and is shared,
+        # so it stays out of this model's parameter counts, state dict and train().
+        self.__dict__["vit"] = vit
+        self.normalize = normalize
+        self.params = params
+        self.head = nn.Linear(vit.dim, n_classes)
+        if self.head_init == "timm":
+            nn.init.trunc_normal_(self.head.weight, std=0.02)
+            nn.init.zeros_(self.head.bias)
+        # plain tensors, not buffers: bookkeeping, not part of what the method stores
+        self.current = class_mask(n_classes, [])
+        self.unseen = class_mask(n_classes, [])
+        self.task = 0
+        self.regularizer = torch.zeros(())
+        self.routing: torch.Tensor | None = None
+
+    def begin_task(self, task: int, classes: list[int]) -> None:
+        """Called before training task ``task`` on ``classes``; subclasses extend it."""
+        self.task = task
+        self.current = class_mask(len(self.current), classes)
+        self.unseen[classes] = False
+
+    def embed(self, x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Images in [0, 1] -> masked logits over all classes."""
+        x = self.normalize(x)
+        logits = self.head(self.embed(x, self.vit.query(x)))
+        mask = self.current if self.training else self.unseen
+        return mask_logits(logits, mask.to(logits.device))
+
+
+class PromptStrategy(SupervisedTemplate):
+    """Avalanche strategy around a :class:`PromptModel` (see the module docstring)."""
+
+    features_only = False
+    model_class: type[PromptModel] = PromptModel
+
+    def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
+                 device: torch.device, plugins: list, evaluator) -> None:
+        if backbone.kind != "vit":
+            raise UserError(f"{type(self).__name__} injects prompts into transformer blocks and "
+                            f'needs a ViT backbone, not "{backbone.name}".')
+        self.params = params
+        model = self.model_class(PromptedViT(backbone.model), backbone.normalize, n_classes,
+                                 params)
+        optimizer, self.scheduler = self.build_optimizer(model)
+        super().__init__(model=model, optimizer=optimizer, criterion=nn.CrossEntropyLoss(),
+                         train_mb_size=params["batch_size"], train_epochs=params["epochs"],
+                         eval_mb_size=params["eval_batch_size"], device=device,
+                         plugins=plugins, evaluator=evaluator)
+
+    def build_optimizer(self, model: nn.Module):
+        """Optimizer and per-epoch schedule over the trainable parameters."""
+        return make_optimizer(self.params, model.parameters())
+
+    def model_adaptation(self, model=None):
+        model = self.model if model is None else model
+        if self.is_training:
+            classes = sorted(int(c) for c in self.experience.dataset.targets.uniques)
+            model.begin_task(self.experience.current_experience, classes)
+        return model.to(self.device)
+
+    def make_optimizer(self, **kwargs) -> None:
+        """A fresh optimizer and schedule per task (PILOT's ``reinit_optimizer``)."""
+        self.optimizer, self.scheduler = self.build_optimizer(self.model)
+        self.optimized_param_id = {}  # tells Avalanche the optimizer is built
+
+    def criterion(self) -> torch.Tensor:
+        loss = self._criterion(self.mb_output, self.mb_y)
+        return loss + self.model.regularizer if self.is_training else loss
+
+    def _after_training_epoch(self, **kwargs) -> None:
+        if self.scheduler is not None:
+            self.scheduler.step()
+        super()._after_training_epoch(**kwargs)

@@ -1,0 +1,148 @@
+"""L2P, DualPrompt and CODA-Prompt: trainable parameters against REFERENCE.md
+section 2, and each strategy trained on a tiny synthetic stream (random-weight
+ViT-Tiny at 32 px, 4 classes in tasks of 2 + 1 + 1) as ``runner.run_one``
+drives it."""
+
+from __future__ import annotations
+
+import pytest
+import timm
+import torch
+
+from cl_bench.backbones.base import Backbone
+from cl_bench.config import import_object, load_method
+from cl_bench.environment import seed_everything
+from cl_bench.recording import Recorder
+from cl_bench.runner import quiet_evaluator
+from cl_bench.scenarios.datasets import synthetic
+from cl_bench.scenarios.order import task_split
+from cl_bench.scenarios.stream import Stream, build_stream
+from cl_bench.scenarios.transforms import ToModelInput
+
+CPU = torch.device("cpu")
+METHODS = ("l2p", "dualprompt", "coda-prompt")
+N_CLASSES = 4
+
+
+def vit_backbone(name: str, dim: int, size: int = 32) -> Backbone:
+    torch.manual_seed(0)
+    model = timm.create_model(name, pretrained=False, num_classes=0, img_size=size)
+    return Backbone(name=name, model=model, dim=dim, input_size=size, kind="vit",
+                    weights="random", weights_digest="random")
+
+
+def strategy(method: str, backbone: Backbone, n_classes: int, plugins=(), **overrides):
+    card = load_method(method)
+    params = card.params | overrides
+    return import_object(card.raw["strategy"])(
+        params=params, backbone=backbone, n_classes=n_classes, device=CPU,
+        plugins=list(plugins), evaluator=quiet_evaluator())
+
+
+def trainable(s) -> int:
+    return sum(p.numel() for p in s.model.parameters() if p.requires_grad)
+
+
+def expected_prompt_params(method: str, d: int) -> int:
+    """REFERENCE.md section 2 as formulas in the width d."""
+    return {"l2p": 10 * 5 * d + 10 * d,                           # prompts + keys
+            "dualprompt": 2 * 2 * 5 * d + 3 * 2 * 10 * 5 * d + 10 * d,  # G + E + keys
+            "coda-prompt": 5 * 100 * (8 + 2) * d}[method]          # (P + K + A) x 5 layers
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models: with two threads on two busy cores, synchronisation costs more
+    than the arithmetic."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+# ------------------------------------------------------------------ parameter counts
+
+
+def test_trainable_counts_at_768():
+    backbone, n = vit_backbone("vit_base_patch16_224", 768), 100
+    assert [expected_prompt_params(m, 768) for m in METHODS] == [46_080, 253_440, 3_840_000]
+    for method in METHODS:
+        s = strategy(method, backbone, n)
+        assert trainable(s) == expected_prompt_params(method, 768) + 768 * n + n, method
+        assert all(p.requires_grad for p in s.model.parameters())
+    assert not any(p.requires_grad for p in backbone.model.parameters())
+
+
+def test_trainable_counts_at_192(tiny):
+    assert [expected_prompt_params(m, 192) for m in METHODS] == [11_520, 63_360, 960_000]
+    for method in METHODS:
+        assert trainable(strategy(method, tiny, 10)) == expected_prompt_params(method, 192) \
+            + 192 * 10 + 10, method
+
+
+# ---------------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Backbone:
+    return vit_backbone("vit_tiny_patch16_224", 192)
+
+
+@pytest.fixture(scope="module")
+def stream() -> Stream:
+    data = synthetic(n_classes=N_CLASSES, train_per_class=8, test_per_class=4, size=32)
+    tf = ToModelInput(32)
+    return build_stream(data.train_x, data.train_y, data.test_x, data.test_y, [2, 0, 3, 1],
+                        task_split(N_CLASSES, 2, 1), test_shuffle=True, seed=1993,
+                        train_transform=tf, eval_transform=tf)
+
+
+@pytest.fixture(scope="module")
+def runs(tiny, stream) -> dict:
+    """Each method trained for one epoch per task, evaluated after each task."""
+    before = {k: v.clone() for k, v in tiny.model.state_dict().items()}
+    out = {}
+    for method in METHODS:
+        seed_everything(1993)
+        recorder = Recorder(stream.task_of_label, progress=False)
+        # the stream has 3 tasks of unequal size: CODA cannot derive T from the first
+        extra = {"n_tasks": 3} if method == "coda-prompt" else {}
+        s = strategy(method, tiny, N_CLASSES, [recorder], epochs=1, **extra)
+        start = {k: v.clone() for k, v in s.model.state_dict().items()}
+        for i, experience in enumerate(stream.train):
+            s.train(experience, eval_streams=[])
+            s.eval(stream.seen_test[i])
+        out[method] = (s, recorder, start)
+    out["backbone_before"] = before
+    return out
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_accuracy_matrix_and_prompts_trained(runs, method):
+    s, recorder, start = runs[method]
+    assert [len(row) for row in recorder.acc_matrix] == [1, 2, 3]
+    assert all(0.0 <= a <= 100.0 for row in recorder.acc_matrix for a in row)
+    assert len(recorder.acc_seen) == 3
+    assert recorder.trainable == [trainable(s)] * 3
+    changed = [k for k, v in s.model.state_dict().items() if not torch.equal(v, start[k])]
+    assert "head.weight" in changed and len(changed) >= 3, changed
+
+
+def test_routing_recorded_for_dualprompt_only(runs):
+    assert all(r is not None and 0.0 <= r <= 100.0 for r in runs["dualprompt"][1].routing_acc)
+    assert runs["l2p"][1].routing_acc == [None] * 3
+    assert runs["coda-prompt"][1].routing_acc == [None] * 3
+
+
+def test_dualprompt_trains_each_task_own_e_prompt(runs):
+    s, _, start = runs["dualprompt"]
+    # pool slots 0-2 trained (slot t starts from slot t-1); slots 3.. untouched
+    assert not torch.equal(s.model.e[:, :, :3], start["e"][:, :, :3])
+    assert torch.equal(s.model.e[:, :, 3:], start["e"][:, :, 3:])
+
+
+def test_shared_backbone_is_unchanged_and_frozen(runs, tiny):
+    for name, value in tiny.model.state_dict().items():
+        assert torch.equal(value, runs["backbone_before"][name]), name
+    assert not any(p.requires_grad for p in tiny.model.parameters())
+    assert all("forward" not in blk.attn.__dict__ for blk in tiny.model.blocks)

@@ -1,0 +1,131 @@
+"""PromptedViT: timm's own output without prompts, prompt tokens where documented,
+prefix attention equal to attention over concatenated keys/values."""
+
+from __future__ import annotations
+
+import pytest
+import timm
+import torch
+from test_prompt_methods import one_thread  # noqa: F401 -- autouse, shared
+from torch.testing import assert_close
+
+from cl_bench.backbones.base import Backbone
+from cl_bench.backbones.prompted import PromptedViT, prefix_attention
+
+# (name, image size): ViT-Ti (192 wide, 3 heads) and ViT-S (384 wide, 6 heads)
+MODELS = {"tiny": ("vit_tiny_patch16_224", 32), "small": ("vit_small_patch16_224", 48)}
+
+
+@pytest.fixture(scope="module", params=list(MODELS))
+def vit(request) -> torch.nn.Module:
+    name, size = MODELS[request.param]
+    torch.manual_seed(0)
+    return timm.create_model(name, pretrained=False, num_classes=0, img_size=size)
+
+
+def images(model: torch.nn.Module, b: int = 3) -> torch.Tensor:
+    size = model.patch_embed.img_size[0]
+    return torch.rand(b, 3, size, size, generator=torch.Generator().manual_seed(1))
+
+
+def test_no_prompts_is_timm_bitwise(vit):
+    x = images(vit)
+    expected = vit.forward_features(x)
+    pv = PromptedViT(vit)
+    for out in (pv(x), pv(x, prompts=None, prefixes=None), pv(x, prefixes={})):
+        assert torch.equal(out.tokens, expected)
+        assert torch.equal(out.cls, expected[:, 0])
+        assert out.prompts.shape == (3, 0, vit.embed_dim)
+
+
+def test_query_is_the_backbone_feature(vit):
+    x = images(vit)
+    backbone = Backbone(name="vit", model=vit, dim=vit.embed_dim, input_size=x.shape[-1],
+                        kind="vit", weights="random", weights_digest="random")
+    q = PromptedViT(vit).query(x)
+    assert not q.requires_grad
+    assert torch.equal(q, vit.forward_head(vit.forward_features(x), pre_logits=True))
+    assert torch.equal(q, backbone.features(x))
+    assert torch.equal(q, vit.forward_features(x)[:, 0])  # token pooling, no fc_norm
+
+
+def test_wrapper_is_frozen_and_stays_in_eval(vit):
+    pv = PromptedViT(vit)
+    pv.train()
+    assert not pv.training and not vit.training
+    assert not any(p.requires_grad for p in vit.parameters())
+    assert pv.vit is vit  # no copy
+
+
+def test_prompt_tokens_sit_after_cls_and_change_the_output(vit):
+    x, d = images(vit), vit.embed_dim
+    prompts = torch.randn(3, 4, d, generator=torch.Generator().manual_seed(2))
+    seen = []
+    handle = vit.blocks[0].register_forward_pre_hook(lambda m, args: seen.append(args[0]))
+    try:
+        out = PromptedViT(vit)(x, prompts=prompts)
+    finally:
+        handle.remove()
+    n_patches = vit.patch_embed.num_patches
+    entering = seen[0]
+    assert entering.shape == (3, 1 + 4 + n_patches, d)
+    # [cls + pos_0, prompts (no position embedding), patches + pos_1..]
+    assert torch.equal(entering[:, 0], (vit.cls_token[0] + vit.pos_embed[:, 0]).expand(3, -1))
+    assert torch.equal(entering[:, 1:5], prompts)
+    assert_close(entering[:, 5:], vit.patch_embed(x) + vit.pos_embed[:, 1:])
+    assert out.tokens.shape == (3, 1 + 4 + n_patches, d)
+    assert torch.equal(out.prompts, out.tokens[:, 1:5])
+    plain = vit.forward_features(x)
+    assert not torch.allclose(out.cls, plain[:, 0])
+    # the hook is gone afterwards
+    assert torch.equal(PromptedViT(vit)(x).tokens, plain)
+
+
+def test_empty_prefixes_are_timm_bitwise(vit):
+    x, d = images(vit), vit.embed_dim
+    empty = torch.zeros(3, 0, d)
+    out = PromptedViT(vit)(x, prefixes={0: (empty, empty), 1: (empty, empty)})
+    assert torch.equal(out.tokens, vit.forward_features(x))
+
+
+def test_prefix_changes_output_from_its_block_and_is_removed_after(vit):
+    x, d = images(vit), vit.embed_dim
+    g = torch.Generator().manual_seed(3)
+    pk, pv_ = torch.randn(3, 2, d, generator=g), torch.randn(3, 2, d, generator=g)
+    pvit = PromptedViT(vit)
+    out = pvit(x, prefixes={1: (pk, pv_)})
+    plain = vit.forward_features(x)
+    assert out.tokens.shape == plain.shape
+    assert not torch.allclose(out.tokens, plain)
+    assert all("forward" not in blk.attn.__dict__ for blk in vit.blocks)
+    assert torch.equal(pvit(x).tokens, plain)
+
+
+def manual_prefix_attention(attn, x, pk, pv):
+    """softmax(q [Pk; K]^T / sqrt(d_h)) [Pv; V] head by head, channels h*d_h .. (h+1)*d_h."""
+    b, n, d = x.shape
+    heads, hd = attn.num_heads, d // attn.num_heads
+    q, k, v = (x @ attn.qkv.weight.T + attn.qkv.bias).split(d, dim=-1)
+    k, v = torch.cat([pk, k], dim=1), torch.cat([pv, v], dim=1)
+    out = []
+    for h in range(heads):
+        c = slice(h * hd, (h + 1) * hd)
+        weights = torch.softmax(q[..., c] @ k[..., c].transpose(1, 2) / hd ** 0.5, dim=-1)
+        out.append(weights @ v[..., c])
+    return torch.cat(out, dim=-1) @ attn.proj.weight.T + attn.proj.bias
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_prefix_attention_equals_concatenated_keys_values(vit, fused):
+    attn, d = vit.blocks[2].attn, vit.embed_dim
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 7, d, generator=g)
+    pk, pv = torch.randn(2, 3, d, generator=g), torch.randn(2, 3, d, generator=g)
+    was = attn.fused_attn
+    attn.fused_attn = fused
+    try:
+        with torch.no_grad():
+            out = prefix_attention(attn, x, pk, pv)
+    finally:
+        attn.fused_attn = was
+    assert_close(out, manual_prefix_attention(attn, x, pk, pv), rtol=1e-4, atol=1e-5)
