@@ -103,13 +103,17 @@ def compare(baseline: dict, measured: dict[str, dict[str, float]],
 
 def table(rows: list[Row]) -> str:
     def num(v: float | None, sign: bool = False) -> str:
-        return "-" if v is None else (f"{v:+.2f}" if sign else f"{v:.2f}")
+        if v is None:
+            return "-"
+        v = round(v, 2) + 0.0  # no "-0.00"
+        return f"{v:+.2f}" if sign else f"{v:.2f}"
     body = [("run / method", "metric", "baseline", "now", "delta", "tol", "status")]
     body += [(r.key, r.metric, num(r.baseline), num(r.now), num(r.delta, True),
               f"{r.tolerance:.2f}", r.status) for r in rows]
     widths = [max(len(b[i]) for b in body) for i in range(len(body[0]))]
     lines = ["  ".join(c.ljust(w) if i < 2 or i == 6 else c.rjust(w)
-                       for i, (c, w) in enumerate(zip(b, widths, strict=True))) for b in body]
+                       for i, (c, w) in enumerate(zip(b, widths, strict=True))).rstrip()
+             for b in body]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -136,7 +140,7 @@ def new_baseline(suite: dict, measured: dict[str, dict[str, float]], tolerance: 
                        "torch": env["torch"], "timm": env["timm"],
                        "avalanche": env["avalanche"], "device": env["device"],
                        "platform": env["platform"]},
-        "metrics": {key: {m: {"value": round(v, 4), "tolerance": tolerance}
+        "metrics": {key: {m: {"value": v, "tolerance": tolerance}
                           for m, v in values.items()}
                     for key, values in sorted(measured.items())},
     }

@@ -370,3 +370,19 @@ def test_simplecil_accuracy_is_perfect_on_separable_data(simplecil_run):
 def test_simplecil_reports_nothing_trainable(simplecil_run):
     # nothing is trained: the prototype rows must not count as trainable
     assert simplecil_run.recorder.trainable == [0, 0, 0]
+
+
+def test_all_modules_in_one_batched_call_equals_the_loop():
+    torch.manual_seed(0)
+    net = ToscaNet(32, 16, 16, "tosca", "sample", "xavier")
+    for n in (2, 4, 6):
+        net.add_task(n)
+    net.eval()
+    x = torch.randn(7, 32)
+    with torch.no_grad():
+        batched = net.all_modules(x)
+        loop = torch.stack([m(x) for m in net.luca])
+    torch.testing.assert_close(batched, loop, rtol=1e-5, atol=1e-6)
+    net.add_task(8)  # a new module invalidates the stacked weights
+    with torch.no_grad():
+        assert net.all_modules(x).shape == (4, 7, 32)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from avalanche.training.templates import SupervisedTemplate
 from torch import nn
+from torch.func import functional_call, vmap
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.strategies.heads import CosineClassifier, set_prototypes
@@ -39,9 +40,11 @@ class ToscaNet(nn.Module):
         self.luca = nn.ModuleList()
         self.classifier = CosineClassifier(dim)
         self.routing: torch.Tensor | None = None
+        self._stacked: tuple[int, dict[str, torch.Tensor]] | None = None
 
     def add_task(self, n_total_classes: int) -> None:
         """Freeze old modules, add a fresh one, grow the classifier."""
+        self._stacked = None
         module = LuCA(self.dim, self.mlp_ratio, self.se_ratio, self.flow)
         # "official": task 0 keeps PyTorch's default Linear init (the official code
         # re-initialises only after a task); "xavier": every task starts alike.
@@ -54,10 +57,24 @@ class ToscaNet(nn.Module):
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         return self.luca[-1](x)
 
+    def all_modules(self, x: torch.Tensor) -> torch.Tensor:
+        """(T, B, d): every stored module on the same features, as one batched call
+        over the modules' stacked weights (cached until a module changes)."""
+        if self._stacked is None or self._stacked[0] != len(self.luca):
+            states = [m.state_dict() for m in self.luca]
+            stacked = {k: torch.stack([st[k].detach() for st in states]) for k in states[0]}
+            self._stacked = (len(self.luca), stacked)
+        template = self.luca[0]
+
+        def one(state: dict, inputs: torch.Tensor) -> torch.Tensor:
+            return functional_call(template, state, (inputs,))
+        return vmap(one, in_dims=(0, None))(self._stacked[1], x)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training:
+            self._stacked = None  # the newest module is changing
             return self.classifier(self.embed(x))
-        logits = torch.stack([self.classifier(m(x)) for m in self.luca])
+        logits = self.classifier(self.all_modules(x))
         choice = select_module(logits, self.selection)
         self.routing = choice
         return logits[choice, torch.arange(x.shape[0], device=x.device)]

@@ -1,0 +1,105 @@
+"""`cl-bench check`: the accuracy regression gate against a committed baseline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import invoke
+
+from cl_bench import config, regress
+
+SUITE = """
+name: mini
+threads: 2
+runs:
+  - name: synth
+    scenario: synthetic
+    backbone: efficientnet_lite0
+    image_size: 64
+    precision: fp32
+    methods: [simplecil, tosca]
+    sets: [tosca.epochs=2]
+"""
+
+
+@pytest.fixture()
+def suite_dir(tmp_path, monkeypatch):
+    bench = tmp_path / "benchmarks"
+    bench.mkdir()
+    for name in config.scenario_names():
+        (bench / f"{name}.yaml").write_text((config.BENCHMARKS_DIR / f"{name}.yaml").read_text())
+    (bench / "mini.yaml").write_text(SUITE)
+    monkeypatch.setattr(config, "BENCHMARKS_DIR", bench)
+    monkeypatch.setattr(regress, "BENCHMARKS_DIR", bench)
+    return tmp_path
+
+
+def check(tmp, *args: str):
+    return invoke("check", "--suite", "mini", "--baseline", str(tmp / "base.json"),
+                  "--out", str(tmp / "out"), "--no-progress", *args)
+
+
+def test_update_then_pass_then_fail_on_raised_baseline_and_missing(suite_dir):
+    made = check(suite_dir, "--update-baseline")
+    assert made.exit_code == 0, made.output
+    base = json.loads((suite_dir / "base.json").read_text())
+    assert set(base["metrics"]) == {"synth/simplecil", "synth/tosca"}
+    assert base["provenance"]["torch"] and base["metrics"]["synth/tosca"]["avg_acc"][
+        "tolerance"] == 1.0
+    assert {"commit", "date", "torch", "timm", "avalanche", "device"} <= set(base["provenance"])
+
+    ok = check(suite_dir)
+    assert ok.exit_code == 0, ok.output
+    assert "check passed" in ok.stdout and ok.stdout.count(" ok") == 4
+    assert ok.stdout.count("skip") == 2  # finished runs in --out are reused
+
+    raised = json.loads((suite_dir / "base.json").read_text())
+    raised["metrics"]["synth/tosca"]["last_acc"]["value"] += 5.0
+    (suite_dir / "base.json").write_text(json.dumps(raised))
+    drop = check(suite_dir)
+    assert drop.exit_code == 1
+    assert "FAILED: synth/tosca last_acc DROP" in drop.stdout
+
+    lowered = json.loads((suite_dir / "base.json").read_text())
+    lowered["metrics"]["synth/tosca"]["last_acc"]["value"] -= 10.0
+    (suite_dir / "base.json").write_text(json.dumps(lowered))
+    better = check(suite_dir)
+    assert better.exit_code == 0 and "IMPROVED" in better.stdout
+    assert "update the baseline" in better.stdout
+
+    lowered["metrics"]["synth/l2p"] = lowered["metrics"]["synth/tosca"]
+    (suite_dir / "base.json").write_text(json.dumps(lowered))
+    missing = check(suite_dir)
+    assert missing.exit_code == 1 and "synth/l2p avg_acc MISSING" in missing.stdout
+
+
+def test_two_runs_of_a_suite_give_identical_numbers(suite_dir, tmp_path_factory, monkeypatch):
+    first = check(suite_dir, "--update-baseline")
+    assert first.exit_code == 0
+    monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path_factory.mktemp("cold_cache")))
+    second = invoke("check", "--suite", "mini", "--baseline", str(suite_dir / "base.json"),
+                    "--out", str(suite_dir / "out2"), "--no-progress", "--tolerance", "0")
+    assert second.exit_code == 0, second.output
+    a = sorted((suite_dir / "out").glob("runs/*/*/*.json"))
+    b = sorted((suite_dir / "out2").glob("runs/*/*/*.json"))
+    assert [p.name for p in a] == [p.name for p in b]
+    for x, y in zip(a, b, strict=True):
+        rx, ry = json.loads(x.read_text()), json.loads(y.read_text())
+        assert rx["acc_matrix"] == ry["acc_matrix"] and rx["acc_seen"] == ry["acc_seen"]
+
+
+def test_compare_rules():
+    base = {"metrics": {"a/m": {"avg_acc": {"value": 50.0, "tolerance": 1.0},
+                                "last_acc": {"value": 40.0, "tolerance": 0.5}}}}
+    rows = regress.compare(base, {"a/m": {"avg_acc": 49.2, "last_acc": 39.4}}, None)
+    assert [r.status for r in rows] == ["ok", "DROP"]
+    rows = regress.compare(base, {"a/m": {"avg_acc": 49.2, "last_acc": 39.4}}, 2.0)
+    assert [r.status for r in rows] == ["ok", "ok"]
+    rows = regress.compare(base, {"b/m": {"avg_acc": 1.0, "last_acc": 1.0}}, None)
+    assert {(r.key, r.status) for r in rows} == {("a/m", "MISSING"), ("b/m", "NEW")}
+
+
+def test_unknown_suite_is_exit_2():
+    result = invoke("check", "--suite", "nope")
+    assert result.exit_code == 2 and 'Unknown suite "nope"' in result.stderr
