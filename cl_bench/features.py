@@ -11,7 +11,6 @@ invocations.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import tempfile
@@ -23,16 +22,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
-from cl_bench.backbones.base import Backbone
+from cl_bench.backbones.base import Backbone, autocast
 from cl_bench.scenarios.data import FileList, ImageData
 from cl_bench.scenarios.transforms import ToModelInput, eval_transform
-
-
-def autocast(device: torch.device, precision: str):
-    """bf16 autocast for frozen passes when asked; fp32 otherwise."""
-    if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 class _Decoded(Dataset):

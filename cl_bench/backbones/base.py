@@ -12,6 +12,14 @@ from torch import nn
 RANDOM_INIT_SEED = 0
 
 
+def autocast(device: torch.device | str, precision: str):
+    """bf16 autocast when ``precision`` is "bf16"; a no-op context otherwise."""
+    device_type = torch.device(device).type
+    if precision == "bf16":
+        return torch.autocast(device_type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 @contextlib.contextmanager
 def seeded_init(seed: int = RANDOM_INIT_SEED) -> Iterator[None]:
     """Build models under a fixed seed without touching the caller's RNG, so that
@@ -42,6 +50,7 @@ class Backbone:
     weights_digest: str
     mean: tuple[float, float, float] | None = None
     std: tuple[float, float, float] | None = None
+    precision: str = "fp32"  # of the passes that use this backbone (set by the runner)
 
     def __post_init__(self) -> None:
         self.model.eval().requires_grad_(False)

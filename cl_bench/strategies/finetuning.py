@@ -17,7 +17,7 @@ from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
 from cl_bench.backbones.base import Backbone
-from cl_bench.strategies.optim import make_optimizer
+from cl_bench.strategies.optim import AutocastForward, make_optimizer
 
 
 def dataset_classes(dataset) -> list[int]:
@@ -70,7 +70,7 @@ class FinetuneNet(nn.Module):
         return logits.masked_fill(~self.active.to(logits.device), float("-inf"))
 
 
-class FinetuneTemplate(SupervisedTemplate):
+class FinetuneTemplate(AutocastForward, SupervisedTemplate):
     """Cross-entropy fine-tuning of backbone + head over the seen classes.
 
     Each training call unmasks the classes of the data it trains on and builds
@@ -82,7 +82,7 @@ class FinetuneTemplate(SupervisedTemplate):
 
     def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
                  device: torch.device, plugins: list, evaluator) -> None:
-        self.params = params
+        self.params, self.precision = params, backbone.precision
         model = FinetuneNet(backbone, n_classes)
         optimizer, self.scheduler = make_optimizer(params, model.parameters())
         super().__init__(model=model, optimizer=optimizer, criterion=nn.CrossEntropyLoss(),

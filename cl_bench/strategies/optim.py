@@ -1,5 +1,6 @@
 """Per-task optimizer and scheduler, rebuilt at every task (official behaviour
-of TOSCA and of the prompt baselines): one place, read from a method's params."""
+of TOSCA and of the prompt baselines): one place, read from a method's params;
+and the mixed-precision forward shared by the methods that run the backbone."""
 
 from __future__ import annotations
 
@@ -8,7 +9,20 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from cl_bench.backbones.base import autocast
 from cl_bench.errors import UserError
+
+
+class AutocastForward:
+    """Strategy mixin: the model's forward under the backbone's precision (bf16
+    autocast where the hardware has bf16 units), logits returned in fp32 so the
+    loss is computed in full precision. Set ``self.precision`` in the constructor."""
+
+    precision = "fp32"
+
+    def forward(self):
+        with autocast(self.device, self.precision):
+            return super().forward().float()
 
 
 def make_optimizer(params: dict, parameters: Iterable[nn.Parameter]

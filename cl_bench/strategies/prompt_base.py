@@ -27,7 +27,7 @@ from torch import nn
 from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.errors import UserError
-from cl_bench.strategies.optim import make_optimizer
+from cl_bench.strategies.optim import AutocastForward, make_optimizer
 from cl_bench.strategies.prompting import class_mask, mask_logits
 
 Normalize = Callable[[torch.Tensor], torch.Tensor]
@@ -79,7 +79,7 @@ class PromptModel(nn.Module):
         return mask_logits(logits, mask.to(logits.device))
 
 
-class PromptStrategy(SupervisedTemplate):
+class PromptStrategy(AutocastForward, SupervisedTemplate):
     """Avalanche strategy around a :class:`PromptModel` (see the module docstring)."""
 
     features_only = False
@@ -90,7 +90,7 @@ class PromptStrategy(SupervisedTemplate):
         if backbone.kind != "vit":
             raise UserError(f"{type(self).__name__} injects prompts into transformer blocks and "
                             f'needs a ViT backbone, not "{backbone.name}".')
-        self.params = params
+        self.params, self.precision = params, backbone.precision
         model = self.model_class(PromptedViT(backbone.model), backbone.normalize, n_classes,
                                  params)
         optimizer, self.scheduler = self.build_optimizer(model)

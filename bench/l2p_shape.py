@@ -1,0 +1,56 @@
+"""(d) Our L2P on the shape Avalanche 0.6.0's LearningToPrompt was measured on
+(REFERENCE section 6: 17.9 s, 2.77 GB peak RSS): ViT-B/16 random weights,
+224 px, 4 classes x 4 training images, 2 experiences, 1 epoch, batch 8, 8 test
+images evaluated after each experience. Run as its own process so that the
+peak RSS is this workload's alone; the time covers model creation, training
+and evaluation (imports excluded, as they are in the reference figure's
+setting they were not separately reported; both are printed)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+T_IMPORT = time.perf_counter()
+import torch  # noqa: E402
+
+from bench.common import peak_rss_gb  # noqa: E402
+from cl_bench.backbones import load_backbone  # noqa: E402
+from cl_bench.config import load_method  # noqa: E402
+from cl_bench.environment import resolve_precision  # noqa: E402
+from cl_bench.recording import Recorder  # noqa: E402
+from cl_bench.runner import quiet_evaluator  # noqa: E402
+from cl_bench.scenarios.stream import build_stream  # noqa: E402
+from cl_bench.strategies.l2p import L2P  # noqa: E402
+
+PRECISION = resolve_precision(sys.argv[1] if len(sys.argv) > 1 else "auto",
+                              torch.device("cpu"))
+
+
+def main() -> dict:
+    imports = time.perf_counter() - T_IMPORT
+    t0 = time.perf_counter()
+    torch.manual_seed(0)
+    backbone = load_backbone("vit_base_patch16_224", "random")
+    backbone.precision = PRECISION
+    g = torch.Generator().manual_seed(0)
+    train_x = torch.rand(16, 3, 224, 224, generator=g)
+    train_y = torch.arange(4).repeat_interleave(4)
+    test_x = torch.rand(8, 3, 224, 224, generator=g)
+    test_y = torch.arange(4).repeat_interleave(2)
+    stream = build_stream(train_x, train_y, test_x, test_y, [0, 1, 2, 3], [2, 2],
+                          test_shuffle=False, seed=0)
+    params = dict(load_method("l2p").params, epochs=1, batch_size=8, eval_batch_size=8)
+    strategy = L2P(params=params, backbone=backbone, n_classes=4, device=torch.device("cpu"),
+                   plugins=[Recorder(stream.task_of_label, progress=False)],
+                   evaluator=quiet_evaluator())
+    for i, exp in enumerate(stream.train):
+        strategy.train(exp, eval_streams=[])
+        strategy.eval(stream.seen_test[i])  # 4 then 8 seen test images
+    return {"precision": PRECISION, "seconds": time.perf_counter() - t0, "imports_s": imports,
+            "peak_rss_gb": peak_rss_gb()}
+
+
+if __name__ == "__main__":
+    print(json.dumps(main()))
