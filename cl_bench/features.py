@@ -43,7 +43,8 @@ def batches(images: torch.Tensor | FileList, size: int, batch_size: int, workers
     in ``workers`` processes (a corrupt file stops the run with its path)."""
     if isinstance(images, FileList):
         loader = DataLoader(_Decoded(images, eval_transform(True, size)),
-                            batch_size=batch_size, num_workers=workers)
+                            batch_size=batch_size, num_workers=workers,
+                            pin_memory=torch.cuda.is_available())
         yield from loader
         return
     to_input = ToModelInput(size)

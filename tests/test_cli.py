@@ -98,6 +98,8 @@ def test_changed_setting_is_a_new_run(e2e_run):
     (["--scenario", "fmnist-full", "--data-root", "/nonexistent"], "apt-get install"),
     (["--device", "cuda"], "no CUDA GPU"),
     (["--backbone", "vit_tiny_patch16_224"], "vit_tiny_patch16_224.augreg_in21k"),
+    (["--methods", "l2p,tosca"], "l2p needs a VIT backbone"),
+    (["--scenario", "imagenet-a"], "no data root was given"),
 ])
 def test_bad_input_is_one_paragraph_exit_2_nothing_written(tmp_path, args, needle,
                                                           monkeypatch):
