@@ -38,7 +38,9 @@ def run(
     methods: Annotated[str | None, typer.Option(
         help="Comma-separated methods (see `cl-bench list methods`). Default: every method "
              "of the default set that runs on the backbone.")] = None,
-    scenario: Annotated[str, typer.Option(help="Scenario (see `cl-bench list scenarios`).")]
+    scenario: Annotated[str, typer.Option(
+        "--scenario", "--scenarios",
+        help="Scenario, or comma-separated scenarios (see `cl-bench list scenarios`).")]
         = "fmnist",
     seeds: Annotated[str, typer.Option(help="Comma-separated seeds; the seed also fixes the "
                                             "class order (PILOT convention).")] = "1993",
@@ -66,12 +68,39 @@ def run(
                       "--set tosca.selection=batch --set scenario.increment=5. Repeatable.")]
         = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    launcher: Annotated[str | None, typer.Option(
+        help="Run each method x scenario x seed as its own job: local (parallel worker "
+             "processes here) or slurm (a submitit job array). Default: one after another "
+             "in this process.")] = None,
+    jobs: Annotated[int | None, typer.Option(
+        help="--launcher local: worker processes (default: one per CPU core on CPU, 1 on "
+             "GPU); torch threads per worker = cores / jobs.")] = None,
+    slurm_partition: Annotated[str | None, typer.Option(help="SLURM partition.")] = None,
+    slurm_gpus: Annotated[int | None, typer.Option(
+        help="GPUs per SLURM job; with --device auto, jobs with GPUs run on cuda.")] = None,
+    slurm_cpus: Annotated[int | None, typer.Option(
+        help="CPUs per SLURM job (also its torch threads).")] = None,
+    slurm_time: Annotated[int | None, typer.Option(
+        help="Time limit per SLURM job in minutes (default 240); a run killed at its "
+             "limit is run again by the next invocation.")] = None,
+    slurm_array_parallelism: Annotated[int | None, typer.Option(
+        help="At most this many SLURM jobs of the grid at once.")] = None,
+    wait: Annotated[bool, typer.Option(
+        help="--launcher slurm: wait for the jobs and print the summary, or only submit "
+             "(follow with `cl-bench status`).")] = True,
 ) -> None:
-    """Run methods x seeds on one scenario and print average / last accuracy.
+    """Run methods x seeds on one or more scenarios and print average / last accuracy.
+    Finished runs are skipped, so an interrupted grid resumes by running the same command;
+    a run that another process is computing is skipped too.
 
     Example: cl-bench run --methods tosca,simplecil --scenario fmnist --seeds 1993,1994
+
+    On SLURM: cl-bench run --methods tosca,l2p --scenarios cifar100,imagenet-r --seeds
+    1993,1994 --backbone vit_base_patch16_224 --launcher slurm --slurm-partition gpu
+    --slurm-gpus 1 --slurm-cpus 8 --slurm-time 180
     """
-    from cl_bench.runner import RunRequest, default_methods, execute
+    from cl_bench.launch import LaunchOptions, check_options
+    from cl_bench.runner import RunRequest, default_methods, execute_all
     from cl_bench.summary import summary_table
     try:
         seed_list = [int(s) for s in _csv(seeds)]
@@ -80,13 +109,49 @@ def run(
                         "1993,1994,1995.") from None
     if not seed_list:
         raise UserError("--seeds is empty; give at least one seed, e.g. --seeds 1993.")
-    req = RunRequest(methods=_csv(methods) or default_methods(backbone), scenario=scenario,
-                     seeds=seed_list, backbone=backbone, weights=weights,
-                     image_size=image_size, data_root=data_root, download=download,
-                     device=device,
-                     precision=precision, out=out, sets=set_ or [], progress=progress)
-    records = execute(req, echo=typer.echo)
-    typer.echo("\n" + summary_table(records))
+    scenarios = list(dict.fromkeys(_csv(scenario)))
+    if not scenarios:
+        raise UserError("--scenario is empty; give at least one, e.g. --scenario fmnist.")
+    opts = LaunchOptions(launcher, jobs, slurm_partition, slurm_gpus, slurm_cpus, slurm_time,
+                         slurm_array_parallelism, wait)
+    check_options(opts)
+    method_list = _csv(methods) or default_methods(backbone)
+    reqs = [RunRequest(methods=method_list, scenario=name, seeds=seed_list, backbone=backbone,
+                       weights=weights, image_size=image_size, data_root=data_root,
+                       download=download, device=device, precision=precision, out=out,
+                       sets=set_ or [], progress=progress) for name in scenarios]
+    if launcher is None:
+        typer.echo("\n" + summary_table(execute_all(reqs, echo=typer.echo)))
+        return
+    from cl_bench.launch import launch
+    grid = launch(reqs, opts, echo=typer.echo)
+    if grid.records:
+        typer.echo("\n" + summary_table(grid.records))
+    counts = {"done": len(grid.records), "failed": len(grid.failed),
+              "interrupted": len(grid.interrupted), "running elsewhere": len(grid.running),
+              "pending": len(grid.pending), "queued": grid.queued}
+    typer.echo(", ".join(f"{n} {what}" for what, n in counts.items() if n or what == "done"))
+    unfinished = len(grid.failed) + len(grid.interrupted) + len(grid.pending)
+    if unfinished:
+        typer.echo(f"{unfinished} run(s) did not finish: see `cl-bench status --out {out}`; "
+                   "the same command runs them again.", err=True)
+        raise typer.Exit(1)
+
+
+@app.command()
+@user_errors
+def status(
+    out: Annotated[Path, typer.Option(help="Results folder (what `cl-bench run --out` "
+                                           "wrote).")] = Path("results"),
+) -> None:
+    """Every run in a results folder: done, running (pid, host, SLURM job), failed (with the
+    error's last line) or pending (planned by a grid, or interrupted), and a one-line
+    summary. Reads only the folder: no data, backbone or scheduler needed.
+
+    Example: cl-bench status --out results
+    """
+    from cl_bench.status import collect, render
+    typer.echo(render(collect(out)))
 
 
 @app.command()

@@ -2,11 +2,14 @@
 
 Everything a run could fail on because of the user's input (names, --set
 keys, data, weights, method/backbone fit) is checked before the first run
-starts, so a bad command writes nothing.
+starts, so a bad command writes nothing. Each run is computed under its lock
+(:func:`cl_bench.results.run_once`), here or in the workers of
+:mod:`cl_bench.launch`, so two invocations never compute the same run at once.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import warnings
@@ -37,6 +40,7 @@ from cl_bench.environment import (
 )
 from cl_bench.errors import UserError
 from cl_bench.features import FeatureStore
+from cl_bench.filelock import held
 from cl_bench.metrics import summarize
 from cl_bench.recording import Recorder
 from cl_bench.scenarios import load_data, scenario_order
@@ -215,41 +219,132 @@ def accounting_block(strategy, backbone: Backbone, recorder: Recorder,
     }
 
 
-def execute(req: RunRequest, echo: Callable[[str], None] = print) -> list[dict]:
-    """Run every missing method x seed of the request; return all its results."""
-    methods, scenario = resolve_cards(req)
-    device = resolve_device(req.device)
-    make_deterministic(req.threads)
-    precision = resolve_precision(req.precision, device)
+class SharedFeatureStore(FeatureStore):
+    """The feature cache for concurrent workers: one process extracts a missing key
+    while the others wait on its lock and then read the file, instead of all of them
+    extracting the same features at once. (Cache files are written atomically, so
+    this saves work; it is not needed for correctness.)"""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._holding = False  # get() calls itself after dropping an unreadable file
+
+    def get(self, backbone: Backbone, data: ImageData, split: str) -> torch.Tensor:
+        if self._holding or not self.use_disk:
+            return super().get(backbone, data, split)
+        self._holding = True
+        try:
+            with held(self.path(self.key(backbone, data, split)).with_suffix(".lock")):
+                return super().get(backbone, data, split)
+        finally:
+            self._holding = False
+
+
+@dataclass
+class Shared:
+    """What every run of one scenario shares inside one process: the data, the
+    backbone and the features extracted from it."""
+
+    data: ImageData
+    backbone: Backbone
+    store: FeatureStore
+
+
+def load_shared(req: RunRequest, scenario: Card, methods: list[Card], device: torch.device,
+                precision: str) -> Shared:
+    """Load data and backbone; a missing dataset or weight fails here, before any run."""
     data = load_data(scenario, req.data_root, req.download)
     sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
     for card in methods:
         if card.params.get("n_tasks") == 0:  # "0: the stream's number of tasks" (CODA-Prompt)
             card.params["n_tasks"] = len(sizes)
     backbone = load_backbone(req.backbone, req.weights, req.image_size).to(device)
+    backbone.precision = precision
     if scenario.params.get("normalize", "none") == "backbone":
         use_weights_normalization(backbone)
     workers = (min(8, os.cpu_count() or 1) if device.type == "cuda" else 1) if data.on_disk else 0
-    store = FeatureStore(device, precision=precision, progress=req.progress, workers=workers,
-                         batch_size=32 if device.type == "cpu" else 256)
+    store = SharedFeatureStore(device, precision=precision, progress=req.progress,
+                               workers=workers, batch_size=32 if device.type == "cpu" else 256)
+    return Shared(data, backbone, store)
+
+
+@dataclass
+class PlannedRun:
+    card: Card
+    seed: int
+    path: Path
+
+
+def plan_runs(req: RunRequest, methods: list[Card], scenario: Card, shared: Shared,
+              precision: str) -> list[PlannedRun]:
+    """Every method x seed of the request with its result path, seed-major."""
+    return [PlannedRun(card, seed, results.run_path(
+                req.out, scenario.name, card.name, seed,
+                resolved_config(card, scenario, shared.backbone, precision, shared.data.on_disk)))
+            for seed in req.seeds for card in methods]
+
+
+def describe(req: RunRequest, methods: list[Card], scenario: Card, shared: Shared,
+             device: str, precision: str) -> list[str]:
+    """The lines printed before a scenario's runs start."""
+    lines = []
+    backbone = shared.backbone
     if backbone.weights == "random":
-        echo(f"warning: {backbone.name} has RANDOM weights (asked for with --weights random): "
-             "its numbers are change detectors, not results; the result files record it.")
-    echo(f"cl-bench: {', '.join(c.name for c in methods)} on {scenario.name} "
-         f"({data.n_classes} classes), backbone {backbone.name} [{backbone.weights}], "
-         f"seeds {', '.join(map(str, req.seeds))}, {device.type}/{precision}")
+        lines.append(f"warning: {backbone.name} has RANDOM weights (asked for with --weights "
+                     "random): its numbers are change detectors, not results; the result "
+                     "files record it.")
+    lines.append(f"cl-bench: {', '.join(c.name for c in methods)} on {scenario.name} "
+                 f"({shared.data.n_classes} classes), backbone {backbone.name} "
+                 f"[{backbone.weights}], seeds {', '.join(map(str, req.seeds))}, "
+                 f"{device}/{precision}")
+    return lines
+
+
+def done_line(name: str, seed: int, record: dict, path: Path) -> str:
+    return (f"{name} seed {seed}: avg {record['avg_acc']:.2f}  last "
+            f"{record['last_acc']:.2f}  ({record['timing']['total_s']:.1f} s) -> {path}")
+
+
+def execute(req: RunRequest, echo: Callable[[str], None] = print) -> list[dict]:
+    """Run every missing method x seed of the request in this process; return its
+    results (a run another process is computing right now is skipped and left out)."""
+    methods, scenario = resolve_cards(req)
+    device = resolve_device(req.device)
+    make_deterministic(req.threads)
+    precision = resolve_precision(req.precision, device)
+    shared = load_shared(req, scenario, methods, device, precision)
+    for line in describe(req, methods, scenario, shared, device.type, precision):
+        echo(line)
+    runs = plan_runs(req, methods, scenario, shared, precision)
+    results.write_grid(req.out, [r.path for r in runs])
     out = []
-    for seed in req.seeds:
-        for card in methods:
-            config = resolved_config(card, scenario, backbone, precision, data.on_disk)
-            path = results.run_path(req.out, scenario.name, card.name, seed, config)
-            if results.is_done(path):
-                echo(f"  skip {card.name} seed {seed}: finished ({path})")
-                out.append(results.load(path))
-                continue
-            record = run_one(card, scenario, data, backbone, store, seed, device, req.progress)
-            results.write_atomic(path, record)
-            echo(f"  {card.name} seed {seed}: avg {record['avg_acc']:.2f}  last "
-                 f"{record['last_acc']:.2f}  ({record['timing']['total_s']:.1f} s) -> {path}")
-            out.append(record)
+    for run in runs:
+        name, seed, path = run.card.name, run.seed, run.path
+        if results.is_done(path):
+            echo(f"  skip {name} seed {seed}: finished ({path})")
+            out.append(results.load(path))
+            continue
+        attempt = results.run_once(path, functools.partial(
+            run_one, run.card, scenario, shared.data, shared.backbone, shared.store, seed,
+            device, req.progress))
+        if attempt.state == "running":
+            echo(f"  skip {name} seed {seed}: running in {results.held_by(attempt.holder)}")
+            continue
+        if attempt.state == "done":
+            echo(f"  skip {name} seed {seed}: finished ({path})")
+        else:
+            echo(f"  {done_line(name, seed, attempt.record, path)}")
+        out.append(attempt.record)
     return out
+
+
+def execute_all(reqs: list[RunRequest], echo: Callable[[str], None] = print) -> list[dict]:
+    """:func:`execute` for each scenario's request. With several scenarios each is
+    first loaded once and dropped, so a missing dataset or weight of the last
+    scenario stops the command before the first run, as it does for one."""
+    if len(reqs) > 1:
+        for req in reqs:
+            methods, scenario = resolve_cards(req)
+            device = resolve_device(req.device)
+            load_shared(req, scenario, methods, device, resolve_precision(req.precision, device))
+    return [record for req in reqs for record in execute(req, echo)]
