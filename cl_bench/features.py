@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
+from cl_bench.atomic import replace_atomically
 from cl_bench.backbones.base import Backbone, autocast
 from cl_bench.scenarios.data import FileList, ImageData
 from cl_bench.scenarios.transforms import ToModelInput, eval_transform
@@ -74,19 +74,7 @@ def cache_dir() -> Path:
 
 
 def _save_atomic(path: Path, array: np.ndarray) -> None:
-    """Readers see no file or the whole file; concurrent writers of the same key write
-    the same bytes, and the last rename wins."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".npy")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, array)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    replace_atomically(path, lambda f: np.save(f, array), binary=True)
 
 
 class FeatureStore:

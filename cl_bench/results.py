@@ -18,18 +18,17 @@ loaded. Keeping them in ``runs/`` keeps them wherever results are git-ignored.)
 from __future__ import annotations
 
 import fcntl
-import functools
 import hashlib
 import json
 import os
 import socket
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from cl_bench.atomic import replace_atomically
 from cl_bench.errors import UserError
 from cl_bench.filelock import try_flock
 
@@ -55,30 +54,13 @@ def is_done(path: Path) -> bool:
         return False
 
 
-@functools.cache
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def write_atomic(path: Path, data: dict) -> None:
     """Write JSON so that readers see the old file or the whole new one, never a
-    partial one: temp file in the same folder, fsync, rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp's 0600 would hide results
-            json.dump(data, f, indent=1, sort_keys=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    partial one."""
+    def dump(f) -> None:
+        json.dump(data, f, indent=1, sort_keys=False)
+        f.write("\n")
+    replace_atomically(path, dump)
 
 
 def load(path: Path) -> dict:
