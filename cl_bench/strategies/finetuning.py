@@ -13,11 +13,10 @@ import copy
 from dataclasses import replace
 
 import torch
-from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
 from cl_bench.backbones.base import Backbone
-from cl_bench.strategies.optim import AutocastForward, make_optimizer
+from cl_bench.strategies.optim import AutocastForward, PerTaskTemplate
 
 
 def dataset_classes(dataset) -> list[int]:
@@ -70,7 +69,7 @@ class FinetuneNet(nn.Module):
         return logits.masked_fill(~self.active.to(logits.device), float("-inf"))
 
 
-class FinetuneTemplate(AutocastForward, SupervisedTemplate):
+class FinetuneTemplate(AutocastForward, PerTaskTemplate):
     """Cross-entropy fine-tuning of backbone + head over the seen classes.
 
     Each training call unmasks the classes of the data it trains on and builds
@@ -82,12 +81,8 @@ class FinetuneTemplate(AutocastForward, SupervisedTemplate):
 
     def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
                  device: torch.device, plugins: list, evaluator) -> None:
-        self.params, self.precision = params, backbone.precision
-        model = FinetuneNet(backbone, n_classes)
-        optimizer, self.scheduler = make_optimizer(params, model.parameters())
-        super().__init__(model=model, optimizer=optimizer, criterion=nn.CrossEntropyLoss(),
-                         train_mb_size=params["batch_size"], train_epochs=params["epochs"],
-                         eval_mb_size=params["eval_batch_size"], device=device,
+        self.precision = backbone.precision
+        super().__init__(params=params, model=FinetuneNet(backbone, n_classes), device=device,
                          plugins=plugins, evaluator=evaluator)
 
     def model_adaptation(self, model=None):
@@ -96,13 +91,3 @@ class FinetuneTemplate(AutocastForward, SupervisedTemplate):
         if self.is_training:
             model.see(dataset_classes(self.adapted_dataset))
         return model.to(self.device)
-
-    def make_optimizer(self, **kwargs) -> None:
-        """A fresh optimizer and schedule per task (momentum is not carried over)."""
-        self.optimizer, self.scheduler = make_optimizer(self.params, self.model.parameters())
-        self.optimized_param_id = {}  # tells Avalanche the optimizer is built
-
-    def _after_training_epoch(self, **kwargs) -> None:
-        if self.scheduler is not None:
-            self.scheduler.step()
-        super()._after_training_epoch(**kwargs)

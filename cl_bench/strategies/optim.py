@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import torch
+from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
 from cl_bench.backbones.base import autocast
@@ -47,3 +48,32 @@ def make_optimizer(params: dict, parameters: Iterable[nn.Parameter]
     if sched == "constant":
         return opt, None
     raise UserError(f'scheduler "{sched}" is not supported; use cosine or constant.')
+
+
+class PerTaskTemplate(SupervisedTemplate):
+    """SupervisedTemplate with the card's batch sizes and epochs, cross-entropy, and an
+    optimizer and per-epoch schedule rebuilt at every task from the method's params
+    (``build_optimizer``; a method with its own schedule overrides it)."""
+
+    def __init__(self, *, params: dict, model: nn.Module, device: torch.device,
+                 plugins: list, evaluator, **kwargs) -> None:
+        self.params = params
+        optimizer, self.scheduler = self.build_optimizer(model)
+        super().__init__(model=model, optimizer=optimizer, criterion=nn.CrossEntropyLoss(),
+                         train_mb_size=params["batch_size"], train_epochs=params["epochs"],
+                         eval_mb_size=params["eval_batch_size"], device=device,
+                         plugins=plugins, evaluator=evaluator, **kwargs)
+
+    def build_optimizer(self, model: nn.Module):
+        """Optimizer and per-epoch schedule over the trainable parameters."""
+        return make_optimizer(self.params, model.parameters())
+
+    def make_optimizer(self, **kwargs) -> None:
+        """A fresh optimizer and schedule per task (momentum is not carried over)."""
+        self.optimizer, self.scheduler = self.build_optimizer(self.model)
+        self.optimized_param_id = {}  # tells Avalanche the optimizer is built
+
+    def _after_training_epoch(self, **kwargs) -> None:
+        if self.scheduler is not None:
+            self.scheduler.step()
+        super()._after_training_epoch(**kwargs)

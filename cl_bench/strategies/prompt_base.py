@@ -21,13 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.errors import UserError
-from cl_bench.strategies.optim import AutocastForward, make_optimizer
+from cl_bench.strategies.optim import AutocastForward, PerTaskTemplate
 from cl_bench.strategies.prompting import class_mask, mask_logits
 
 Normalize = Callable[[torch.Tensor], torch.Tensor]
@@ -79,7 +78,7 @@ class PromptModel(nn.Module):
         return mask_logits(logits, mask.to(logits.device))
 
 
-class PromptStrategy(AutocastForward, SupervisedTemplate):
+class PromptStrategy(AutocastForward, PerTaskTemplate):
     """Avalanche strategy around a :class:`PromptModel` (see the module docstring)."""
 
     features_only = False
@@ -90,18 +89,11 @@ class PromptStrategy(AutocastForward, SupervisedTemplate):
         if backbone.kind != "vit":
             raise UserError(f"{type(self).__name__} injects prompts into transformer blocks and "
                             f'needs a ViT backbone, not "{backbone.name}".')
-        self.params, self.precision = params, backbone.precision
+        self.precision = backbone.precision
         model = self.model_class(PromptedViT(backbone.model), backbone.normalize, n_classes,
                                  params)
-        optimizer, self.scheduler = self.build_optimizer(model)
-        super().__init__(model=model, optimizer=optimizer, criterion=nn.CrossEntropyLoss(),
-                         train_mb_size=params["batch_size"], train_epochs=params["epochs"],
-                         eval_mb_size=params["eval_batch_size"], device=device,
-                         plugins=plugins, evaluator=evaluator)
-
-    def build_optimizer(self, model: nn.Module):
-        """Optimizer and per-epoch schedule over the trainable parameters."""
-        return make_optimizer(self.params, model.parameters())
+        super().__init__(params=params, model=model, device=device, plugins=plugins,
+                         evaluator=evaluator)
 
     def model_adaptation(self, model=None):
         model = self.model if model is None else model
@@ -110,16 +102,6 @@ class PromptStrategy(AutocastForward, SupervisedTemplate):
             model.begin_task(self.experience.current_experience, classes)
         return model.to(self.device)
 
-    def make_optimizer(self, **kwargs) -> None:
-        """A fresh optimizer and schedule per task (PILOT's ``reinit_optimizer``)."""
-        self.optimizer, self.scheduler = self.build_optimizer(self.model)
-        self.optimized_param_id = {}  # tells Avalanche the optimizer is built
-
     def criterion(self) -> torch.Tensor:
         loss = self._criterion(self.mb_output, self.mb_y)
         return loss + self.model.regularizer if self.is_training else loss
-
-    def _after_training_epoch(self, **kwargs) -> None:
-        if self.scheduler is not None:
-            self.scheduler.step()
-        super()._after_training_epoch(**kwargs)

@@ -14,14 +14,13 @@ pass), and the module whose softmax has the lowest entropy predicts.
 from __future__ import annotations
 
 import torch
-from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 from torch.func import functional_call, vmap
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.strategies.heads import CosineClassifier, set_prototypes
 from cl_bench.strategies.luca import LuCA, select_module
-from cl_bench.strategies.optim import make_optimizer
+from cl_bench.strategies.optim import PerTaskTemplate
 
 
 class ToscaNet(nn.Module):
@@ -80,22 +79,17 @@ class ToscaNet(nn.Module):
         return logits[choice, torch.arange(x.shape[0], device=x.device)]
 
 
-class Tosca(SupervisedTemplate):
+class Tosca(PerTaskTemplate):
     """TOSCA as an Avalanche strategy over frozen-feature experiences."""
 
     features_only = True
 
     def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
                  device: torch.device, plugins: list, evaluator) -> None:
-        self.params = params
-        dim = backbone.dim
-        model = ToscaNet(dim, params["mlp_ratio"], params["se_ratio"], params["flow"],
+        model = ToscaNet(backbone.dim, params["mlp_ratio"], params["se_ratio"], params["flow"],
                          params["selection"], params["init"])
-        optimizer, self.scheduler = make_optimizer(params, model.parameters())
-        super().__init__(model=model, optimizer=optimizer, criterion=nn.CrossEntropyLoss(),
-                         train_mb_size=params["batch_size"], train_epochs=params["epochs"],
-                         eval_mb_size=params["eval_batch_size"], device=device,
-                         plugins=plugins, evaluator=evaluator)
+        super().__init__(params=params, model=model, device=device, plugins=plugins,
+                         evaluator=evaluator)
 
     def model_adaptation(self, model=None):
         model = self.model if model is None else model
@@ -103,23 +97,12 @@ class Tosca(SupervisedTemplate):
             model.add_task(max(self.experience.dataset.targets.uniques) + 1)
         return model.to(self.device)
 
-    def make_optimizer(self, **kwargs) -> None:
-        """A fresh optimizer and schedule per task over every trainable parameter
-        (newest LuCA, all classifier rows, sigma), as the official code."""
-        self.optimizer, self.scheduler = make_optimizer(self.params, self.model.parameters())
-        self.optimized_param_id = {}  # tells Avalanche the optimizer is built
-
     def criterion(self) -> torch.Tensor:
         loss = self._criterion(self.mb_output, self.mb_y)
         if self.is_training:
             loss = loss + self.params["l1"] * sum(
                 p.abs().sum() for p in self.model.luca[-1].parameters())
         return loss
-
-    def _after_training_epoch(self, **kwargs) -> None:
-        if self.scheduler is not None:
-            self.scheduler.step()
-        super()._after_training_epoch(**kwargs)
 
     def _after_training_exp(self, **kwargs) -> None:
         self.model.eval()
