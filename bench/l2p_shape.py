@@ -4,13 +4,20 @@
 images evaluated after each experience. Run as its own process so that the
 peak RSS is this workload's alone; the time covers model creation, training
 and evaluation (imports excluded, as they are in the reference figure's
-setting they were not separately reported; both are printed)."""
+setting they were not separately reported; both are printed).
+
+    python -m bench.l2p_shape [precision] [checkpoint_blocks]
+
+As the runner does for a request without fine-tuning methods, the frozen ViT
+keeps its matrix-multiply weights in bf16 under bf16 autocast (same numbers),
+and the queries come from the feature store (one backbone pass per image)."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
+from types import SimpleNamespace
 
 T_IMPORT = time.perf_counter()
 import torch  # noqa: E402
@@ -19,6 +26,7 @@ from bench.common import peak_rss_gb  # noqa: E402
 from cl_bench.backbones import load_backbone  # noqa: E402
 from cl_bench.config import load_method  # noqa: E402
 from cl_bench.environment import resolve_precision  # noqa: E402
+from cl_bench.features import FeatureStore  # noqa: E402
 from cl_bench.recording import Recorder  # noqa: E402
 from cl_bench.runner import quiet_evaluator  # noqa: E402
 from cl_bench.scenarios.stream import build_stream  # noqa: E402
@@ -26,6 +34,7 @@ from cl_bench.strategies.l2p import L2P  # noqa: E402
 
 PRECISION = resolve_precision(sys.argv[1] if len(sys.argv) > 1 else "auto",
                               torch.device("cpu"))
+CHECKPOINT_BLOCKS = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 
 
 def main() -> dict:
@@ -34,21 +43,30 @@ def main() -> dict:
     torch.manual_seed(0)
     backbone = load_backbone("vit_base_patch16_224", "random")
     backbone.precision = PRECISION
+    if PRECISION == "bf16":
+        backbone.store_matmul_weights_in_bf16()
     g = torch.Generator().manual_seed(0)
     train_x = torch.rand(16, 3, 224, 224, generator=g)
     train_y = torch.arange(4).repeat_interleave(4)
     test_x = torch.rand(8, 3, 224, 224, generator=g)
     test_y = torch.arange(4).repeat_interleave(2)
+    data = SimpleNamespace(name="l2p-shape", fingerprint="l2p-shape", on_disk=False,
+                           train_x=train_x, test_x=test_x)
+    store = FeatureStore(torch.device("cpu"), precision=PRECISION, progress=False,
+                         use_disk=False)
     stream = build_stream(train_x, train_y, test_x, test_y, [0, 1, 2, 3], [2, 2],
-                          test_shuffle=False, seed=0)
+                          test_shuffle=False, seed=0,
+                          train_query=store.get(backbone, data, "train"),
+                          test_query=store.get(backbone, data, "test"))
     params = dict(load_method("l2p").params, epochs=1, batch_size=8, eval_batch_size=8)
+    params["checkpoint_blocks"] = CHECKPOINT_BLOCKS
     strategy = L2P(params=params, backbone=backbone, n_classes=4, device=torch.device("cpu"),
                    plugins=[Recorder(stream.task_of_label, progress=False)],
                    evaluator=quiet_evaluator())
     for i, exp in enumerate(stream.train):
         strategy.train(exp, eval_streams=[])
-        strategy.eval(stream.seen_test[i])  # 4 then 8 seen test images
-    return {"precision": PRECISION, "seconds": time.perf_counter() - t0, "imports_s": imports,
+        strategy.eval(stream.seen_test[-1])  # all 8 test images, as the reference did
+    return {"precision": PRECISION, "checkpoint_blocks": CHECKPOINT_BLOCKS, "seconds": time.perf_counter() - t0, "imports_s": imports,
             "peak_rss_gb": peak_rss_gb()}
 
 

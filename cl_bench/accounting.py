@@ -26,7 +26,7 @@ from avalanche.core import SupervisedPlugin
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, flop_registry, register_flop_formula
 
-from cl_bench.backbones.base import Backbone
+from cl_bench.backbones.base import Backbone, autocast
 
 aten = torch.ops.aten
 
@@ -64,7 +64,7 @@ def backbone_flops(backbone: Backbone) -> int:
     """FLOPs of one frozen pass of one image."""
     x = torch.zeros(1, 3, backbone.input_size, backbone.input_size,
                     device=next(backbone.model.parameters()).device)
-    with counting() as c:
+    with counting() as c, autocast(x.device, backbone.precision):
         backbone.features(x)
     return c.get_total_flops()
 
@@ -120,7 +120,7 @@ def inference_flops(strategy, backbone: Backbone) -> int:
         x = torch.zeros(1, 3, backbone.input_size, backbone.input_size, device=device)
     was_training = model.training
     model.eval()
-    with counting() as c, torch.no_grad():
+    with counting() as c, torch.no_grad(), autocast(device, backbone.precision):
         model(x)
     model.train(was_training)
     return c.get_total_flops() + (backbone_flops(backbone) if features_only else 0)

@@ -81,6 +81,12 @@ class Card:
         if choices is not None and value not in choices:
             raise UserError(f'{self.name}.{key} = "{value}" is not allowed; choose one of '
                             f"{', '.join(map(str, choices))}.")
+        low, high = self.raw.get("bounds", {}).get(key, (None, None))
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise UserError(f"{self.name}.{key} = {value} is out of range: it must be "
+                            + " and ".join(f"{word} {b}" for word, b in
+                                           (("at least", low), ("at most", high))
+                                           if b is not None) + ".")
         self.params[key] = value
 
 

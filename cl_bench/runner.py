@@ -132,23 +132,34 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     order = scenario_order(scenario, data.n_classes, seed)
     sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
     cls = import_object(card.raw["strategy"])
-    features_s, features_from = 0.0, None
     loader_args = {}
+    before, hits = store.seconds, store.hits
+    train_query = test_query = None
     if getattr(cls, "features_only", False):
-        before, hits = store.seconds, store.hits
-        train_x, test_x = store.get(backbone, data, "train"), store.get(backbone, data, "test")
-        features_s = store.seconds - before
-        features_from = ("extracted" if features_s > 0 else
-                         "disk cache" if store.hits > hits else "memory")
+        views = card.params.get("augment_views", 0)
+        train_x = (store.get_views(backbone, data, views) if views else
+                   store.get(backbone, data, "train"))
+        test_x = store.get(backbone, data, "test")
         train_tf = eval_tf = None
     else:
         train_x, test_x = data.train_x, data.test_x
         train_tf = train_transform(data.on_disk, backbone.input_size)
         eval_tf = eval_transform(data.on_disk, backbone.input_size)
         loader_args = {"num_workers": store.workers}
+        if getattr(cls, "cached_query", False):
+            # the query is the frozen feature of the image as the model sees it: cached
+            # for test images, and for training images when training does not augment
+            test_query = store.get(backbone, data, "test")
+            if train_tf.id == eval_tf.id:
+                train_query = store.get(backbone, data, "train")
+    features_s = store.seconds - before
+    uses_features = getattr(cls, "features_only", False) or test_query is not None
+    features_from = None if not uses_features else (
+        "extracted" if features_s > 0 else "disk cache" if store.hits > hits else "memory")
     stream = build_stream(train_x, data.train_y, test_x, data.test_y, order, sizes,
                           test_shuffle=scenario.params["test_shuffle"], seed=seed,
-                          train_transform=train_tf, eval_transform=eval_tf)
+                          train_transform=train_tf, eval_transform=eval_tf,
+                          train_query=train_query, test_query=test_query)
     recorder = Recorder(stream.task_of_label, backbone, label=card.name, progress=progress)
     train_flops = TrainFlops()
     strategy = cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
@@ -177,6 +188,7 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
         "protocol": {
             "selection": card.params.get("selection"),
             "batchwise": card.params.get("batchwise"),
+            "augment_views": card.params.get("augment_views"),
             "test_shuffle": scenario.params["test_shuffle"],
             "eval_batch_size": card.params.get("eval_batch_size"),
         },
@@ -225,19 +237,17 @@ class SharedFeatureStore(FeatureStore):
     extracting the same features at once. (Cache files are written atomically, so
     this saves work; it is not needed for correctness.)"""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._holding = False  # get() calls itself after dropping an unreadable file
+    def _load(self, backbone: Backbone, data: ImageData, split: str,
+              view: int | None) -> torch.Tensor:
+        if not self.use_disk:
+            return super()._load(backbone, data, split, view)
+        with held(self.path(self.key(backbone, data, split, view)).with_suffix(".lock")):
+            return super()._load(backbone, data, split, view)
 
-    def get(self, backbone: Backbone, data: ImageData, split: str) -> torch.Tensor:
-        if self._holding or not self.use_disk:
-            return super().get(backbone, data, split)
-        self._holding = True
-        try:
-            with held(self.path(self.key(backbone, data, split)).with_suffix(".lock")):
-                return super().get(backbone, data, split)
-        finally:
-            self._holding = False
+
+def trains_backbone(card: Card) -> bool:
+    """Whether the method trains a copy of the backbone (it then needs fp32 weights)."""
+    return getattr(import_object(card.raw["strategy"]), "trains_backbone", False)
 
 
 @dataclass
@@ -260,6 +270,8 @@ def load_shared(req: RunRequest, scenario: Card, methods: list[Card], device: to
             card.params["n_tasks"] = len(sizes)
     backbone = load_backbone(req.backbone, req.weights, req.image_size).to(device)
     backbone.precision = precision
+    if precision == "bf16" and not any(trains_backbone(card) for card in methods):
+        backbone.store_matmul_weights_in_bf16()  # same outputs, half the weight memory
     if scenario.params.get("normalize", "none") == "backbone":
         use_weights_normalization(backbone)
     workers = (min(8, os.cpu_count() or 1) if device.type == "cuda" else 1) if data.on_disk else 0

@@ -79,6 +79,22 @@ class Backbone:
         out = self.model.forward_head(self.model.forward_features(x), pre_logits=True)
         return out.float()
 
+    def store_matmul_weights_in_bf16(self) -> None:
+        """Keep the weights and biases of the frozen model's linear and convolution
+        layers in bf16, for runs whose passes all use bf16 autocast.
+
+        Autocast casts exactly these tensors to bf16 at every call, so the outputs
+        are bit for bit the same (tested); this halves their memory (ViT-B/16: 344
+        -> 172 MB) and saves the casts. Norms, embeddings and tokens stay fp32.
+        Irreversible: only for runs in which no method trains a copy of the
+        backbone (those start from the fp32 weights)."""
+        if self.precision != "bf16":
+            raise ValueError("bf16 weight storage needs precision bf16 (the passes must run "
+                             "under bf16 autocast)")
+        for module in self.model.modules():
+            if isinstance(module, (nn.Linear, nn.Conv2d)):
+                module.to(torch.bfloat16)
+
     def to(self, device: torch.device | str) -> Backbone:
         self.model.to(device)
         return self

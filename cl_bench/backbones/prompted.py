@@ -26,6 +26,15 @@ forward pre-hook on ``blocks`` adds the prompt tokens, and the chosen blocks'
 attention ``forward`` is shadowed for the call by :func:`prefix_attention`. When
 neither is given nothing is touched, so the output is timm's, bit for bit. No
 copy of the ViT is made: methods share the runner's frozen backbone.
+
+Activation checkpointing (``checkpoint_blocks=k``, used when gradients are on):
+the prompt gradients flow back through every block, so a training pass keeps
+every block's activations; with k > 0 the first k blocks run under
+``torch.utils.checkpoint`` (non-reentrant) and are recomputed in the backward
+pass instead. Outputs and gradients are the same numbers; each checkpointed
+block trades its activations for one more forward pass through it. The prefix
+of a block is shadowed inside the checkpointed call, so the recomputation sees
+it too.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ import torch.nn.functional as F
 from timm.layers import Attention
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 Prefix = tuple[torch.Tensor, torch.Tensor]
 
@@ -102,7 +112,7 @@ class PromptedViT(nn.Module):
     never act on the frozen backbone.
     """
 
-    def __init__(self, model: VisionTransformer) -> None:
+    def __init__(self, model: VisionTransformer, checkpoint_blocks: int = 0) -> None:
         super().__init__()
         if not isinstance(model, VisionTransformer):
             raise TypeError(f"PromptedViT wraps a timm VisionTransformer, got "
@@ -113,6 +123,10 @@ class PromptedViT(nn.Module):
         self.dim: int = model.embed_dim
         self.depth: int = len(model.blocks)
         self.num_prefix_tokens: int = model.num_prefix_tokens
+        if not 0 <= checkpoint_blocks <= self.depth:
+            raise ValueError(f"checkpoint_blocks must be between 0 and the depth "
+                             f"{self.depth}, got {checkpoint_blocks}")
+        self.checkpoint_blocks = checkpoint_blocks
 
     def train(self, mode: bool = True) -> PromptedViT:
         """Frozen: stays in eval mode."""
@@ -130,15 +144,47 @@ class PromptedViT(nn.Module):
         A prefix of length 0, like ``None``, leaves that block as timm has it.
         """
         n_prompts = 0 if prompts is None else prompts.shape[1]
+        active = {index: prefix for index, prefix in (prefixes or {}).items()
+                  if prefix[0].shape[1] or prefix[1].shape[1]}
         with ExitStack() as stack:
             if n_prompts:
                 stack.enter_context(self._inserted(prompts))
-            for index, (key_prefix, value_prefix) in (prefixes or {}).items():
-                if key_prefix.shape[1] or value_prefix.shape[1]:
+            if self.checkpoint_blocks and torch.is_grad_enabled():
+                stack.enter_context(self._checkpointed(active))
+            else:
+                for index, (key_prefix, value_prefix) in active.items():
                     stack.enter_context(self._prefixed(index, key_prefix, value_prefix))
             tokens = self.vit.forward_features(x)
         start = self.num_prefix_tokens
         return PromptedOutput(tokens, tokens[:, 0], tokens[:, start:start + n_prompts])
+
+    def _block(self, index: int, x: torch.Tensor, prefix: Prefix | None) -> torch.Tensor:
+        """Block ``index`` on ``x``, with its prefix when it has one."""
+        with ExitStack() as stack:
+            if prefix is not None:
+                stack.enter_context(self._prefixed(index, *prefix))
+            return self.vit.blocks[index](x)
+
+    @contextmanager
+    def _checkpointed(self, prefixes: Mapping[int, Prefix]) -> Iterator[None]:
+        """Shadow ``blocks.forward`` for the call: the first ``checkpoint_blocks``
+        blocks checkpointed, the others as usual."""
+        blocks = self.vit.blocks
+
+        def run(x: torch.Tensor) -> torch.Tensor:
+            for index in range(len(blocks)):
+                if index < self.checkpoint_blocks:
+                    x = checkpoint(self._block, index, x, prefixes.get(index),
+                                   use_reentrant=False)
+                else:
+                    x = self._block(index, x, prefixes.get(index))
+            return x
+
+        blocks.forward = run
+        try:
+            yield
+        finally:
+            del blocks.forward
 
     @contextmanager
     def _inserted(self, prompts: torch.Tensor) -> Iterator[None]:

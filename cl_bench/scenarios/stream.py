@@ -49,35 +49,47 @@ def remap_labels(y: torch.Tensor, order: Sequence[int]) -> torch.Tensor:
 
 
 class _Files(Dataset):
-    """(path, label) pairs; Avalanche's transform groups decode and transform."""
+    """(path, label[, query]) items; Avalanche's transform groups decode and transform
+    the path."""
 
-    def __init__(self, files: FileList, y: torch.Tensor) -> None:
-        self.files, self.y = files, y
+    def __init__(self, files: FileList, y: torch.Tensor, query: torch.Tensor | None) -> None:
+        self.files, self.y, self.query = files, y, query
 
     def __len__(self) -> int:
         return len(self.files)
 
     def __getitem__(self, i: int):
-        return self.files[i], int(self.y[i])
+        if self.query is None:
+            return self.files[i], int(self.y[i])
+        return self.files[i], int(self.y[i]), self.query[i]
 
 
-def _dataset(x: torch.Tensor | FileList, y: torch.Tensor, train_tf: Callable | None,
-             eval_tf: Callable | None):
+def _dataset(x: torch.Tensor | FileList, y: torch.Tensor, query: torch.Tensor | None,
+             train_tf: Callable | None, eval_tf: Callable | None):
+    """Items (input, label[, query], task)."""
     groups = None
     if train_tf is not None or eval_tf is not None:
         groups = {"train": (train_tf, None), "eval": (eval_tf, None)}
     if isinstance(x, FileList):
-        return _wrap_dataset(_Files(x, y), task_labels=0, targets=y.tolist(),
+        return _wrap_dataset(_Files(x, y, query), task_labels=0, targets=y.tolist(),
                              transform_groups=groups)
-    return _tensor_dataset(x, y, task_labels=0, targets=y, transform_groups=groups)
+    tensors = (x, y) if query is None else (x, y, query)
+    return _tensor_dataset(*tensors, task_labels=0, targets=y, transform_groups=groups)
+
+
+def _take(query: torch.Tensor | None, idx: torch.Tensor) -> torch.Tensor | None:
+    return None if query is None else query[idx]
 
 
 def build_stream(train_x: torch.Tensor | FileList, train_y: torch.Tensor,
                  test_x: torch.Tensor | FileList,
                  test_y: torch.Tensor, order: Sequence[int], sizes: Sequence[int], *,
                  test_shuffle: bool, seed: int, train_transform: Callable | None = None,
-                 eval_transform: Callable | None = None) -> Stream:
-    """Split remapped data into tasks. ``train_y``/``test_y`` are original ids."""
+                 eval_transform: Callable | None = None, train_query: torch.Tensor | None = None,
+                 test_query: torch.Tensor | None = None) -> Stream:
+    """Split remapped data into tasks. ``train_y``/``test_y`` are original ids.
+    ``train_query``/``test_query`` (N, dim), when given, travel with each sample as
+    a third item (the prompt methods' cached queries)."""
     tasks = tasks_of(sizes)
     task_of_label = torch.cat([torch.full((len(t),), i) for i, t in enumerate(tasks)])
     ytr, yte = remap_labels(train_y, order), remap_labels(test_y, order)
@@ -91,9 +103,11 @@ def build_stream(train_x: torch.Tensor | FileList, train_y: torch.Tensor,
     train, seen = [], []
     for i in range(len(tasks)):
         idx = torch.nonzero(ttr == i).squeeze(1)
-        ds = _dataset(train_x[idx], ytr[idx], train_transform, eval_transform)
+        ds = _dataset(train_x[idx], ytr[idx], _take(train_query, idx), train_transform,
+                      eval_transform)
         train.append(DatasetExperience(dataset=ds.train(), current_experience=i))
         sel = test_index[tte[test_index] <= i]
-        ds = _dataset(test_x[sel], yte[sel], train_transform, eval_transform)
+        ds = _dataset(test_x[sel], yte[sel], _take(test_query, sel), train_transform,
+                      eval_transform)
         seen.append(DatasetExperience(dataset=ds.eval(), current_experience=i))
     return Stream(train, seen, tasks, task_of_label, test_shuffle)

@@ -79,6 +79,8 @@ class FinetuneTemplate(AutocastForward, PerTaskTemplate):
     is trained on (Joint).
     """
 
+    trains_backbone = True  # the runner keeps the shared backbone's weights in fp32
+
     def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
                  device: torch.device, plugins: list, evaluator) -> None:
         self.precision = backbone.precision

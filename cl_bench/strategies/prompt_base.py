@@ -5,8 +5,12 @@ enter the frozen ViT) and names it in ``model_class``; this module does the
 rest the same way for all three, as PILOT and the official codes do:
 
 * one frozen ViT in memory: the runner's backbone wrapped by
-  :class:`~cl_bench.backbones.prompted.PromptedViT`, run twice per batch
-  (query without prompts, then the prompted pass);
+  :class:`~cl_bench.backbones.prompted.PromptedViT`, run twice per image (query
+  without prompts, then the prompted pass); the query is the backbone's frozen
+  feature, so when the input transform is deterministic (test images; training
+  images held in memory) the runner reads it from the feature cache and gives it
+  with the batch: one query pass per image for the whole run, not per epoch and
+  evaluation;
 * a linear head over all ``n_classes`` of the scenario, masked as in
   :mod:`cl_bench.strategies.prompting` (current task only in training, seen
   classes in evaluation);
@@ -70,10 +74,13 @@ class PromptModel(nn.Module):
     def embed(self, x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Images in [0, 1] -> masked logits over all classes."""
+    def forward(self, x: torch.Tensor, query: torch.Tensor | None = None) -> torch.Tensor:
+        """Images in [0, 1] -> masked logits over all classes. ``query``: the images'
+        frozen [CLS] from the feature cache; computed here when not given."""
         x = self.normalize(x)
-        logits = self.head(self.embed(x, self.vit.query(x)))
+        if query is None:
+            query = self.vit.query(x)
+        logits = self.head(self.embed(x, query.to(x.device)))
         mask = self.current if self.training else self.unseen
         return mask_logits(logits, mask.to(logits.device))
 
@@ -82,6 +89,7 @@ class PromptStrategy(AutocastForward, PerTaskTemplate):
     """Avalanche strategy around a :class:`PromptModel` (see the module docstring)."""
 
     features_only = False
+    cached_query = True  # the runner passes the frozen queries from the feature cache
     model_class: type[PromptModel] = PromptModel
 
     def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
@@ -90,10 +98,22 @@ class PromptStrategy(AutocastForward, PerTaskTemplate):
             raise UserError(f"{type(self).__name__} injects prompts into transformer blocks and "
                             f'needs a ViT backbone, not "{backbone.name}".')
         self.precision = backbone.precision
-        model = self.model_class(PromptedViT(backbone.model), backbone.normalize, n_classes,
-                                 params)
+        depth = len(backbone.model.blocks)
+        if params["checkpoint_blocks"] > depth:
+            raise UserError(f"{type(self).__name__}: checkpoint_blocks = "
+                            f"{params['checkpoint_blocks']}, but {backbone.name} has "
+                            f"{depth} blocks; use 0 to {depth}.")
+        vit = PromptedViT(backbone.model, checkpoint_blocks=params["checkpoint_blocks"])
+        model = self.model_class(vit, backbone.normalize, n_classes, params)
         super().__init__(params=params, model=model, device=device, plugins=plugins,
                          evaluator=evaluator)
+
+    def forward_model(self) -> torch.Tensor:
+        """Mini-batches are (images, labels, queries, task) when the runner gave the
+        stream cached queries (one backbone pass per image for the whole run), else
+        (images, labels, task) and the query pass runs here."""
+        query = self.mbatch[2] if len(self.mbatch) == 4 else None
+        return self.model(self.mb_x, query)
 
     def model_adaptation(self, model=None):
         model = self.model if model is None else model
