@@ -8,10 +8,13 @@ from __future__ import annotations
 import pytest
 import timm
 import torch
+from torch.testing import assert_close
 
 from cl_bench.backbones.base import Backbone
+from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.config import import_object, load_method
 from cl_bench.environment import seed_everything
+from cl_bench.errors import UserError
 from cl_bench.recording import Recorder
 from cl_bench.runner import quiet_evaluator
 from cl_bench.scenarios.datasets import synthetic
@@ -146,3 +149,60 @@ def test_shared_backbone_is_unchanged_and_frozen(runs, tiny):
         assert torch.equal(value, runs["backbone_before"][name]), name
     assert not any(p.requires_grad for p in tiny.model.parameters())
     assert all("forward" not in blk.attn.__dict__ for blk in tiny.model.blocks)
+
+
+def train_model(tiny, method: str, stream, **overrides):
+    """The model after the ``runs`` fixture's schedule, with ``overrides``."""
+    seed_everything(1993)
+    extra = {"n_tasks": 3} if method == "coda-prompt" else {}
+    recorder = Recorder(stream.task_of_label, progress=False)
+    s = strategy(method, tiny, N_CLASSES, [recorder], epochs=1, **extra, **overrides)
+    for i, experience in enumerate(stream.train):
+        s.train(experience, eval_streams=[])
+        s.eval(stream.seen_test[i])
+    return s, recorder
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_activation_checkpointing_trains_the_same_model(runs, tiny, stream, method):
+    s, recorder = train_model(tiny, method, stream, checkpoint_blocks=12)
+    reference, reference_recorder, _ = runs[method]
+    for name, value in reference.model.state_dict().items():
+        assert torch.equal(s.model.state_dict()[name], value), name
+    assert recorder.acc_matrix == reference_recorder.acc_matrix
+
+
+def test_checkpoint_blocks_beyond_the_depth_is_a_user_error(tiny):
+    with pytest.raises(UserError, match="checkpoint_blocks = 13, but vit_tiny_patch16_224 has "
+                                        "12 blocks; use 0 to 12"):
+        strategy("l2p", tiny, N_CLASSES, checkpoint_blocks=13)
+
+
+def test_cached_queries_replace_the_query_pass(runs, tiny, monkeypatch):
+    """Given the frozen features as queries, the model never runs its query pass
+    and trains the same prompts (up to GEMM rounding of the batched extraction)."""
+    data = synthetic(n_classes=N_CLASSES, train_per_class=8, test_per_class=4, size=32)
+    tf = ToModelInput(32)
+    queries = [tiny.features(tf(x)) for x in (data.train_x, data.test_x)]
+    cached = build_stream(data.train_x, data.train_y, data.test_x, data.test_y, [2, 0, 3, 1],
+                          task_split(N_CLASSES, 2, 1), test_shuffle=True, seed=1993,
+                          train_transform=tf, eval_transform=tf, train_query=queries[0],
+                          test_query=queries[1])
+    assert len(cached.train[0].dataset[0]) == 4  # image, label, query, task
+    calls = []
+    monkeypatch.setattr(PromptedViT, "query", lambda self, x: calls.append(1))
+    s, recorder = train_model(tiny, "l2p", cached)
+    assert calls == []
+    reference, reference_recorder, _ = runs["l2p"]
+    for name, value in reference.model.state_dict().items():
+        assert_close(s.model.state_dict()[name], value, rtol=1e-4, atol=1e-5)
+    assert recorder.acc_matrix == reference_recorder.acc_matrix
+
+
+def test_model_with_its_own_query_equals_the_model_given_it(tiny):
+    s = strategy("l2p", tiny, N_CLASSES)
+    x = torch.rand(3, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    model = s.model.eval()
+    with torch.no_grad():
+        q = model.vit.query(model.normalize(x))
+        assert torch.equal(model(x, q), model(x))

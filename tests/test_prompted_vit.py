@@ -129,3 +129,49 @@ def test_prefix_attention_equals_concatenated_keys_values(vit, fused):
     finally:
         attn.fused_attn = was
     assert_close(out, manual_prefix_attention(attn, x, pk, pv), rtol=1e-4, atol=1e-5)
+
+
+def prompted_grads(vit, checkpoint_blocks: int):
+    """Output and gradients of prompts and of a block-1 prefix for a fixed loss."""
+    x, d = images(vit), vit.embed_dim
+    g = torch.Generator().manual_seed(5)
+    prompts = torch.randn(3, 4, d, generator=g).requires_grad_()
+    pk = torch.randn(3, 2, d, generator=g).requires_grad_()
+    pv = torch.randn(3, 2, d, generator=g).requires_grad_()
+    calls = []  # a pre-hook: the recomputation stops once it has what backward needs
+    handle = vit.blocks[0].register_forward_pre_hook(lambda *a: calls.append(1))
+    try:
+        out = PromptedViT(vit, checkpoint_blocks=checkpoint_blocks)(
+            x, prompts=prompts, prefixes={1: (pk, pv)})
+        (out.tokens.square().mean() + out.prompts.sum()).backward()
+    finally:
+        handle.remove()
+    return out.tokens.detach(), prompts.grad, pk.grad, pv.grad, len(calls)
+
+
+@pytest.mark.parametrize("blocks", [1, 5, 12])
+def test_checkpointed_blocks_give_the_same_output_and_gradients(vit, blocks):
+    plain = prompted_grads(vit, 0)
+    ckpt = prompted_grads(vit, blocks)
+    assert plain[-1] == 1 and ckpt[-1] == 2  # block 0 recomputed in the backward pass
+    for a, b in zip(plain[:-1], ckpt[:-1], strict=True):
+        assert torch.equal(a, b)
+    assert all("forward" not in blk.attn.__dict__ for blk in vit.blocks)
+    assert "forward" not in vit.blocks.__dict__
+
+
+def test_checkpointing_is_off_without_gradients(vit):
+    x = images(vit)
+    calls = []
+    handle = vit.blocks[0].register_forward_pre_hook(lambda *a: calls.append(1))
+    try:
+        with torch.no_grad():
+            out = PromptedViT(vit, checkpoint_blocks=12)(x)
+    finally:
+        handle.remove()
+    assert calls == [1] and torch.equal(out.tokens, vit.forward_features(x))
+
+
+def test_checkpoint_blocks_beyond_the_depth_is_refused(vit):
+    with pytest.raises(ValueError, match="between 0 and the depth 12"):
+        PromptedViT(vit, checkpoint_blocks=13)
