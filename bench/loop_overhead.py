@@ -24,7 +24,7 @@ def data(dim: int = 1280, per_class: int = 500):
 
 def avalanche_loop(x, y, params) -> None:
     stream = build_stream(x, y, x, y, [0, 1], [2], test_shuffle=False, seed=0)
-    backbone = type("B", (), {"dim": x.shape[1]})()
+    backbone = type("B", (), {"dim": x.shape[-1]})()
     strategy = Tosca(params=params, backbone=backbone, n_classes=2, device=torch.device("cpu"),
                      plugins=[Recorder(stream.task_of_label, progress=False)],
                      evaluator=quiet_evaluator())

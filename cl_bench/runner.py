@@ -48,6 +48,7 @@ from cl_bench.scenarios.data import ImageData
 from cl_bench.scenarios.order import task_split, tasks_of
 from cl_bench.scenarios.stream import build_stream
 from cl_bench.scenarios.transforms import eval_transform, train_transform
+from cl_bench.strategies.views import EpochView, ViewClock, evaluation_view
 
 DEFAULT_SCENARIO = "fmnist"
 DEFAULT_SEEDS = (1993,)
@@ -135,12 +136,14 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     loader_args = {}
     before, hits = store.seconds, store.hits
     train_query = test_query = None
+    plugins = []
     if getattr(cls, "features_only", False):
-        views = card.params.get("augment_views", 0)
-        train_x = (store.get_views(backbone, data, views) if views else
-                   store.get(backbone, data, "train"))
-        test_x = store.get(backbone, data, "test")
+        train_x, test_x = store.get(backbone, data, "train"), store.get(backbone, data, "test")
         train_tf = eval_tf = None
+        if views := card.params.get("augment_views", 0):
+            train_x = store.get_views(backbone, data, views)
+            train_tf, eval_tf = EpochView(), evaluation_view
+            plugins.append(ViewClock(train_tf))
     else:
         train_x, test_x = data.train_x, data.test_x
         train_tf = train_transform(data.on_disk, backbone.input_size)
@@ -163,7 +166,7 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     recorder = Recorder(stream.task_of_label, backbone, label=card.name, progress=progress)
     train_flops = TrainFlops()
     strategy = cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
-                   device=device, plugins=[recorder, train_flops],
+                   device=device, plugins=[recorder, train_flops, *plugins],
                    evaluator=quiet_evaluator())
     if getattr(cls, "joint", False):
         # upper bound: one training on every task's data, then the same evaluations

@@ -20,7 +20,7 @@ from cl_bench.scenarios.augment import RATIO, SCALE, AugmentedView, crop_box
 from cl_bench.scenarios.stream import build_stream
 from cl_bench.scenarios.transforms import ToModelInput
 from cl_bench.strategies.tosca import Tosca
-from cl_bench.strategies.views import eval_view, train_view
+from cl_bench.strategies.views import EpochView, ViewClock, evaluation_view
 
 CPU = torch.device("cpu")
 
@@ -78,13 +78,18 @@ def test_augmented_view_of_a_file(tmp_path):
     assert not torch.equal(a, AugmentedView(24, 1)(str(path), 3))
 
 
-def test_train_view_cycles_through_views_and_eval_view_is_row_zero():
-    k, b, d = 3, 4, 5
-    x = torch.arange(1 + k, dtype=torch.float32).view(1, -1, 1).expand(b, -1, d)
-    assert [float(train_view(x, e)[0, 0]) for e in range(7)] == [1, 2, 3, 1, 2, 3, 1]
-    assert torch.equal(eval_view(x), torch.zeros(b, d))
-    plain = torch.randn(b, d)
-    assert train_view(plain, 4) is plain and eval_view(plain) is plain
+def test_epoch_view_cycles_through_views_and_test_view_is_row_zero():
+    k, d = 3, 5
+    x = torch.arange(1 + k, dtype=torch.float32).view(-1, 1).expand(-1, d)  # (1 + k, d)
+    view = EpochView()
+    seen = []
+    for epoch in range(7):
+        view.epoch = epoch
+        seen.append(float(view(x)[0]))
+    assert seen == [1, 2, 3, 1, 2, 3, 1]
+    assert torch.equal(evaluation_view(x), torch.zeros(d))
+    plain = torch.randn(d)
+    assert view(plain) is plain and evaluation_view(plain) is plain
 
 
 def fake_extract(calls):
@@ -117,19 +122,22 @@ def test_store_views_are_cached_one_file_each_and_shared(tmp_path, monkeypatch):
 
 
 def test_tosca_trains_on_the_epoch_view_and_prototypes_use_the_test_view():
-    """Row v of every sample is (class centre + v) in every column, so the view a
-    mini-batch holds is readable from it."""
+    """Row v of every sample is (class centre + noise + v), so the view a
+    mini-batch holds is readable from it; the runner's wiring."""
     k, d, n = 2, 8, 6
     centres = torch.eye(4, d) * 5
     y = torch.arange(4).repeat_interleave(n)
     base = centres[y] + 0.1 * torch.randn(len(y), d, generator=torch.Generator().manual_seed(0))
     x = torch.stack([base + v for v in range(1 + k)], dim=1)  # (N, 1 + k, d)
-    stream = build_stream(x, y, base, y, [0, 1, 2, 3], [2, 2], test_shuffle=True, seed=0)
+    view = EpochView()
+    stream = build_stream(x, y, base, y, [0, 1, 2, 3], [2, 2], test_shuffle=True, seed=0,
+                          train_transform=view, eval_transform=evaluation_view)
     seen = []
 
     class Spy(Recorder):
         def before_forward(self, strategy, **kwargs):
             if strategy.is_training:
+                assert strategy.mb_x.shape == (len(strategy.mb_y), d)
                 offset = strategy.mb_x - centres[strategy.mb_y]  # view index + noise
                 seen.append((strategy.clock.train_exp_epochs, round(float(offset.mean()))))
 
@@ -139,16 +147,17 @@ def test_tosca_trains_on_the_epoch_view_and_prototypes_use_the_test_view():
               "selection": "sample", "eval_batch_size": 8, "augment_views": k}
     torch.manual_seed(0)
     strategy = Tosca(params=params, backbone=SimpleNamespace(dim=d), n_classes=4, device=CPU,
-                     plugins=[Spy(stream.task_of_label, progress=False)],
+                     plugins=[Spy(stream.task_of_label, progress=False), ViewClock(view)],
                      evaluator=quiet_evaluator())
     strategy.train(stream.train[0], eval_streams=[])
-    assert {epoch: view for epoch, view in seen} == {0: 1, 1: 2, 2: 1}
+    assert dict(seen) == {0: 1, 1: 2, 2: 1} and len(seen) == 3 * 3  # 12 samples, batch 4
     model = strategy.model.eval()
     with torch.no_grad():
         task0 = torch.nonzero(y < 2).squeeze(1)
         emb = model.luca[0](base[task0])
         means = torch.stack([emb[y[task0] == c].mean(0) for c in (0, 1)])
     assert torch.allclose(model.classifier.weight[:2], means, atol=1e-5)
+    strategy.eval(stream.seen_test[0])  # test features are (dim,): unchanged
 
 
 def test_augment_views_run_is_recorded_and_reproducible(tmp_path):

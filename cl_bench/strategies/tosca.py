@@ -21,7 +21,6 @@ from cl_bench.backbones.base import Backbone
 from cl_bench.strategies.heads import CosineClassifier, set_prototypes
 from cl_bench.strategies.luca import LuCA, select_module
 from cl_bench.strategies.optim import PerTaskTemplate
-from cl_bench.strategies.views import ViewPerEpoch, eval_view
 
 
 class ToscaNet(nn.Module):
@@ -80,9 +79,8 @@ class ToscaNet(nn.Module):
         return logits[choice, torch.arange(x.shape[0], device=x.device)]
 
 
-class Tosca(ViewPerEpoch, PerTaskTemplate):
-    """TOSCA as an Avalanche strategy over frozen-feature experiences (optionally
-    their cached augmented views, one per epoch: ``augment_views``)."""
+class Tosca(PerTaskTemplate):
+    """TOSCA as an Avalanche strategy over frozen-feature experiences."""
 
     features_only = True
 
@@ -108,6 +106,6 @@ class Tosca(ViewPerEpoch, PerTaskTemplate):
 
     def _after_training_exp(self, **kwargs) -> None:
         self.model.eval()
-        set_prototypes(self.model.classifier, self.experience.dataset.eval(),
-                       lambda x: self.model.embed(eval_view(x)), self.device)
+        set_prototypes(self.model.classifier, self.experience.dataset.eval(), self.model.embed,
+                       self.device)
         super()._after_training_exp(**kwargs)

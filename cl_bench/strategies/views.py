@@ -6,33 +6,41 @@ is the feature under the test transform, rows 1..K are K augmented views (see
 so K = epochs gives every epoch a fresh augmentation, as the official code's
 per-epoch data augmentation does, at K backbone passes per training image in
 total instead of one per epoch, seed and method. Everything else (prototypes,
-evaluation) reads row 0. With K = 0 samples are plain (dim,) features and
-nothing changes.
+evaluation) reads row 0. The choice is made per sample by the datasets'
+transforms, so a mini-batch holds (B, dim) features as without views and the
+methods need no change; :class:`ViewClock` tells the training transform the epoch.
 """
 
 from __future__ import annotations
 
 import torch
+from avalanche.core import SupervisedPlugin
 
 
-def eval_view(x: torch.Tensor) -> torch.Tensor:
-    """(B, 1 + K, dim) -> the test-transform features (B, dim); (B, dim) unchanged."""
-    return x[:, 0] if x.dim() == 3 else x
+class EpochView:
+    """Training transform: a (1 + K, dim) sample -> its view ``epoch mod K``; a
+    plain (dim,) feature passes unchanged."""
+
+    def __init__(self) -> None:
+        self.epoch = 0
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return x[1 + self.epoch % (x.shape[0] - 1)] if x.dim() == 2 else x
 
 
-def train_view(x: torch.Tensor, epoch: int) -> torch.Tensor:
-    """(B, 1 + K, dim) -> augmented view ``epoch mod K`` (B, dim); (B, dim) unchanged."""
-    if x.dim() != 3:
-        return x
-    return x[:, 1 + epoch % (x.shape[1] - 1)]
+def evaluation_view(x: torch.Tensor) -> torch.Tensor:
+    """Evaluation transform: a (1 + K, dim) sample -> its test-transform feature."""
+    return x[0] if x.dim() == 2 else x
 
 
-class ViewPerEpoch:
-    """Strategy mixin: the mini-batch's features are the epoch's view in training
-    and the test-transform features otherwise."""
+class ViewClock(SupervisedPlugin):
+    """Sets the :class:`EpochView`'s epoch before each training epoch."""
 
-    def _unpack_minibatch(self) -> None:
-        super()._unpack_minibatch()
-        x = self.mbatch[0]
-        self.mbatch[0] = (train_view(x, self.clock.train_exp_epochs) if self.is_training
-                          else eval_view(x))
+    bookkeeping = True  # data plumbing; not part of what the method stores
+
+    def __init__(self, view: EpochView) -> None:
+        super().__init__()
+        self.view = view
+
+    def before_training_epoch(self, strategy, **kwargs) -> None:
+        self.view.epoch = strategy.clock.train_exp_epochs
