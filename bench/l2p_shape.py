@@ -63,10 +63,11 @@ def main() -> dict:
     strategy = L2P(params=params, backbone=backbone, n_classes=4, device=torch.device("cpu"),
                    plugins=[Recorder(stream.task_of_label, progress=False)],
                    evaluator=quiet_evaluator())
-    for i, exp in enumerate(stream.train):
+    for exp in stream.train:
         strategy.train(exp, eval_streams=[])
         strategy.eval(stream.seen_test[-1])  # all 8 test images, as the reference did
-    return {"precision": PRECISION, "checkpoint_blocks": CHECKPOINT_BLOCKS, "seconds": time.perf_counter() - t0, "imports_s": imports,
+    return {"precision": PRECISION, "checkpoint_blocks": CHECKPOINT_BLOCKS,
+            "seconds": time.perf_counter() - t0, "imports_s": imports,
             "peak_rss_gb": peak_rss_gb()}
 
 

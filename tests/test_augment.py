@@ -7,7 +7,6 @@ import json
 import math
 from types import SimpleNamespace
 
-import pytest
 import torch
 from conftest import invoke
 from PIL import Image
