@@ -159,7 +159,8 @@ def test_tosca_trains_on_the_epoch_view_and_prototypes_use_the_test_view():
     strategy.eval(stream.seen_test[0])  # test features are (dim,): unchanged
 
 
-def test_augment_views_run_is_recorded_and_reproducible(tmp_path):
+def test_augment_views_run_is_recorded_and_reproducible(tmp_path, monkeypatch):
+    monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path / "cache"))  # leave the session's alone
     args = ["--methods", "tosca", "--scenario", "synthetic", "--no-progress",
             "--set", "tosca.epochs=2", "--set", "tosca.augment_views=2"]
     first = invoke("run", "--out", str(tmp_path / "a"), *args)
