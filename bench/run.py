@@ -7,9 +7,11 @@
 (b) TOSCA evaluation at T = 10 vs a backbone pass per module, target >= 5x
 (c) features-only training loop through Avalanche vs bare PyTorch, target <= 1.5x
 (d) L2P on Avalanche's LearningToPrompt shape: time and peak RSS against
-    17.9 s / 2.77 GB, targets <= 0.7x and <= 0.6x (own process, for its RSS)
+    17.9 s / 2.77 GB, targets <= 0.7x and <= 0.6x (own process, for its RSS),
+    with the card defaults and with checkpoint_blocks 8
 (e) frozen ViT-B/16 extraction images/s fp32 vs bf16 (target >= 40 % of the
-    bf16 peak) and the fmnist accuracy change bf16 makes
+    bf16 peak; this CPU's GEMM peak is measured too) and the fmnist accuracy
+    change bf16 makes
 """
 
 from __future__ import annotations
