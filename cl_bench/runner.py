@@ -273,6 +273,10 @@ def load_shared(req: RunRequest, scenario: Card, methods: list[Card], device: to
             card.params["n_tasks"] = len(sizes)
     backbone = load_backbone(req.backbone, req.weights, req.image_size).to(device)
     backbone.precision = precision
+    for card in methods:
+        check = getattr(import_object(card.raw["strategy"]), "check_params", None)
+        if check is not None:
+            check(card.params, backbone)
     if precision == "bf16" and not any(trains_backbone(card) for card in methods):
         backbone.store_matmul_weights_in_bf16()  # same outputs, half the weight memory
     if scenario.params.get("normalize", "none") == "backbone":

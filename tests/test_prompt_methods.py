@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import timm
 import torch
+from conftest import invoke
 from torch.testing import assert_close
 
 from cl_bench.backbones.base import Backbone
@@ -206,3 +207,12 @@ def test_model_with_its_own_query_equals_the_model_given_it(tiny):
     with torch.no_grad():
         q = model.vit.query(model.normalize(x))
         assert torch.equal(model(x, q), model(x))
+
+
+def test_bad_checkpoint_blocks_stops_the_cli_before_any_run(tmp_path):
+    result = invoke("run", "--out", str(tmp_path), "--methods", "l2p", "--scenario", "synthetic",
+                    "--backbone", "vit_tiny_patch16_224", "--weights", "random",
+                    "--image-size", "32", "--set", "l2p.checkpoint_blocks=13", "--no-progress")
+    assert result.exit_code == 2
+    assert "checkpoint_blocks = 13, but vit_tiny_patch16_224 has 12 blocks" in result.output
+    assert "Traceback" not in result.output and not list(tmp_path.rglob("*.*"))

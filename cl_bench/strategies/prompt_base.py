@@ -92,17 +92,24 @@ class PromptStrategy(AutocastForward, PerTaskTemplate):
     cached_query = True  # the runner passes the frozen queries from the feature cache
     model_class: type[PromptModel] = PromptModel
 
-    def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
-                 device: torch.device, plugins: list, evaluator) -> None:
+    @classmethod
+    def check_params(cls, params: dict, backbone: Backbone) -> None:
+        """Settings that only the backbone can validate; the runner calls this
+        before any run starts, so a bad one writes nothing."""
         if backbone.kind != "vit":
-            raise UserError(f"{type(self).__name__} injects prompts into transformer blocks and "
+            raise UserError(f"{cls.__name__} injects prompts into transformer blocks and "
                             f'needs a ViT backbone, not "{backbone.name}".')
-        self.precision = backbone.precision
         depth = len(backbone.model.blocks)
         if params["checkpoint_blocks"] > depth:
-            raise UserError(f"{type(self).__name__}: checkpoint_blocks = "
+            raise UserError(f"{cls.__name__}: checkpoint_blocks = "
                             f"{params['checkpoint_blocks']}, but {backbone.name} has "
-                            f"{depth} blocks; use 0 to {depth}.")
+                            f"{depth} blocks; use 0 to {depth} (--set "
+                            f"<method>.checkpoint_blocks=...).")
+
+    def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
+                 device: torch.device, plugins: list, evaluator) -> None:
+        self.check_params(params, backbone)
+        self.precision = backbone.precision
         vit = PromptedViT(backbone.model, checkpoint_blocks=params["checkpoint_blocks"])
         model = self.model_class(vit, backbone.normalize, n_classes, params)
         super().__init__(params=params, model=model, device=device, plugins=plugins,
