@@ -46,12 +46,16 @@ class _Decoded(Dataset):
 
 def batches(images: torch.Tensor | FileList, transform, batch_size: int, workers: int):
     """Model-input batches of ``images`` under ``transform``; files are decoded in
-    ``workers`` processes (a corrupt file stops the run with its path)."""
+    ``workers`` processes (a corrupt file stops the run with its path). In-memory
+    images reach the transform as (n, C, H, W) chunks, one (C, H, W) image each for
+    an :class:`AugmentedView`: never a rank the transform would have to guess."""
     if isinstance(images, FileList):
         loader = DataLoader(_Decoded(images, transform), batch_size=batch_size,
                             num_workers=workers, pin_memory=torch.cuda.is_available())
         yield from loader
         return
+    if images.dim() == 3:
+        images = images.unsqueeze(1)  # greyscale (N, H, W) -> (N, 1, H, W)
     for start in range(0, len(images), batch_size):
         chunk = images[start:start + batch_size]
         if isinstance(transform, AugmentedView):

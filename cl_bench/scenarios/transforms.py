@@ -20,7 +20,12 @@ from cl_bench.errors import UserError
 
 class ToModelInput:
     """uint8 image(s) -> float (…, 3, size, size) in [0, 1]; greyscale repeated to
-    3 channels, bilinear resize with antialiasing."""
+    3 channels, bilinear resize with antialiasing.
+
+    The input's rank says what it is, never its sizes: (N, C, H, W) is a batch,
+    (C, H, W) one image, (H, W) one greyscale image, with C = 1 or 3. (Guessing
+    from sizes once took a batch of three 8x8 greyscale digits for one RGB image.)
+    """
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -31,11 +36,14 @@ class ToModelInput:
         return f"to3ch-resize{self.size}-bilinear-aa"
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        single = x.dim() in (2, 3) and not (x.dim() == 3 and x.shape[0] != 3)
-        if x.dim() == 2 or (x.dim() == 3 and x.shape[0] != 3):
-            x = x.unsqueeze(-3)  # (…, 1, H, W)
+        if x.dim() not in (2, 3, 4) or (x.dim() > 2 and x.shape[-3] not in (1, 3)):
+            raise ValueError(f"ToModelInput takes (H, W), (C, H, W) or (N, C, H, W) with C = 1 "
+                             f"or 3; got shape {tuple(x.shape)}")
+        single = x.dim() < 4
+        if x.dim() == 2:
+            x = x[None]  # (1, H, W)
         if single:
-            x = x.unsqueeze(0)
+            x = x[None]  # a batch of one
         x = x.float().div_(255.0)
         if x.shape[1] == 1:
             x = x.expand(-1, 3, -1, -1)
