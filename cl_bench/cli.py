@@ -237,7 +237,7 @@ def cache(what: Annotated[str, typer.Argument(help="info | clear")]) -> None:
     dataset fingerprint, transform, precision and view, shared by every method, seed and
     invocation."""
     from cl_bench.errors import unknown
-    from cl_bench.features import cache_clear, cache_info
+    from cl_bench.feature_cache import cache_clear, cache_info
     if what == "info":
         typer.echo("\n".join(cache_info()))
     elif what == "clear":

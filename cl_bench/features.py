@@ -7,14 +7,16 @@ backbone + weights digest + dataset fingerprint + split + transform (the eval
 transform, or augmented view v of the training images: ``augment_views``).
 Features live in memory for one invocation and in an on-disk cache
 (``$CL_BENCH_CACHE``, default ``~/.cache/cl-bench/features``) across
-invocations.
+invocations, whose entries are verified on every read
+(:mod:`cl_bench.feature_cache`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +24,23 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
-from cl_bench.atomic import replace_atomically
 from cl_bench.backbones.base import Backbone, autocast
+from cl_bench.feature_cache import (
+    Damaged,
+    cache_dir,
+    read_entry,
+    remove_entry,
+    sidecar,
+    write_entry,
+)
 from cl_bench.scenarios.augment import AugmentedView
 from cl_bench.scenarios.data import FileList, ImageData
 from cl_bench.scenarios.transforms import eval_transform
+
+# The version of the code that turns images into features (decoding, transforms,
+# batching): part of every cache key, so a fix there invalidates the entries it
+# made stale. 2: greyscale batches of 3 images were taken for one RGB image.
+FEATURES_VERSION = 2
 
 
 class _Decoded(Dataset):
@@ -87,14 +101,8 @@ def extract(backbone: Backbone, images: torch.Tensor | FileList, device: torch.d
     return torch.cat(out) if out else torch.empty(0, backbone.dim)
 
 
-def cache_dir() -> Path:
-    """``$CL_BENCH_CACHE`` or ``~/.cache/cl-bench/features``."""
-    return Path(os.environ.get("CL_BENCH_CACHE") or
-                Path.home() / ".cache" / "cl-bench" / "features")
-
-
-def _save_atomic(path: Path, array: np.ndarray) -> None:
-    replace_atomically(path, lambda f: np.save(f, array), binary=True)
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 class FeatureStore:
@@ -103,12 +111,15 @@ class FeatureStore:
 
     Features always pass through fp16, whether just extracted or read back, so a
     run gives the same numbers with a cold or a warm cache. ``seconds`` is the
-    extraction time this store spent; ``hits`` counts disk-cache reads.
+    extraction time this store spent; ``hits`` counts disk-cache reads. A damaged
+    disk entry is reported through ``warn`` (one line), deleted and recomputed.
     """
 
     def __init__(self, device: torch.device, *, batch_size: int = 64, precision: str = "fp32",
-                 progress: bool = True, workers: int = 0, use_disk: bool = True) -> None:
+                 progress: bool = True, workers: int = 0, use_disk: bool = True,
+                 warn: Callable[[str], None] = _stderr) -> None:
         self.device, self.batch_size, self.workers = device, batch_size, workers
+        self.warn = warn
         self.precision, self.progress, self.use_disk = precision, progress, use_disk
         self._mem: dict[tuple, torch.Tensor] = {}
         self.seconds = 0.0
@@ -117,7 +128,8 @@ class FeatureStore:
     def key(self, backbone: Backbone, data: ImageData, split: str,
             view: int | None = None) -> tuple:
         return (backbone.name, backbone.weights_digest, backbone.normalization, data.fingerprint,
-                split, view_transform(data, backbone.input_size, view).id, self.precision)
+                split, view_transform(data, backbone.input_size, view).id, self.precision,
+                f"features-v{FEATURES_VERSION}")
 
     def path(self, key: tuple) -> Path:
         digest = hashlib.sha256(repr(key).encode()).hexdigest()[:24]
@@ -148,46 +160,37 @@ class FeatureStore:
               view: int | None) -> torch.Tensor:
         key = self.key(backbone, data, split, view)
         path = self.path(key)
-        if self.use_disk and path.exists():
-            try:
-                feats = torch.from_numpy(np.load(path, mmap_mode="r").astype(np.float32))
-                self.hits += 1
-                return feats
-            except (OSError, ValueError):
-                path.unlink(missing_ok=True)  # unreadable cache entry: recompute it
-        t0 = time.perf_counter()
         images = data.train_x if split == "train" else data.test_x
+        if self.use_disk and (cached := self._read(path, repr(key),
+                                                   (len(images), backbone.dim))) is not None:
+            self.hits += 1
+            return cached
+        t0 = time.perf_counter()
         label = split if view is None else f"{split} view {view}"
         half = extract(backbone, images, self.device,
                        transform=view_transform(data, backbone.input_size, view),
                        batch_size=self.batch_size, precision=self.precision,
                        progress=self.progress, workers=self.workers,
                        desc=f"{backbone.name} features ({data.name} {label})").half()
-        if self.use_disk:
-            _save_atomic(path, half.numpy())
-            _save_atomic(path.with_suffix(".key"), np.array(repr(key)))
+        if self.use_disk and bool(torch.isfinite(half).all()):
+            write_entry(path, repr(key), half.numpy())
+        elif self.use_disk:  # a read would refuse it: computed again next time
+            self.warn(f"warning: {data.name} {label} features hold NaN or inf (fp16 "
+                      "overflow?); not cached")
         self.seconds += time.perf_counter() - t0
         return half.float()
 
+    def _read(self, path: Path, key: str, shape: tuple[int, int]) -> torch.Tensor | None:
+        """The verified entry at ``path`` as float32, or None: a miss, or a damaged
+        entry (reported and deleted; the caller recomputes it)."""
+        if not path.exists() and not sidecar(path).exists():
+            return None
+        try:
+            array = read_entry(path, key, shape)
+        except Damaged as e:
+            self.warn(f"warning: feature cache entry {path} is damaged ({e}); "
+                      "deleted, recomputing it")
+            remove_entry(path)
+            return None
+        return torch.from_numpy(array.astype(np.float32))
 
-def cache_info() -> list[str]:
-    """One line per cached array, plus the total."""
-    root = cache_dir()
-    files = sorted(root.glob("*/*.npy")) if root.exists() else []
-    lines, total = [], 0
-    for f in files:
-        total += f.stat().st_size
-        shape = np.load(f, mmap_mode="r").shape
-        lines.append(f"{f.relative_to(root)}  {shape[0]} x {shape[1]}  "
-                     f"{f.stat().st_size / 2**20:.1f} MiB")
-    lines.append(f"{len(files)} cached feature arrays, {total / 2**20:.1f} MiB in {root}")
-    return lines
-
-
-def cache_clear() -> int:
-    """Delete every cached array; returns how many."""
-    root = cache_dir()
-    files = list(root.glob("*/*")) if root.exists() else []
-    for f in files:
-        f.unlink(missing_ok=True)
-    return sum(1 for f in files if f.suffix == ".npy")
