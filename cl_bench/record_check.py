@@ -22,6 +22,8 @@ REQUIRED = ("schema_version", "method", "scenario", "seed", "status", "config", 
             "tasks", "protocol", "env", "acc_matrix", "acc_seen", "avg_acc", "last_acc",
             "acc_task_mean", "avg_acc_task_mean", "last_acc_task_mean", "forgetting", "bwt",
             "routing_acc", "accounting", "timing", "memory")
+SUMMARY_NUMBERS = ("avg_acc", "last_acc", "avg_acc_task_mean", "last_acc_task_mean",
+                   "forgetting", "bwt")
 ACCOUNTING_READ = ("added_per_task", "stored_at_end", "inference_gflops_per_image")
 TIMING_READ = ("train_s", "total_s")
 TOLERANCE = 1e-6
@@ -133,24 +135,26 @@ def _accuracy_problems(record: dict, n_tasks: int) -> list[str]:
     return out
 
 
-def _summary_problems(record: dict) -> list[str]:
-    """Each summary number must be what :func:`cl_bench.metrics.summarize` makes of the
-    matrix and ``acc_seen`` (forgetting and BWT are None for one task)."""
-    out = []
+def _summary_problems(record: dict, compare: bool) -> list[str]:
+    """Each summary number is a finite number (``acc_task_mean`` a list of them;
+    forgetting and BWT may be null) and, when ``compare`` (the matrix and ``acc_seen``
+    are well formed), what :func:`cl_bench.metrics.summarize` makes of them."""
+    out = _list_problems(record["acc_task_mean"], "acc_task_mean", number_problem)
+    out += [problem for key in SUMMARY_NUMBERS
+            if not (record[key] is None and key in ("forgetting", "bwt"))
+            and (problem := number_problem(record[key], key)) is not None]
+    if out or not compare:
+        return out
     for key, expected in summarize(record["acc_matrix"], record["acc_seen"]).items():
         value = record[key]
         if isinstance(expected, list):
-            problems = _list_problems(value, key, number_problem, len(expected))
-            if problems:
-                out += problems
-            elif any(abs(v - e) > TOLERANCE for v, e in zip(value, expected, strict=True)):
-                out.append(f"{key} is {value!r} but the accuracy matrix gives {expected!r}")
-        elif expected is None:
-            if value is not None:
-                out.append(f"{key} is {value!r} but is null for a single task")
-        elif (problem := number_problem(value, key)) is not None:
-            out.append(problem)
-        elif abs(value - expected) > TOLERANCE:
+            wrong = len(value) != len(expected) or any(
+                abs(v - e) > TOLERANCE for v, e in zip(value, expected, strict=False))
+        elif expected is None or value is None:
+            wrong = value is not expected
+        else:
+            wrong = abs(value - expected) > TOLERANCE
+        if wrong:
             out.append(f"{key} is {value!r} but acc_seen and acc_matrix give {expected!r}")
     return out
 
@@ -186,10 +190,12 @@ def problems(record: object, path: Path | None = None) -> list[str]:
         kind = {list: "a JSON list", str: "a JSON string", type(None): "JSON null"}.get(
             type(record), "a JSON number or boolean")
         return [f"{kind}, not a result record (a JSON object)"]
-    if record.get("schema_version") != SCHEMA_VERSION or isinstance(
-            record.get("schema_version"), bool):
-        found = record.get("schema_version", "missing")
-        return [f"schema_version is {found!r}, not {SCHEMA_VERSION} (the schema this "
+    if "schema_version" not in record:
+        return [f"no schema_version (this cl-bench writes {SCHEMA_VERSION}): not a result "
+                "record"]
+    version = record["schema_version"]
+    if version != SCHEMA_VERSION or isinstance(version, bool):
+        return [f"schema_version is {version!r}, not {SCHEMA_VERSION} (the schema this "
                 "cl-bench writes)"]
     missing = [key for key in REQUIRED if key not in record]
     if missing:
@@ -201,7 +207,7 @@ def problems(record: object, path: Path | None = None) -> list[str]:
     if shape:
         return out
     accuracy = _accuracy_problems(record, len(record["tasks"]))
-    out += accuracy or _summary_problems(record)
+    out += accuracy + _summary_problems(record, compare=not accuracy)
     return out + _block_problems(record)
 
 
