@@ -145,8 +145,9 @@ def status(
                                            "wrote).")] = Path("results"),
 ) -> None:
     """Every run in a results folder: done, running (pid, host, SLURM job), failed (with the
-    error's last line) or pending (planned by a grid, or interrupted), and a one-line
-    summary. Reads only the folder: no data, backbone or scheduler needed.
+    error's last line), invalid (a result file that is damaged or not a result, with what is
+    wrong; `cl-bench run` computes it again) or pending (planned by a grid, or interrupted),
+    and a one-line summary. Reads only the folder: no data, backbone or scheduler needed.
 
     Example: cl-bench status --out results
     """
@@ -303,9 +304,8 @@ def report(
     written, skipped = write_report(
         results, out, _csv(scenarios), _csv(methods), _csv(format_),
         [] if images.strip() == "none" else _csv(images))
-    if skipped:
-        typer.echo(f"skipped {len(skipped)} unfinished or unreadable result file(s), e.g. "
-                   f"{skipped[0]}", err=True)
+    for path, why in skipped:
+        typer.echo(f"warning: skipped {path}: {why}", err=True)
     typer.echo(f"wrote {len(written)} files to {out}:")
     for path in written:
         typer.echo(f"  {path}")

@@ -84,8 +84,8 @@ def _weights_kind(backbone: dict) -> str:
 
 
 def _run_row(path: Path, r: dict) -> dict:
-    """One result record -> one flat row (KeyError on a record missing a field);
-    ``path`` relative to the results folder, so a committed CSV names no local folder."""
+    """One valid result record -> one flat row; ``path`` relative to the results folder,
+    so a committed CSV names no local folder."""
     proto, acct, backbone = r["protocol"], r["accounting"], r["config"]["backbone"]
     batch_level = proto.get("selection") == "batch" or proto.get("batchwise") is True
     sizes = [len(t) for t in r["tasks"]]
@@ -114,23 +114,23 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 
 
 def load_runs(results_dir: Path, scenarios: Iterable[str] = (),
-              methods: Iterable[str] = ()) -> tuple[pd.DataFrame, list[Path]]:
+              methods: Iterable[str] = ()) -> tuple[pd.DataFrame, list[tuple[Path, str]]]:
     """Finished runs under ``results_dir/runs`` as one row each, labelled; also the
-    files skipped (unfinished, torn or of another schema)."""
+    files skipped (not a valid record: torn, damaged, foreign, of another schema), each
+    with why."""
     scenarios, methods = list(scenarios), list(methods)
     rows, skipped = [], []
     for path in results.find(results_dir):
         try:
-            record = results.load(path)
-            if record.get("status") != "done":
-                raise ValueError("unfinished")
-            rows.append(_run_row(path.relative_to(results_dir), record))
-        except (OSError, ValueError, KeyError, TypeError, IndexError):
-            skipped.append(path)
+            rows.append(_run_row(path.relative_to(results_dir), results.load_valid(path)))
+        except (OSError, results.InvalidResult) as e:
+            skipped.append((path, str(e)))
     if not rows:
-        raise UserError(f"No finished runs in {Path(results_dir) / 'runs'}. Run some first, "
-                        f"e.g. `cl-bench run --out {results_dir}`, or point --results at the "
-                        "folder `cl-bench run --out` wrote to.")
+        invalid = (f" ({len(skipped)} result file(s) are not valid records, e.g. "
+                   f"{skipped[0][0]}: {skipped[0][1]}.)" if skipped else "")
+        raise UserError(f"No finished runs in {Path(results_dir) / 'runs'}.{invalid} Run some "
+                        f"first, e.g. `cl-bench run --out {results_dir}`, or point --results "
+                        "at the folder `cl-bench run --out` wrote to.")
     runs = pd.DataFrame(rows)
     for column, wanted in (("scenario", scenarios), ("method", methods)):
         present = sorted(runs[column].unique())
@@ -371,8 +371,10 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 def write_report(results_dir: Path, out: Path, scenarios: Iterable[str] = (),
                  methods: Iterable[str] = (), formats: Iterable[str] = FORMATS,
-                 image_formats: Iterable[str] = IMAGE_FORMATS) -> tuple[list[Path], list[Path]]:
-    """Write the report into ``out``; returns (files written, result files skipped)."""
+                 image_formats: Iterable[str] = IMAGE_FORMATS
+                 ) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Write the report into ``out``; returns (files written, result files skipped and
+    why)."""
     from cl_bench import report_plots
     formats, image_formats = list(formats), list(image_formats)
     for name in formats:

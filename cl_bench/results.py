@@ -46,12 +46,47 @@ def run_path(out: Path, scenario: str, method: str, seed: int, config: dict) -> 
     return Path(out) / "runs" / scenario / method / f"{seed}-{config_hash(config)}.json"
 
 
-def is_done(path: Path) -> bool:
-    """True when a complete result exists (a torn or foreign file is not done)."""
+class InvalidResult(ValueError):
+    """A result file that is not a complete, valid record; the message says why."""
+
+
+def load_valid(path: Path) -> dict:
+    """The record at ``path`` if it is complete and valid (see :mod:`cl_bench.record_check`),
+    the single test of a finished run for ``run``, ``status``, ``report`` and ``check``.
+
+    Raises FileNotFoundError when there is no file (the run is not finished) and
+    :class:`InvalidResult` for anything else: unreadable, empty, not JSON, not a
+    record, or a record with a problem.
+    """
+    from cl_bench.record_check import problems, reason  # it imports this module
+
+    path = Path(path)
     try:
-        return json.loads(Path(path).read_text()).get("status") == "done"
-    except (OSError, ValueError):
+        text = path.read_text()
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidResult(f"unreadable ({type(e).__name__}: {e})") from None
+    if not text.strip():
+        raise InvalidResult("empty file")
+    try:
+        record = json.loads(text)
+    except ValueError as e:
+        raise InvalidResult(f"not valid JSON ({e}), e.g. a write cut short") from None
+    found = problems(record, path)
+    if found:
+        raise InvalidResult(reason(found))
+    return record
+
+
+def is_done(path: Path) -> bool:
+    """True when a complete, valid result exists: a stub, torn, damaged or foreign file
+    is not done, so the run is computed again and the file replaced."""
+    try:
+        load_valid(path)
+    except (OSError, InvalidResult):
         return False
+    return True
 
 
 def write_atomic(path: Path, data: dict) -> None:

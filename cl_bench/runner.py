@@ -73,6 +73,11 @@ class RunRequest:
     progress: bool = True
     threads: int | None = None
 
+    def __post_init__(self) -> None:
+        # a method or seed named twice is one run, not two samples of the mean
+        self.methods = list(dict.fromkeys(self.methods))
+        self.seeds = list(dict.fromkeys(self.seeds))
+
 
 def default_methods(backbone: str) -> list[str]:
     """Methods in the default run: cards marked ``default_run`` that fit the backbone."""

@@ -1,5 +1,5 @@
 """``cl-bench status``: every run of a results folder as done / running / failed /
-pending, from the folder alone.
+invalid / pending, from the folder alone.
 
 Runs come from the grids the folder records (what was planned) and from the
 files beside them (results, failure records, locks); the state of each is its
@@ -15,7 +15,8 @@ from pathlib import Path
 from cl_bench import results
 from cl_bench.errors import UserError
 
-STATES = ("done", "running", "failed", "pending")
+STATES = ("done", "running", "failed", "invalid", "pending")
+SHOWN_IF_ANY = ("invalid",)  # in the summary line only when there are some
 DETAIL_WIDTH = 160
 
 
@@ -41,16 +42,24 @@ def known_runs(out: Path) -> list[Path]:
 def state_of(path: Path) -> tuple[str, str]:
     """(state, detail) of one run. Done wins over everything (a success removes its
     failure record, but a crash in between may leave it); a run being computed now
-    is running even if an earlier attempt failed."""
-    if results.is_done(path):
-        record = results.load(path)
-        return "done", f"avg {record.get('avg_acc', 0):.2f}  last {record.get('last_acc', 0):.2f}"
+    is running even if an earlier attempt failed. A result file that is not a valid
+    record is invalid (the next run recomputes it), unless a later attempt failed."""
+    invalid = None
+    try:
+        record = results.load_valid(path)
+        return "done", f"avg {record['avg_acc']:.2f}  last {record['last_acc']:.2f}"
+    except FileNotFoundError:
+        pass
+    except results.InvalidResult as e:
+        invalid = str(e)
     lock = results.probe_lock(path)
     if lock and lock.held:
         return "running", results.held_by(lock.holder)
     failure = results.read_failure(path)
     if failure:
         return "failed", failure.get("error", {}).get("last_line", "(no error line)")
+    if invalid is not None:
+        return "invalid", invalid
     if lock:
         holder = lock.holder or {}
         return "pending", (f"interrupted: started {holder.get('since', '?')} on "
@@ -75,7 +84,8 @@ def collect(out: Path) -> list[RunState]:
 
 def summary_line(rows: list[RunState]) -> str:
     counts = {s: sum(r.state == s for r in rows) for s in STATES}
-    return f"{len(rows)} runs: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+    return f"{len(rows)} runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()
+                                             if n or s not in SHOWN_IF_ANY)
 
 
 def render(rows: list[RunState]) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
+from cl_bench.results import config_hash
+
 
 def _cell(values: list[float]) -> str:
     if len(values) == 1:
@@ -12,10 +14,19 @@ def _cell(values: list[float]) -> str:
     return f"{statistics.mean(values):6.2f} +- {statistics.stdev(values):5.2f}"
 
 
+def unique(records: list[dict]) -> list[dict]:
+    """One record per run (scenario, method, seed, config): a run listed twice is one
+    sample of the mean, not two."""
+    seen: dict[tuple, dict] = {}
+    for r in records:
+        seen.setdefault((r["scenario"], r["method"], r["seed"], config_hash(r["config"])), r)
+    return list(seen.values())
+
+
 def summary_table(records: list[dict]) -> str:
     """One row per method (and protocol), columns average / last accuracy."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
-    for r in records:
+    for r in unique(records):
         proto = r.get("protocol", {})
         tag = ", ".join(f"{k}={v}" for k, v in proto.items()
                         if k in ("selection", "batchwise") and v is not None)

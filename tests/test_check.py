@@ -103,3 +103,20 @@ def test_compare_rules():
 def test_unknown_suite_is_exit_2():
     result = invoke("check", "--suite", "nope")
     assert result.exit_code == 2 and 'Unknown suite "nope"' in result.stderr
+
+
+def test_an_invalid_suite_run_is_run_again(suite_dir):
+    """A result whose last_acc no longer matches its accuracies (hand-edited, damaged) is
+    not a finished run: check computes it again instead of comparing the edited number."""
+    made = check(suite_dir, "--update-baseline")
+    assert made.exit_code == 0, made.output
+    (tosca,) = (suite_dir / "out").glob("runs/synthetic/tosca/*.json")
+    clean = json.loads(tosca.read_text())
+    tosca.write_text(json.dumps({**clean, "last_acc": 0.0}))
+    again = check(suite_dir, "--tolerance", "0")
+    assert again.exit_code == 0, again.output
+    assert again.stdout.count("skip") == 1 and "  tosca seed 1993: avg" in again.stdout
+    assert "check passed" in again.stdout and again.stdout.count(" ok") == 4
+    again_record = json.loads(tosca.read_text())
+    assert [again_record[k] for k in ("acc_matrix", "acc_seen", "last_acc")] == [
+        clean[k] for k in ("acc_matrix", "acc_seen", "last_acc")]

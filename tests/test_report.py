@@ -231,7 +231,9 @@ def test_filters_and_skipped_files(tmp_path, store):
     result = invoke("report", "--results", str(tmp_path / "res"), "--out", str(out),
                     "--methods", "simplecil", "--format", "csv", "--images", "none")
     assert result.exit_code == 0, result.output
-    assert "skipped 1 unfinished or unreadable" in result.stderr
+    torn = tmp_path / "res/runs/cifar100/tosca/torn.json"
+    assert result.stderr.startswith(f"warning: skipped {torn}: not valid JSON (")
+    assert len(result.stderr.splitlines()) == 1
     assert sorted(p.name for p in out.iterdir()) == ["runs.csv"]
     assert set(pd.read_csv(out / "runs.csv")["method"]) == {"simplecil"}
 
