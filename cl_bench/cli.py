@@ -50,7 +50,9 @@ def run(
         help="Backbone weights: omit for the pinned pretrained weights, a local "
              ".safetensors/.pth/.npz file, or 'random' (smoke tests only).")] = None,
     image_size: Annotated[int | None, typer.Option(
-        help="ViT input resolution (e.g. 32 for a fast random-weight test).")] = None,
+        help="Input resolution in pixels, for every backbone (default: the backbone's, "
+             "224); a ViT needs a multiple of its patch size (e.g. 32 for a fast "
+             "random-weight test).")] = None,
     data_root: Annotated[Path | None, typer.Option(
         envvar="CL_BENCH_DATA", help="Folder with the scenario's data (env CL_BENCH_DATA).")]
         = None,
@@ -100,6 +102,7 @@ def run(
     --slurm-gpus 1 --slurm-cpus 8 --slurm-time 180
     """
     from cl_bench.launch import LaunchOptions, check_options
+    from cl_bench.preflight import check_seeds
     from cl_bench.runner import RunRequest, default_methods, execute_all
     from cl_bench.summary import summary_table
     try:
@@ -109,6 +112,7 @@ def run(
                         "1993,1994,1995.") from None
     if not seed_list:
         raise UserError("--seeds is empty; give at least one seed, e.g. --seeds 1993.")
+    check_seeds(seed_list)
     scenarios = list(dict.fromkeys(_csv(scenario)))
     if not scenarios:
         raise UserError("--scenario is empty; give at least one, e.g. --scenario fmnist.")
@@ -121,7 +125,12 @@ def run(
                        download=download, device=device, precision=precision, out=out,
                        sets=set_ or [], progress=progress) for name in scenarios]
     if launcher is None:
-        typer.echo("\n" + summary_table(execute_all(reqs, echo=typer.echo)))
+        failed: list[str] = []
+        typer.echo("\n" + summary_table(execute_all(reqs, echo=typer.echo, failed=failed)))
+        if failed:
+            typer.echo(f"{len(failed)} run(s) failed ({', '.join(failed)}): see `cl-bench "
+                       f"status --out {out}`; the same command runs them again.", err=True)
+            raise typer.Exit(1)
         return
     from cl_bench.launch import launch
     grid = launch(reqs, opts, echo=typer.echo)
@@ -209,15 +218,20 @@ def check(
     """
     from cl_bench import regress
     from cl_bench.config import ROOT
+    from cl_bench.preflight import writable_dir
     suite_def = regress.load_suite(suite)
     path = baseline or ROOT / "results" / "baselines" / f"{suite}.json"
+    if update_baseline:
+        writable_dir(path.parent, "The baseline's folder")
+    else:  # a missing or unusable baseline is refused before the suite runs, not after
+        base = regress.read_baseline(path, suite_def)
     measured = regress.run_suite(suite_def, out, typer.echo, progress)
     if update_baseline:
         regress.write_baseline(path, regress.new_baseline(
             suite_def, measured, 1.0 if tolerance is None else tolerance))
         typer.echo(f"baseline written: {path}")
         return
-    rows = regress.compare(regress.read_baseline(path), measured, tolerance)
+    rows = regress.compare(base, measured, tolerance)
     typer.echo("\n" + regress.table(rows))
     bad = [r for r in rows if r.status in ("DROP", "MISSING")]
     better = [r for r in rows if r.status == "IMPROVED"]
@@ -300,7 +314,9 @@ def report(
 
     Example: cl-bench report --results results --out reports/latest --scenarios fmnist
     """
+    from cl_bench.preflight import writable_dir
     from cl_bench.report import write_report
+    writable_dir(out, "--out")
     written, skipped = write_report(
         results, out, _csv(scenarios), _csv(methods), _csv(format_),
         [] if images.strip() == "none" else _csv(images))
@@ -320,11 +336,20 @@ def list_(what: Annotated[str, typer.Argument(help="methods | scenarios | backbo
     from cl_bench.config import load_method, load_scenario, method_names, scenario_names
     from cl_bench.errors import unknown
     if what == "methods":
+        bad = []
         for name in method_names():
-            card = load_method(name)
+            try:  # one broken card must not hide the others; the exit status still says so
+                card = load_method(name)
+            except UserError as e:
+                bad.append(e.paragraph())
+                continue
             typer.echo(f"{name:14s} {card.title:12s} backbones: {card.raw.get('backbones'):4s}"
                        f"  inputs: {card.raw.get('inputs', 'images'):9s}"
                        f"{'  (default run)' if card.raw.get('default_run') else ''}")
+        for paragraph in bad:
+            typer.echo(f"error: {paragraph}", err=True)
+        if bad:
+            raise typer.Exit(2)
     elif what == "scenarios":
         for name in scenario_names():
             card = load_scenario(name)

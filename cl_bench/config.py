@@ -5,6 +5,22 @@ strategy class, citation, published numbers) or ``benchmarks/<name>.yaml``
 (dataset, class order, task split). ``--set owner.key=value`` overrides one
 default, where ``owner`` is a method name or ``scenario``; values are parsed
 as YAML and must keep the default's type.
+
+Every numeric setting is bounded, and a card's own defaults are checked when
+it is loaded, so that a setting out of range is refused before anything runs
+instead of training something else (``epochs: -1`` trains nothing). A card
+declares, beside ``defaults``:
+
+    bounds:      # [lowest, highest], both allowed; null: unbounded; a setting's
+      epochs: [1, null]           # name: that setting's value (top_k <= pool_size)
+      top_k: [1, pool_size]
+      dataset_args.size: [4, null]  # a dotted key reaches into a mapping setting
+    positive: [lr]   # must be greater than 0 (an exclusive lower bound)
+    choices:         # the allowed values (booleans included)
+      selection: [sample, batch]
+
+Scenario cards share one schema, read by :mod:`cl_bench.scenarios`; its rules
+(:data:`SCENARIO_RULES`) apply to every scenario card, under the card's own.
 """
 
 from __future__ import annotations
@@ -23,11 +39,23 @@ ROOT = Path(__file__).resolve().parents[1]
 METHODS_DIR = ROOT / "methods"
 BENCHMARKS_DIR = ROOT / "benchmarks"
 
+METHOD_KEYS = ("strategy", "defaults")
+SCENARIO_KEYS = ("dataset", "init_cls", "increment", "test_shuffle")
+SCENARIO_RULES: dict = {
+    "bounds": {"init_cls": [1, None], "increment": [1, None],
+               "dataset_args.n_classes": [1, None],
+               "expected.train_images": [1, None], "expected.test_images": [1, None]},
+    "choices": {"test_shuffle": [True, False], "normalize": ["none", "backbone"]},
+}
+
 
 def read_yaml(path: Path) -> dict:
     """Parse a YAML mapping, turning syntax errors into a one-paragraph error."""
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path} is not UTF-8 text (byte {e.object[e.start]:#04x} at offset "
+                        f"{e.start}). Save the card as UTF-8 and run again.") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -64,30 +92,115 @@ class Card:
     path: Path
     raw: dict
     params: dict = field(default_factory=dict)
+    base_rules: dict = field(default_factory=dict)  # rules shared by every card of its kind
 
     @property
     def title(self) -> str:
         return self.raw.get("title", self.name)
 
     def override(self, key: str, text: str) -> None:
-        """Apply one ``--set`` value, checking the key, its type and allowed choices."""
+        """Apply one ``--set`` value, checking the key, its type and its own rules;
+        :meth:`check` then checks rules between settings (top_k <= pool_size)."""
         if key not in self.params:
             raise UserError(
                 f'"{self.name}" has no setting "{key}".{suggest(key, self.params)} '
                 f"Its settings are: {', '.join(sorted(self.params))} (see {self.path})."
             )
-        value = coerce(text, self.params[key], f"{self.name}.{key}")
-        choices = self.raw.get("choices", {}).get(key)
-        if choices is not None and value not in choices:
-            raise UserError(f'{self.name}.{key} = "{value}" is not allowed; choose one of '
-                            f"{', '.join(map(str, choices))}.")
-        low, high = self.raw.get("bounds", {}).get(key, (None, None))
-        if (low is not None and value < low) or (high is not None and value > high):
-            raise UserError(f"{self.name}.{key} = {value} is out of range: it must be "
-                            + " and ".join(f"{word} {b}" for word, b in
-                                           (("at least", low), ("at most", high))
-                                           if b is not None) + ".")
-        self.params[key] = value
+        self.params[key] = coerce(text, self.params[key], f"{self.name}.{key}")
+        self.check(only=key)
+
+    def rules(self) -> dict[str, dict]:
+        """``bounds``, ``positive`` and ``choices``: the shared ones, then the card's."""
+        own = {kind: self.raw.get(kind) or ({} if kind != "positive" else [])
+               for kind in ("bounds", "positive", "choices")}
+        return {"bounds": {**self.base_rules.get("bounds", {}), **own["bounds"]},
+                "positive": [*self.base_rules.get("positive", []), *own["positive"]],
+                "choices": {**self.base_rules.get("choices", {}), **own["choices"]}}
+
+    def check(self, only: str | None = None, defaults: bool = False) -> None:
+        """Refuse a setting that breaks its card's rules (``only``: rules of that
+        setting and of the dotted keys below it). ``defaults``: the values are the
+        card's own, so the error blames the card."""
+        problems = [p for key, p in self.problems()
+                    if only is None or key == only or key.startswith(f"{only}.")]
+        if not problems:
+            return
+        if defaults:
+            raise UserError(f"{self.path}: the card's default {problems[0]}. Fix the card "
+                            "(defaults must satisfy its bounds/positive/choices).")
+        raise UserError(f"{problems[0]} (the rules are in {self.path}).")
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(key, what is wrong) for every broken rule, in the order declared."""
+        rules, out = self.rules(), []
+        for key, allowed in rules["choices"].items():
+            found, value = lookup(self.params, key)
+            if found and not any(a == value and isinstance(a, bool) == isinstance(value, bool)
+                                 for a in allowed):
+                out.append((key, f'{self.name}.{key} = "{value}" is not allowed; choose one '
+                                 f"of {', '.join(map(str, allowed))}"))
+        for key, (low, high) in rules["bounds"].items():
+            found, value = lookup(self.params, key)
+            if found and value is not None:
+                limits = [(word, b, self.limit(b)) for word, b in
+                          (("at least", low), ("at most", high)) if b is not None]
+                if not is_number(value) or any(
+                        (word == "at least" and value < v) or (word == "at most" and value > v)
+                        for word, _, v in limits):
+                    out.append((key, f"{self.name}.{key} = {value} is out of range: it must be "
+                                + " and ".join(f"{word} {b}" + (f" ({v})" if b != v else "")
+                                               for word, b, v in limits)))
+        for key in rules["positive"]:
+            found, value = lookup(self.params, key)
+            if found and value is not None and not (is_number(value) and value > 0):
+                out.append((key, f"{self.name}.{key} = {value} is out of range: it must be "
+                                 "greater than 0"))
+        return out
+
+    def limit(self, bound: Any) -> Any:
+        """A bound as a number: itself, or the value of the setting it names."""
+        return bound if is_number(bound) else lookup(self.params, bound)[1]
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def lookup(params: dict, key: str) -> tuple[bool, Any]:
+    """(present, value) of a setting; ``a.b`` is key ``b`` of the mapping setting ``a``."""
+    node: Any = params
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def check_rules(card: Card, required: bool) -> None:
+    """The card's rules are well formed and name its settings (``required``: every
+    rule of the card itself must name a setting it has; the shared scenario rules
+    apply only where a card has the setting)."""
+    own = {kind: card.raw.get(kind) for kind in ("bounds", "positive", "choices")}
+    shapes = {"bounds": dict, "positive": list, "choices": dict}
+    for kind, value in own.items():
+        if value is not None and not isinstance(value, shapes[kind]):
+            raise UserError(f"{card.path}: `{kind}:` must be a "
+                            f"{'mapping' if shapes[kind] is dict else 'list'}, not "
+                            f"{type(value).__name__}.")
+    for key, pair in (own["bounds"] or {}).items():
+        if not (isinstance(pair, list) and len(pair) == 2 and all(
+                b is None or is_number(b) or is_number(lookup(card.params, str(b))[1])
+                for b in pair)):
+            raise UserError(f"{card.path}: bounds of {key} must be [lowest, highest], each a "
+                            f"number, null or the name of a numeric setting; got {pair!r}.")
+    for key, allowed in (own["choices"] or {}).items():
+        if not isinstance(allowed, list):
+            raise UserError(f"{card.path}: choices of {key} must be a list, not {allowed!r}.")
+    named = [*(own["bounds"] or {}), *(own["positive"] or []), *(own["choices"] or {})]
+    missing = [k for k in named if required and not lookup(card.params, str(k))[0]]
+    if missing:
+        raise UserError(f"{card.path}: its rules name {', '.join(map(str, missing))}, which "
+                        f"is not a setting of the card ({', '.join(sorted(card.params))}).")
 
 
 def coerce(text: str, default: Any, label: str) -> Any:
@@ -117,23 +230,61 @@ def coerce(text: str, default: Any, label: str) -> Any:
 
 
 def load_method(name: str) -> Card:
+    """A method card, checked whole: keys, strategy class, rules and defaults."""
     path = METHODS_DIR / f"{name}.yaml"
     if not path.exists():
         raise unknown("method", name, method_names())
     raw = read_yaml(path)
-    for key in ("strategy", "defaults"):
-        if key not in raw:
-            raise UserError(f'{path} lacks the "{key}" entry every method card needs.')
-    return Card(name, path, raw, copy.deepcopy(raw["defaults"]))
+    need_keys(path, raw, METHOD_KEYS, "method")
+    if not isinstance(raw["defaults"], dict):
+        raise UserError(f"{path}: `defaults:` must be a mapping of setting: value, not "
+                        f"{type(raw['defaults']).__name__}.")
+    strategy_class(path, raw["strategy"])
+    card = Card(name, path, raw, copy.deepcopy(raw["defaults"]))
+    check_rules(card, required=True)
+    card.check(defaults=True)
+    return card
 
 
 def load_scenario(name: str) -> Card:
+    """A scenario card, checked whole: keys, rules and values."""
     path = BENCHMARKS_DIR / f"{name}.yaml"
     if not path.exists() or name not in scenario_names():
         raise unknown("scenario", name, scenario_names())
     raw = read_yaml(path)
-    params = {k: v for k, v in raw.items() if k not in ("name", "title", "description")}
-    return Card(name, path, raw, copy.deepcopy(params))
+    need_keys(path, raw, SCENARIO_KEYS, "scenario")
+    params = {k: v for k, v in raw.items() if k not in (
+        "name", "title", "description", "bounds", "positive", "choices")}
+    card = Card(name, path, raw, copy.deepcopy(params), SCENARIO_RULES)
+    check_rules(card, required=True)
+    card.check(defaults=True)
+    return card
+
+
+def need_keys(path: Path, raw: dict, keys: tuple[str, ...], kind: str) -> None:
+    missing = [k for k in keys if k not in raw]
+    if missing:
+        raise UserError(f"{path} lacks {', '.join(f'`{k}:`' for k in missing)}, which every "
+                        f"{kind} card needs ({', '.join(keys)}).")
+
+
+def strategy_class(path: Path, spec: Any) -> type:
+    """The class a card's ``strategy: package.module:Class`` names, or the card's error."""
+    if not isinstance(spec, str) or spec.count(":") != 1:
+        raise UserError(f"{path}: `strategy:` must be \"package.module:Class\", not {spec!r}.")
+    module, attr = spec.split(":")
+    try:
+        obj = getattr(importlib.import_module(module), attr)
+    except ModuleNotFoundError as e:
+        raise UserError(f"{path}: strategy {spec} cannot be imported: no module named "
+                        f"{e.name!r}. Fix `strategy:` in the card.") from None
+    except AttributeError:
+        raise UserError(f"{path}: strategy {spec}: module {module} has no {attr!r}. Fix "
+                        "`strategy:` in the card.") from None
+    if not isinstance(obj, type):
+        raise UserError(f"{path}: strategy {spec} is a {type(obj).__name__}, not a class. "
+                        "Name the strategy class in `strategy:`.")
+    return obj
 
 
 def parse_sets(items: list[str], owners: list[str]) -> list[tuple[str, str, str]]:

@@ -36,13 +36,21 @@ def cpu_has_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
+def check_precision_name(name: str) -> None:
+    if name not in ("auto", "fp32", "bf16"):
+        raise UserError(f'Unknown precision "{name}"; use auto, fp32 or bf16.')
+
+
 def resolve_precision(name: str, device: torch.device) -> str:
     """Precision of frozen backbone passes: ``auto`` -> bf16 where the hardware
     has bf16 matrix units (CUDA with bf16, or such a CPU), else fp32."""
+    check_precision_name(name)
+    if name == "bf16" and device.type == "cpu" and not cpu_has_bf16():
+        raise UserError("--precision bf16 was asked for, but this CPU has no bf16 matrix units "
+                        "(AVX512-BF16 or AMX): bf16 would be emulated, roughly 10-20x slower "
+                        "than fp32. Use --precision fp32, or auto (which picks fp32 here).")
     if name in ("fp32", "bf16"):
         return name
-    if name != "auto":
-        raise UserError(f'Unknown precision "{name}"; use auto, fp32 or bf16.')
     if device.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
     return "bf16" if cpu_has_bf16() else "fp32"

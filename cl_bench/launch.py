@@ -34,16 +34,21 @@ import torch
 
 from cl_bench import results
 from cl_bench.config import Card
-from cl_bench.environment import make_deterministic, resolve_device, resolve_precision
+from cl_bench.environment import (
+    check_precision_name,
+    make_deterministic,
+    resolve_device,
+    resolve_precision,
+)
 from cl_bench.errors import UserError, unknown
 from cl_bench.runner import (
     RunRequest,
     Shared,
+    check_request,
     describe,
     done_line,
     load_shared,
     plan_runs,
-    resolve_cards,
     resolved_config,
     run_one,
 )
@@ -199,8 +204,9 @@ def worker_target(req: RunRequest, opts: LaunchOptions) -> tuple[str, str, int |
     device = req.device if req.device != "auto" else "cuda" if opts.slurm_gpus else "cpu"
     if device == "cuda" and not opts.slurm_gpus:
         raise UserError("--device cuda on SLURM needs GPUs in each job: add --slurm-gpus 1.")
+    check_precision_name(req.precision)  # the nodes' hardware is not this login node's
     precision = (("bf16" if device == "cuda" else "fp32") if req.precision == "auto"
-                 else resolve_precision(req.precision, torch.device("cpu")))
+                 else req.precision)
     return device, precision, req.threads or opts.slurm_cpus
 
 
@@ -209,7 +215,7 @@ def plan(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo) -> list[Job]:
     data and backbone once here (on the CPU) and drops them again."""
     jobs = []
     for req in reqs:
-        methods, scenario = resolve_cards(req)
+        methods, scenario = check_request(req)
         device, precision, threads = worker_target(req, opts)
         req = replace(req, out=req.out.resolve(), progress=False, device=device,
                       precision=precision, threads=threads,

@@ -59,6 +59,7 @@ def load_suite(name: str) -> dict:
         raise UserError(f'Unknown suite "{name}"; suites: {", ".join(suites)} '
                         f"(files in {BENCHMARKS_DIR} with a runs: list).")
     suite = read_yaml(path)
+    suite.setdefault("name", name)
     if not isinstance(suite.get("runs"), list) or not suite["runs"]:
         raise UserError(f"{path} needs a non-empty `runs:` list of entries.")
     for entry in suite["runs"]:
@@ -70,16 +71,17 @@ def load_suite(name: str) -> dict:
 def run_suite(suite: dict, out: Path, echo: Callable[[str], None], progress: bool
               ) -> dict[str, dict[str, float]]:
     """Run (or reuse) every entry; return key -> metric -> mean over seeds."""
-    from cl_bench.runner import RunRequest, execute
+    from cl_bench.runner import RunRequest, execute, preflight
     measured: dict[str, dict[str, float]] = {}
-    for entry in suite["runs"]:
-        req = RunRequest(methods=list(entry["methods"]), scenario=entry.get("scenario", "fmnist"),
-                         seeds=list(entry.get("seeds", [1993])),
-                         backbone=entry.get("backbone", "efficientnet_lite0"),
-                         weights=entry.get("weights"), image_size=entry.get("image_size"),
-                         precision=entry.get("precision", "auto"),
-                         sets=list(entry.get("sets", [])), out=out, progress=progress,
-                         threads=suite.get("threads"))
+    reqs = [RunRequest(methods=list(entry["methods"]), scenario=entry.get("scenario", "fmnist"),
+                       seeds=list(entry.get("seeds", [1993])),
+                       backbone=entry.get("backbone", "efficientnet_lite0"),
+                       weights=entry.get("weights"), image_size=entry.get("image_size"),
+                       precision=entry.get("precision", "auto"),
+                       sets=list(entry.get("sets", [])), out=out, progress=progress,
+                       threads=suite.get("threads")) for entry in suite["runs"]]
+    preflight(reqs)  # a bad last entry is refused before the first one writes anything
+    for entry, req in zip(suite["runs"], reqs, strict=True):
         records = execute(req, echo=echo)
         for method in entry["methods"]:
             mine = [r for r in records if r["method"] == method]
@@ -119,15 +121,34 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def read_baseline(path: Path) -> dict:
-    if not path.exists():
-        raise UserError(f"Baseline {path} does not exist. Create it with `cl-bench check "
-                        f"--update-baseline --baseline {path}`.")
+def suite_keys(suite: dict) -> list[str]:
+    """``<entry>/<method>`` for every run of the suite: the baseline's keys."""
+    return [f"{entry['name']}/{method}" for entry in suite["runs"] for method in entry["methods"]]
+
+
+def read_baseline(path: Path, suite: dict) -> dict:
+    """The baseline, verified before the suite runs: it exists, is JSON and holds a
+    value for every metric of every run of the suite."""
+    import json
+    fix = f"Recreate it with `cl-bench check --suite {suite['name']} --update-baseline " \
+          f"--baseline {path}`."
+    if not path.is_file():
+        raise UserError(f"Baseline {path} does not exist. {fix}")
     try:
-        import json
-        return json.loads(path.read_text())
-    except ValueError as e:
-        raise UserError(f"Baseline {path} is not valid JSON ({e}).") from None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as e:
+        raise UserError(f"Baseline {path} is not readable JSON ({e}). {fix}") from None
+    metrics = data.get("metrics") if isinstance(data, dict) else None
+    if not isinstance(metrics, dict):
+        raise UserError(f"Baseline {path} has no `metrics` mapping. {fix}")
+    lacking = [f"{key} {m}" for key in suite_keys(suite) for m in METRICS
+               if not isinstance(metrics.get(key), dict) or not isinstance(
+                   metrics[key].get(m), dict) or not isinstance(metrics[key][m].get("value"),
+                                                                 (int, float))]
+    if lacking:
+        raise UserError(f"Baseline {path} has no value for {', '.join(lacking[:4])}"
+                        f"{' ...' if len(lacking) > 4 else ''} of suite {suite['name']}. {fix}")
+    return data
 
 
 def new_baseline(suite: dict, measured: dict[str, dict[str, float]], tolerance: float

@@ -105,7 +105,28 @@ def resolve_cards(req: RunRequest) -> tuple[list[Card], Card]:
     owners = {c.name: c for c in methods} | {"scenario": scenario}
     for owner, key, value in parse_sets(req.sets, list(owners)):
         owners[owner].override(key, value)
+    for card in owners.values():
+        card.check()  # rules between settings, e.g. top_k <= pool_size
     return methods, scenario
+
+
+def check_request(req: RunRequest) -> tuple[list[Card], Card]:
+    """Everything checkable before data and backbone load: cards, settings and their
+    bounds, image size, and the folders the runs will write (results, feature cache)."""
+    from cl_bench.features import cache_dir
+    from cl_bench.preflight import check_image_size, check_seeds, writable_dir
+    check_seeds(req.seeds)
+    check_image_size(req.backbone, backbone_kind(req.backbone), req.image_size)
+    methods, scenario = resolve_cards(req)
+    writable_dir(req.out, "--out")
+    if any(uses_feature_cache(card) for card in methods):
+        writable_dir(cache_dir(), "The feature cache ($CL_BENCH_CACHE)")
+    return methods, scenario
+
+
+def uses_feature_cache(card: Card) -> bool:
+    cls = import_object(card.raw["strategy"])
+    return getattr(cls, "features_only", False) or getattr(cls, "cached_query", False)
 
 
 def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: str,
@@ -329,10 +350,14 @@ def done_line(name: str, seed: int, record: dict, path: Path) -> str:
             f"{record['last_acc']:.2f}  ({record['timing']['total_s']:.1f} s) -> {path}")
 
 
-def execute(req: RunRequest, echo: Callable[[str], None] = print) -> list[dict]:
+def execute(req: RunRequest, echo: Callable[[str], None] = print,
+            failed: list[str] | None = None) -> list[dict]:
     """Run every missing method x seed of the request in this process; return its
-    results (a run another process is computing right now is skipped and left out)."""
-    methods, scenario = resolve_cards(req)
+    results (a run another process is computing right now is skipped and left out).
+    With ``failed``, a run that meets bad data only while it runs (a corrupt image:
+    files are only stat-ed up front) fails alone: its failure is recorded beside
+    its result, it is listed in ``failed`` and the next run starts."""
+    methods, scenario = check_request(req)
     device = resolve_device(req.device)
     make_deterministic(req.threads)
     precision = resolve_precision(req.precision, device)
@@ -348,9 +373,16 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print) -> list[dict]:
             echo(f"  skip {name} seed {seed}: finished ({path})")
             out.append(results.load(path))
             continue
-        attempt = results.run_once(path, functools.partial(
-            run_one, run.card, scenario, shared.data, shared.backbone, shared.store, seed,
-            device, req.progress))
+        try:
+            attempt = results.run_once(path, functools.partial(
+                run_one, run.card, scenario, shared.data, shared.backbone, shared.store, seed,
+                device, req.progress))
+        except UserError as e:
+            if failed is None:
+                raise
+            echo(f"  FAILED {name} seed {seed}: {e.paragraph()}")
+            failed.append(f"{scenario.name}/{name} seed {seed}")
+            continue
         if attempt.state == "running":
             echo(f"  skip {name} seed {seed}: running in {results.held_by(attempt.holder)}")
             continue
@@ -362,13 +394,20 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print) -> list[dict]:
     return out
 
 
-def execute_all(reqs: list[RunRequest], echo: Callable[[str], None] = print) -> list[dict]:
-    """:func:`execute` for each scenario's request. With several scenarios each is
-    first loaded once and dropped, so a missing dataset or weight of the last
-    scenario stops the command before the first run, as it does for one."""
+def preflight(reqs: list[RunRequest]) -> None:
+    """Check every request and load each one's data and backbone once (then drop them),
+    so that a bad setting, dataset or weight of the last one stops the command before
+    the first run writes anything, as it does for a single request."""
+    for req in reqs:
+        methods, scenario = check_request(req)
+        device = resolve_device(req.device)
+        load_shared(req, scenario, methods, device, resolve_precision(req.precision, device))
+
+
+def execute_all(reqs: list[RunRequest], echo: Callable[[str], None] = print,
+                failed: list[str] | None = None) -> list[dict]:
+    """:func:`execute` for each scenario's request, after :func:`preflight` when
+    there are several."""
     if len(reqs) > 1:
-        for req in reqs:
-            methods, scenario = resolve_cards(req)
-            device = resolve_device(req.device)
-            load_shared(req, scenario, methods, device, resolve_precision(req.precision, device))
-    return [record for req in reqs for record in execute(req, echo)]
+        preflight(reqs)
+    return [record for req in reqs for record in execute(req, echo, failed)]

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from cl_bench.errors import UserError
+
 
 class FileList:
     """Image files on disk, indexable like a tensor (an int, or an index tensor or
@@ -29,10 +31,23 @@ class FileList:
         return FileList([self.paths[i] for i in torch.as_tensor(idx).reshape(-1).tolist()])
 
     def digest(self, h) -> None:
-        """Names, sizes and modification times: cheap, and changes when a file does."""
+        """Names, sizes and modification times: cheap, and changes when a file does.
+        Every file is stat-ed here anyway, so a missing or empty one is refused here,
+        before any run; one that does not decode fails only the runs that read it."""
+        bad = []
         for p in self.paths:
-            st = os.stat(p)
+            try:
+                st = os.stat(p)
+            except OSError as e:
+                bad.append(f"{p} ({e.strerror})")
+                continue
+            if st.st_size == 0:
+                bad.append(f"{p} (empty)")
             h.update(f"{p}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+        if bad:
+            raise UserError(f"{len(bad)} image file(s) cannot be used: {', '.join(bad[:5])}"
+                            f"{' ...' if len(bad) > 5 else ''}. Restore them from the archive "
+                            "or remove them (`cl-bench data check` lists every bad file).")
 
 
 @dataclass

@@ -31,6 +31,7 @@ import math
 import torch
 from torch import nn
 
+from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.errors import UserError
 from cl_bench.strategies.optim import make_optimizer
@@ -74,9 +75,6 @@ class CodaNet(PromptModel):
                  params: dict) -> None:
         super().__init__(vit, normalize, n_classes, params)
         n_layers, pool, length = len(params["layers"]), params["pool_size"], params["length"]
-        if length % 2 or pool > vit.dim:
-            raise UserError(f"coda-prompt needs an even length and pool_size <= the ViT width "
-                            f"{vit.dim} (orthogonal keys); got length {length}, pool_size {pool}.")
         # zero until their task: each task's slice is set by Gram-Schmidt when it starts
         self.p = nn.Parameter(torch.zeros(n_layers, pool, length, vit.dim))
         self.k = nn.Parameter(torch.zeros(n_layers, pool, vit.dim))
@@ -124,6 +122,18 @@ class CodaPrompt(PromptStrategy):
     """CODA-Prompt as an Avalanche strategy on images."""
 
     model_class = CodaNet
+
+    @classmethod
+    def check_params(cls, params: dict, backbone: Backbone) -> None:
+        super().check_params(params, backbone)
+        length, pool, dim = params["length"], params["pool_size"], backbone.dim
+        if length % 2 or pool > dim:
+            raise UserError(f"coda-prompt needs an even length and pool_size <= the ViT width "
+                            f"{dim} (orthogonal keys); got length {length}, pool_size {pool}.")
+        if params["n_tasks"] > pool:
+            raise UserError(f"coda-prompt: {params['n_tasks']} tasks do not fit pool_size "
+                            f"{pool} (at least one component per task); raise "
+                            "coda-prompt.pool_size or use fewer tasks.")
 
     def build_optimizer(self, model: torch.nn.Module):
         """``scheduler: coda_cosine`` is the official per-epoch schedule

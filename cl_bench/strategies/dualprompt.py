@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import torch
 
+from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.errors import UserError
 from cl_bench.strategies.prompt_base import Normalize, PromptModel, PromptStrategy
@@ -56,9 +57,6 @@ class DualPromptNet(PromptModel):
                  params: dict) -> None:
         super().__init__(vit, normalize, n_classes, params)
         p = params
-        if set(p["g_layers"]) & set(p["e_layers"]):
-            raise UserError(f"dualprompt: g_layers {p['g_layers']} and e_layers "
-                            f"{p['e_layers']} must not share a block.")
         self.g = uniform_parameter(len(p["g_layers"]), 2, p["g_length"], vit.dim)
         self.e = uniform_parameter(len(p["e_layers"]), 2, p["pool_size"], p["e_length"],
                                    vit.dim)
@@ -91,3 +89,10 @@ class DualPrompt(PromptStrategy):
     """DualPrompt as an Avalanche strategy on images."""
 
     model_class = DualPromptNet
+
+    @classmethod
+    def check_params(cls, params: dict, backbone: Backbone) -> None:
+        super().check_params(params, backbone)
+        if set(params["g_layers"]) & set(params["e_layers"]):
+            raise UserError(f"dualprompt: g_layers {params['g_layers']} and e_layers "
+                            f"{params['e_layers']} must not share a block.")

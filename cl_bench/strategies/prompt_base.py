@@ -105,6 +105,11 @@ class PromptStrategy(AutocastForward, PerTaskTemplate):
                             f"{params['checkpoint_blocks']}, but {backbone.name} has "
                             f"{depth} blocks; use 0 to {depth} (--set "
                             f"<method>.checkpoint_blocks=...).")
+        for key in (k for k in params if k.endswith("layers")):
+            outside = [b for b in params[key] if not (isinstance(b, int) and 0 <= b < depth)]
+            if outside or len(set(params[key])) != len(params[key]):
+                raise UserError(f"{cls.__name__}: {key} = {params[key]} must list distinct "
+                                f"block indices 0 to {depth - 1} of {backbone.name}.")
 
     def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
                  device: torch.device, plugins: list, evaluator) -> None:
