@@ -177,7 +177,7 @@ def _compute(job: Job) -> dict:
                         f"{job.path.name}). Make the same weights and data visible to every "
                         "node, or re-run the command to plan again.")
     return run_one(job.method, job.scenario, shared.data, shared.backbone, shared.store,
-                   job.seed, device, req.progress)
+                   job.seed, device, req.progress, job.path)
 
 
 def usable_cores() -> int:

@@ -124,6 +124,7 @@ class CodaPrompt(PromptStrategy):
     """CODA-Prompt as an Avalanche strategy on images."""
 
     model_class = CodaNet
+    state_attrs = (*PromptStrategy.state_attrs, "model.n_tasks", "model.span")
 
     def build_optimizer(self, model: torch.nn.Module):
         """``scheduler: coda_cosine`` is the official per-epoch schedule
