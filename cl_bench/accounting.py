@@ -27,6 +27,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, flop_registry, register_flop_formula
 
 from cl_bench.backbones.base import Backbone, autocast
+from cl_bench.state import Stateful
 
 aten = torch.ops.aten
 
@@ -126,7 +127,7 @@ def inference_flops(strategy, backbone: Backbone) -> int:
     return c.get_total_flops() + (backbone_flops(backbone) if features_only else 0)
 
 
-class TrainFlops(SupervisedPlugin):
+class TrainFlops(Stateful, SupervisedPlugin):
     """Avalanche plugin: FLOPs per sample of the first training step of each task
     (forward + backward as the strategy really runs them).
 
@@ -134,6 +135,7 @@ class TrainFlops(SupervisedPlugin):
     """
 
     bookkeeping = True  # measures the method; not part of what it stores
+    state_attrs = ("per_sample",)
 
     def __init__(self, stop_after_first: bool = False) -> None:
         super().__init__()

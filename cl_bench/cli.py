@@ -90,6 +90,9 @@ def run(
     wait: Annotated[bool, typer.Option(
         help="--launcher slurm: wait for the jobs and print the summary, or only submit "
              "(follow with `cl-bench status`).")] = True,
+    slurm_requeue: Annotated[bool, typer.Option(
+        help="--launcher slurm: requeue a job that is preempted or reaches --slurm-time; "
+             "it resumes its run from the last finished task.")] = False,
 ) -> None:
     """Run methods x seeds on one or more scenarios and print average / last accuracy.
     Finished runs are skipped, so an interrupted grid resumes by running the same command;
@@ -117,7 +120,7 @@ def run(
     if not scenarios:
         raise UserError("--scenario is empty; give at least one, e.g. --scenario fmnist.")
     opts = LaunchOptions(launcher, jobs, slurm_partition, slurm_gpus, slurm_cpus, slurm_time,
-                         slurm_array_parallelism, wait)
+                         slurm_array_parallelism, wait, slurm_requeue=slurm_requeue)
     check_options(opts)
     method_list = _csv(methods) or default_methods(backbone)
     reqs = [RunRequest(methods=method_list, scenario=name, seeds=seed_list, backbone=backbone,

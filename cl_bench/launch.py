@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
+from submitit.helpers import Checkpointable
 
 from cl_bench import results
 from cl_bench.config import Card
@@ -72,11 +73,13 @@ class LaunchOptions:
     slurm_time: int | None = None
     slurm_array_parallelism: int | None = None
     wait: bool = True
+    slurm_requeue: bool = False
 
     def slurm_given(self) -> list[str]:
         names = {"--slurm-partition": self.slurm_partition, "--slurm-gpus": self.slurm_gpus,
                  "--slurm-cpus": self.slurm_cpus, "--slurm-time": self.slurm_time,
-                 "--slurm-array-parallelism": self.slurm_array_parallelism}
+                 "--slurm-array-parallelism": self.slurm_array_parallelism,
+                 "--slurm-requeue": self.slurm_requeue or None}
         return [name for name, value in names.items() if value is not None]
 
 
@@ -160,6 +163,16 @@ def work(job: Job) -> Outcome:
     return Outcome(attempt.state, attempt.holder)
 
 
+class Requeued(Checkpointable):
+    """:func:`work` as a submitit Checkpointable (``--slurm-requeue``): when SLURM
+    preempts the job or it reaches its time limit, submitit calls ``checkpoint(job)``,
+    which resubmits the same call, and requeues the job; the requeued job resumes the
+    run from its last per-task checkpoint (:mod:`cl_bench.checkpoint`)."""
+
+    def __call__(self, job: Job) -> Outcome:
+        return work(job)
+
+
 def _compute(job: Job) -> dict:
     """Runs under the run's lock: load (or reuse) data and backbone, re-check the
     plan, train and evaluate."""
@@ -182,7 +195,7 @@ def _compute(job: Job) -> dict:
                         f"{job.path.name}). Make the same weights and data visible to every "
                         "node, or re-run the command to plan again.")
     return run_one(job.method, job.scenario, shared.data, shared.backbone, shared.store,
-                   job.seed, device, req.progress)
+                   job.seed, device, req.progress, job.path)
 
 
 def usable_cores() -> int:
@@ -337,7 +350,7 @@ def submit(todo: list[Job], opts: LaunchOptions, out: Path, echo: Echo) -> tuple
         gpus_per_node=opts.slurm_gpus, cpus_per_task=opts.slurm_cpus,
         slurm_partition=opts.slurm_partition,
         slurm_array_parallelism=opts.slurm_array_parallelism)
-    submitted = executor.map_array(work, todo)
+    submitted = executor.map_array(Requeued() if opts.slurm_requeue else work, todo)
     echo(f"submitted {len(todo)} runs to {cluster} as job {submitted[0].job_id.split('_')[0]}; "
          f"logs in {logs}")
     if not opts.wait:

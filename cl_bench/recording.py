@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 
 from cl_bench.accounting import stored_params, trainable_params
 from cl_bench.backbones.base import Backbone
+from cl_bench.state import Stateful
 
 
 def percent(hits: torch.Tensor) -> float:
@@ -22,11 +23,13 @@ def percent(hits: torch.Tensor) -> float:
     return 100.0 * int(hits.sum()) / hits.numel()
 
 
-class Recorder(SupervisedPlugin):
+class Recorder(Stateful, SupervisedPlugin):
     """Fills ``acc_matrix``, ``acc_seen``, ``routing_acc``, timings and the
     per-task parameter counts while the strategy trains and evaluates."""
 
     bookkeeping = True  # not part of what the method stores (see accounting.stored_params)
+    state_attrs = ("acc_matrix", "acc_seen", "routing_acc", "train_s", "eval_s", "trainable",
+                   "stored")
 
     def __init__(self, task_of_label: torch.Tensor, backbone: Backbone | None = None,
                  label: str = "", progress: bool = True) -> None:

@@ -6,9 +6,10 @@ covers everything that changes the numbers (resolved method and scenario
 settings, backbone and weights), so a changed setting is a new run and the
 same command finds its finished runs and skips them.
 
-Beside a result live ``<result>.lock`` (the run's lock and its last holder)
-and ``<result>.failed`` (the last failure, removed when the run succeeds);
-neither ends in ``.json``, so readers of results never see them. Each grid
+Beside a result live ``<result>.lock`` (the run's lock and its last holder),
+``<result>.failed`` (the last failure, removed when the run succeeds) and
+``<result>.ckpt`` (the unfinished run's per-task checkpoint, removed when the result
+is written); none ends in ``.json``, so readers of results never see them. Each grid
 writes ``<out>/runs/_grids/<hash>.json``, the runs it planned, so ``cl-bench
 status`` can tell a pending run from one nobody asked for. (Folders in
 ``runs/`` starting with ``_`` are never scenarios: cards named ``_*`` are not
@@ -115,6 +116,11 @@ def lock_path(path: Path) -> Path:
 
 def failure_path(path: Path) -> Path:
     return Path(path).with_name(Path(path).name + ".failed")
+
+
+def checkpoint_path(path: Path) -> Path:
+    """The run's per-task checkpoint (:mod:`cl_bench.checkpoint`) while it is unfinished."""
+    return Path(path).with_name(Path(path).name + ".ckpt")
 
 
 def whoami() -> dict:
@@ -258,6 +264,7 @@ def run_once(path: Path, compute: Callable[[], dict]) -> Attempt:
             raise
         write_atomic(path, record)
         failure_path(path).unlink(missing_ok=True)
+        checkpoint_path(path).unlink(missing_ok=True)
         return Attempt("ran", record)
     finally:
         lock.release()

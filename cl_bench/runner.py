@@ -29,6 +29,7 @@ from cl_bench.backbones import (
     use_weights_normalization,
 )
 from cl_bench.backbones.base import Backbone
+from cl_bench.checkpoint import RunCheckpoint
 from cl_bench.config import ROOT, Card, import_object, load_method, load_scenario, parse_sets
 from cl_bench.environment import (
     make_deterministic,
@@ -152,8 +153,10 @@ def quiet_evaluator() -> EvaluationPlugin:
 
 
 def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
-            store: FeatureStore, seed: int, device: torch.device, progress: bool) -> dict:
-    """Train and evaluate one method on one seed; returns the result record."""
+            store: FeatureStore, seed: int, device: torch.device, progress: bool,
+            result: Path | None = None) -> dict:
+    """Train and evaluate one method on one seed; returns the result record. With
+    ``result`` (its path), a checkpoint after each task lets a killed run resume."""
     t_start = time.perf_counter()
     seed_everything(seed)
     order = scenario_order(scenario, data.n_classes, seed)
@@ -189,11 +192,16 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
                           test_shuffle=scenario.params["test_shuffle"], seed=seed,
                           train_transform=train_tf, eval_transform=eval_tf,
                           train_query=train_query, test_query=test_query)
-    recorder = Recorder(stream.task_of_label, backbone, label=card.name, progress=progress)
-    train_flops = TrainFlops()
-    strategy = cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
+
+    def build() -> tuple:
+        recorder = Recorder(stream.task_of_label, backbone, label=card.name, progress=progress)
+        train_flops = TrainFlops()
+        return cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
                    device=device, plugins=[recorder, train_flops, *plugins],
-                   evaluator=quiet_evaluator())
+                   evaluator=quiet_evaluator()), recorder, train_flops
+    checkpoint = RunCheckpoint(result, {"method": card.name, "seed": seed,
+                                        "tasks": len(stream.train)})
+    strategy, recorder, train_flops = checkpoint.start(build)
     if getattr(cls, "joint", False):
         # upper bound: one training on every task's data, then the same evaluations
         strategy.train(stream.train, eval_streams=[], **loader_args)
@@ -201,8 +209,11 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
             strategy.eval(seen, **loader_args)
     else:
         for i, experience in enumerate(stream.train):
+            if i < checkpoint.done:
+                continue
             strategy.train(experience, eval_streams=[], **loader_args)
             strategy.eval(stream.seen_test[i], **loader_args)
+            checkpoint.save(strategy, i + 1, time.perf_counter() - t_start)
     precision = store.precision
     return {
         "schema_version": results.SCHEMA_VERSION,
@@ -233,7 +244,8 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
             "features_from": features_from,
             "train_s": recorder.train_s,
             "eval_s": recorder.eval_s,
-            "total_s": time.perf_counter() - t_start,
+            "total_s": checkpoint.elapsed_s + time.perf_counter() - t_start,
+            "resumed_from_task": checkpoint.resumed_from,
         },
         "memory": peak_memory(device),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -376,7 +388,7 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print,
         try:
             attempt = results.run_once(path, functools.partial(
                 run_one, run.card, scenario, shared.data, shared.backbone, shared.store, seed,
-                device, req.progress))
+                device, req.progress, path))
         except UserError as e:
             if failed is None:
                 raise

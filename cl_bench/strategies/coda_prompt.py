@@ -122,6 +122,7 @@ class CodaPrompt(PromptStrategy):
     """CODA-Prompt as an Avalanche strategy on images."""
 
     model_class = CodaNet
+    state_attrs = (*PromptStrategy.state_attrs, "model.n_tasks", "model.span")
 
     @classmethod
     def check_params(cls, params: dict, backbone: Backbone) -> None:

@@ -25,11 +25,15 @@ on ViT-Tiny. Bounded, each task adds at most 2 lambda importance_max = 0.1.
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import torch
 from avalanche.training.plugins import EWCPlugin
+from avalanche.training.utils import ParamData
 from torch import nn
 
 from cl_bench.backbones.base import Backbone
+from cl_bench.state import Stateful
 from cl_bench.strategies.finetuning import FinetuneTemplate
 
 
@@ -38,7 +42,7 @@ def _trainable_only(model: nn.Module, data: dict) -> dict:
     return {name: value for name, value in data.items() if name in keep}
 
 
-class TrainableEWCPlugin(EWCPlugin):
+class TrainableEWCPlugin(Stateful, EWCPlugin):
     """EWCPlugin that keeps importances and anchors of trainable parameters only.
 
     Avalanche's plugin stores an importance and an anchor copy for every
@@ -48,6 +52,8 @@ class TrainableEWCPlugin(EWCPlugin):
     2 x 4 bytes x trainable parameters; the penalty loop skips parameters with
     no anchor, so nothing else changes.
     """
+
+    stores = ("importances", "saved_params")
 
     def __init__(self, ewc_lambda: float, mode: str, decay_factor: float | None,
                  importance_max: float | None) -> None:
@@ -71,6 +77,19 @@ class TrainableEWCPlugin(EWCPlugin):
         return sum(d.data.numel() * d.data.element_size()
                    for store in (self.importances, self.saved_params)
                    for per_task in store.values() for d in per_task.values())
+
+    def checkpoint_state(self) -> dict:
+        """Importances and anchors per task as plain tensors (a per-task checkpoint)."""
+        return {store: {t: {name: d.data for name, d in per_task.items()}
+                        for t, per_task in getattr(self, store).items()}
+                for store in self.stores}
+
+    def restore_state(self, state: dict) -> None:
+        for store in self.stores:
+            setattr(self, store, defaultdict(dict, {
+                t: {name: ParamData(name, init_tensor=value, device=value.device)
+                    for name, value in per_task.items()}
+                for t, per_task in state[store].items()}))
 
 
 class EWC(FinetuneTemplate):

@@ -80,6 +80,7 @@ class FinetuneTemplate(AutocastForward, PerTaskTemplate):
     """
 
     trains_backbone = True  # the runner keeps the shared backbone's weights in fp32
+    state_attrs = ("model.active",)
 
     def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
                  device: torch.device, plugins: list, evaluator) -> None:

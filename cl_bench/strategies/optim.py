@@ -12,6 +12,7 @@ from torch import nn
 
 from cl_bench.backbones.base import autocast
 from cl_bench.errors import UserError
+from cl_bench.state import Resumable
 
 
 class AutocastForward:
@@ -55,10 +56,11 @@ def make_optimizer(params: dict, parameters: Iterable[nn.Parameter]
     raise UserError(f'scheduler "{sched}" is not supported; use cosine or constant.')
 
 
-class PerTaskTemplate(SupervisedTemplate):
+class PerTaskTemplate(Resumable, SupervisedTemplate):
     """SupervisedTemplate with the card's batch sizes and epochs, cross-entropy, and an
     optimizer and per-epoch schedule rebuilt at every task from the method's params
-    (``build_optimizer``; a method with its own schedule overrides it)."""
+    (``build_optimizer``; a method with its own schedule overrides it). Nothing of the
+    optimizer outlives a task, so a per-task checkpoint need not save it."""
 
     def __init__(self, *, params: dict, model: nn.Module, device: torch.device,
                  plugins: list, evaluator, **kwargs) -> None:

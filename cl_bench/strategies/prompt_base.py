@@ -91,6 +91,7 @@ class PromptStrategy(AutocastForward, PerTaskTemplate):
     features_only = False
     cached_query = True  # the runner passes the frozen queries from the feature cache
     model_class: type[PromptModel] = PromptModel
+    state_attrs = ("model.task", "model.current", "model.unseen")
 
     @classmethod
     def check_params(cls, params: dict, backbone: Backbone) -> None:

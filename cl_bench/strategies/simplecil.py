@@ -12,10 +12,11 @@ from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
 from cl_bench.backbones.base import Backbone
+from cl_bench.state import Resumable
 from cl_bench.strategies.heads import CosineClassifier, set_prototypes
 
 
-class SimpleCIL(SupervisedTemplate):
+class SimpleCIL(Resumable, SupervisedTemplate):
     """Prototype classifier over frozen-feature experiences."""
 
     features_only = True

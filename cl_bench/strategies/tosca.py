@@ -53,6 +53,14 @@ class ToscaNet(nn.Module):
         self.luca.append(module.to(self.classifier.weight.device))
         self.classifier.grow(n_total_classes)
 
+    def prepare_restore(self, state: dict[str, torch.Tensor]) -> None:
+        """Add the modules a per-task checkpoint's state dict holds (their values,
+        the classifier's rows and which modules are frozen are loaded after this)."""
+        self._stacked = None
+        count = len({name.split(".")[1] for name in state if name.startswith("luca.")})
+        while len(self.luca) < count:
+            self.luca.append(LuCA(self.dim, self.mlp_ratio, self.se_ratio, self.flow))
+
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         return self.luca[-1](x)
 
