@@ -36,6 +36,7 @@ from cl_bench.environment import (
     resolve_device,
     resolve_precision,
     seed_everything,
+    threads,
     versions,
 )
 from cl_bench.errors import UserError
@@ -168,15 +169,17 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     strategy = cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
                    device=device, plugins=[recorder, train_flops, *plugins],
                    evaluator=quiet_evaluator())
-    if getattr(cls, "joint", False):
-        # upper bound: one training on every task's data, then the same evaluations
-        strategy.train(stream.train, eval_streams=[], **loader_args)
-        for seen in stream.seen_test:
-            strategy.eval(seen, **loader_args)
-    else:
-        for i, experience in enumerate(stream.train):
-            strategy.train(experience, eval_streams=[], **loader_args)
-            strategy.eval(stream.seen_test[i], **loader_args)
+    extract_threads = torch.get_num_threads()  # backbone passes: the configured count
+    with threads(1 if getattr(cls, "features_only", False) else None) as train_threads:
+        if getattr(cls, "joint", False):
+            # upper bound: one training on every task's data, then the same evaluations
+            strategy.train(stream.train, eval_streams=[], **loader_args)
+            for seen in stream.seen_test:
+                strategy.eval(seen, **loader_args)
+        else:
+            for i, experience in enumerate(stream.train):
+                strategy.train(experience, eval_streams=[], **loader_args)
+                strategy.eval(stream.seen_test[i], **loader_args)
     precision = store.precision
     return {
         "schema_version": results.SCHEMA_VERSION,
@@ -208,6 +211,7 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
             "train_s": recorder.train_s,
             "eval_s": recorder.eval_s,
             "total_s": time.perf_counter() - t_start,
+            "threads": {"features": extract_threads, "train_eval": train_threads},
         },
         "memory": peak_memory(device),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
