@@ -1,6 +1,6 @@
 """The performance harness: every figure as a ratio measured in one process run.
 
-    python -m bench.run            # all five figures, about 10 minutes on 2 cores
+    python -m bench.run            # all six figures, about 15 minutes on 2 cores
     python -m bench.run b c        # a subset
 
 (a) second invocation vs first (feature cache), target >= 5x
@@ -13,6 +13,8 @@
 (e) frozen ViT-B/16 extraction images/s fp32 vs bf16 (target >= 40 % of the
     bf16 peak; this CPU's GEMM peak is measured too) and the fmnist accuracy
     change bf16 makes
+(f) features-only training loop with one CPU-bound competitor per core vs idle,
+    at the old thread count (all cores) and the new (1), target <= 2.5x at 1
 """
 
 from __future__ import annotations
@@ -50,9 +52,9 @@ def figure_d() -> dict:
 
 
 def main(which: list[str]) -> dict:
-    from bench import features_reuse, loop_overhead, throughput, tosca_eval
+    from bench import features_reuse, loop_overhead, threads_loaded, throughput, tosca_eval
     figures = {"a": features_reuse.main, "b": tosca_eval.main, "c": loop_overhead.main,
-               "d": figure_d, "e": throughput.main}
+               "d": figure_d, "e": throughput.main, "f": threads_loaded.main}
     results = {}
     for key in which or list(figures):
         results[key] = figures[key]()
