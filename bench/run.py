@@ -1,44 +1,60 @@
 """The performance harness: every figure as a ratio measured in one process run.
 
-    python -m bench.run            # all five figures, about 10 minutes on 2 cores
+    python -m bench.run            # all six figures, about 15 minutes on 2 cores
     python -m bench.run b c        # a subset
 
 (a) second invocation vs first (feature cache), target >= 5x
 (b) TOSCA evaluation at T = 10 vs a backbone pass per module, target >= 5x
 (c) features-only training loop through Avalanche vs bare PyTorch, target <= 1.5x
-(d) L2P on Avalanche's LearningToPrompt shape: time and peak RSS against
-    17.9 s / 2.77 GB, targets <= 0.7x and <= 0.6x (own process, for its RSS),
-    with the card defaults and with checkpoint_blocks 8
+(d) our L2P vs Avalanche 0.6.0's LearningToPrompt, both measured here on the same
+    shape, each in its own process (peak RSS of the process): time and memory,
+    targets <= 0.7x and <= 0.6x, with the card defaults and checkpoint_blocks 8;
+    the first run creates bench/.venv-avalanche (timm 0.6.13) for the peer
 (e) frozen ViT-B/16 extraction images/s fp32 vs bf16 (target >= 40 % of the
     bf16 peak; this CPU's GEMM peak is measured too) and the fmnist accuracy
     change bf16 makes
+(f) features-only training loop with one CPU-bound competitor per core vs idle,
+    at the old thread count (all cores) and the new (1), target <= 2.5x at 1
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
+from pathlib import Path
 
-AVALANCHE_L2P = {"seconds": 17.9, "peak_rss_gb": 2.77}
+from bench.common import run_child
+
+BENCH = Path(__file__).resolve().parent
 
 
-def figure_d() -> list[dict]:
-    """Card defaults, then activation checkpointing of the first 8 of 12 blocks."""
-    runs = []
+def figure_d() -> dict:
+    """Avalanche 0.6.0's LearningToPrompt (in its own environment, see bench.peer_venv)
+    and ours on the same shape, each in its own process: ours with the card defaults,
+    then with activation checkpointing of the first 8 of 12 blocks."""
+    from bench.peer_venv import PeerVenvError, peer_python
+    try:
+        python = peer_python()
+    except PeerVenvError as e:
+        print(f"(d) not measured: {e}", file=sys.stderr)
+        return {"not_measured": str(e)}
+    peer = run_child([str(python), str(BENCH / "avalanche_l2p.py")],
+                     "Avalanche's LearningToPrompt")
+    out = {"avalanche": {**peer.result, "wall_s": peer.wall_s, "peak_rss_gb": peer.peak_rss_gb},
+           "ours": []}
     for blocks in ("0", "8"):
-        out = subprocess.run([sys.executable, "-m", "bench.l2p_shape", "auto", blocks],
-                             capture_output=True, text=True, check=True).stdout
-        ours = json.loads(out.strip().splitlines()[-1])
-        runs.append({**ours, "time_ratio": ours["seconds"] / AVALANCHE_L2P["seconds"],
-                     "memory_ratio": ours["peak_rss_gb"] / AVALANCHE_L2P["peak_rss_gb"]})
-    return runs
+        ours = run_child([sys.executable, "-m", "bench.l2p_shape", "auto", blocks], "our L2P")
+        out["ours"].append({**ours.result, "wall_s": ours.wall_s,
+                            "peak_rss_gb": ours.peak_rss_gb,
+                            "time_ratio": ours.result["seconds"] / peer.result["seconds"],
+                            "memory_ratio": ours.peak_rss_gb / peer.peak_rss_gb})
+    return out
 
 
 def main(which: list[str]) -> dict:
-    from bench import features_reuse, loop_overhead, throughput, tosca_eval
+    from bench import features_reuse, loop_overhead, threads_loaded, throughput, tosca_eval
     figures = {"a": features_reuse.main, "b": tosca_eval.main, "c": loop_overhead.main,
-               "d": figure_d, "e": throughput.main}
+               "d": figure_d, "e": throughput.main, "f": threads_loaded.main}
     results = {}
     for key in which or list(figures):
         results[key] = figures[key]()

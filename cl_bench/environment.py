@@ -7,6 +7,8 @@ import random
 import resource
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +64,21 @@ def make_deterministic(threads: int | None = None) -> None:
     torch.use_deterministic_algorithms(True, warn_only=True)
     if threads:
         torch.set_num_threads(threads)
+
+
+@contextmanager
+def threads(n: int | None) -> Iterator[int]:
+    """Run a phase with ``n`` intra-op threads (``None``: as configured), then restore
+    the previous count. Small per-step work (features-only training and evaluation)
+    runs on one thread: OpenMP threads spin-wait for each other, so when another job
+    holds a core, a tiny step at two threads waits far beyond its share of the CPU."""
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
 
 
 def seed_everything(seed: int) -> None:

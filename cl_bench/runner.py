@@ -37,6 +37,7 @@ from cl_bench.environment import (
     resolve_device,
     resolve_precision,
     seed_everything,
+    threads,
     versions,
 )
 from cl_bench.errors import UserError
@@ -202,18 +203,20 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     checkpoint = RunCheckpoint(result, {"method": card.name, "seed": seed,
                                         "tasks": len(stream.train)})
     strategy, recorder, train_flops = checkpoint.start(build)
-    if getattr(cls, "joint", False):
-        # upper bound: one training on every task's data, then the same evaluations
-        strategy.train(stream.train, eval_streams=[], **loader_args)
-        for seen in stream.seen_test:
-            strategy.eval(seen, **loader_args)
-    else:
-        for i, experience in enumerate(stream.train):
-            if i < checkpoint.done:
-                continue
-            strategy.train(experience, eval_streams=[], **loader_args)
-            strategy.eval(stream.seen_test[i], **loader_args)
-            checkpoint.save(strategy, i + 1, time.perf_counter() - t_start)
+    extract_threads = torch.get_num_threads()  # backbone passes: the configured count
+    with threads(1 if getattr(cls, "features_only", False) else None) as train_threads:
+        if getattr(cls, "joint", False):
+            # upper bound: one training on every task's data, then the same evaluations
+            strategy.train(stream.train, eval_streams=[], **loader_args)
+            for seen in stream.seen_test:
+                strategy.eval(seen, **loader_args)
+        else:
+            for i, experience in enumerate(stream.train):
+                if i < checkpoint.done:
+                    continue
+                strategy.train(experience, eval_streams=[], **loader_args)
+                strategy.eval(stream.seen_test[i], **loader_args)
+                checkpoint.save(strategy, i + 1, time.perf_counter() - t_start)
     precision = store.precision
     return {
         "schema_version": results.SCHEMA_VERSION,
@@ -246,6 +249,7 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
             "eval_s": recorder.eval_s,
             "total_s": checkpoint.elapsed_s + time.perf_counter() - t_start,
             "resumed_from_task": checkpoint.resumed_from,
+            "threads": {"features": extract_threads, "train_eval": train_threads},
         },
         "memory": peak_memory(device),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
