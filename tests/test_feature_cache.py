@@ -216,10 +216,13 @@ def numbers(record: dict) -> dict:
 def test_clean_run_numbers(clean_run):
     _, record = clean_run
     assert record["status"] == "done" and record["timing"]["features_from"] == "extracted"
-    assert (record["avg_acc"], record["last_acc"]) == (0, 0)
+    assert (round(record["avg_acc"], 2), round(record["last_acc"], 2)) == (89.75, 80.0)
 
 
-@pytest.mark.parametrize("kind", DAMAGES)
+# Through a whole run, the three damages users met (silently wrong numbers, "Aborted.",
+# a traceback) and NaN; the store test above covers every kind at the same seam.
+@pytest.mark.parametrize("kind", ["garbled bytes", "zero bytes", "wrong shape",
+                                  "NaN, matching checksum"])
 def test_run_recomputes_a_damaged_entry_and_gets_the_clean_numbers(clean_run, tmp_path, kind):
     cache, clean = clean_run
     test_entry = next(p for p in cache.glob("*/*.json") if ", 'test', " in p.read_text())
