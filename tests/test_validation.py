@@ -42,7 +42,8 @@ def refused(result, needle: str, out: Path | None = None) -> None:
     (["--set", "scenario.init_cls=0"], "synthetic.init_cls = 0 is out of range"),
     (["--set", "scenario.increment=-2"], "synthetic.increment = -2 is out of range"),
     (["--set", "scenario.test_shuffle=1"], "expected a bool"),
-    (["--set", "scenario.normalize=imagenet"], "choose one of none, backbone"),
+    (["--scenario", "cifar100", "--set", "scenario.normalize=imagenet"],
+     'cifar100.normalize = "imagenet" is not allowed; choose one of none, backbone'),
     (["--set", "scenario.dataset_args={size: 2}"], "synthetic.dataset_args.size = 2 is out"),
     (["--set", "scenario.dataset_args={seed: 4294967296}"], "at most 4294967295"),
     (["--methods", "l2p", *VIT, "--set", "l2p.pool_size=3"],
@@ -98,7 +99,7 @@ def test_out_not_writable(tmp_path, make, needle):
     out = make(tmp_path)
     refused(invoke("run", "--out", str(out), *SYN), needle)
     assert (tmp_path / "file").read_text() == "keep me"
-    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+    assert not out.is_dir() and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
 def test_feature_cache_not_writable(tmp_path, monkeypatch):
@@ -158,22 +159,28 @@ def test_non_utf8_card(tmp_path, monkeypatch):
     monkeypatch.setattr(config, "METHODS_DIR", cards)
     out = tmp_path / "out"
     refused(invoke("run", "--methods", "broken", "--out", str(out), *SYN),
-            f"{cards / 'broken.yaml'} is not UTF-8 text (byte 0xe9 at offset 9)", out)
+            f"{cards / 'broken.yaml'} is not UTF-8 text (byte 0xe9 at offset 10)", out)
 
 
-def test_list_methods_survives_a_broken_card(tmp_path, monkeypatch):
-    """`list methods` is an inventory: it lists every good card, then names each bad one
-    and exits 2, so the damage is neither hidden nor able to hide the other cards."""
-    cards = tmp_path / "methods"
+@pytest.mark.parametrize(("kind", "folder", "good", "needs"), [
+    ("methods", "METHODS_DIR", "tosca", "strategy, defaults"),
+    ("scenarios", "BENCHMARKS_DIR", "synthetic", "dataset, init_cls, increment, test_shuffle"),
+])
+def test_list_survives_a_broken_card(tmp_path, monkeypatch, kind, folder, good, needs):
+    """`list` is an inventory: it lists every good card, then names each bad one and
+    exits 2, so the damage is neither hidden nor able to hide the other cards."""
+    cards = tmp_path / kind
     cards.mkdir()
-    shutil.copy(ROOT / "methods" / "tosca.yaml", cards)
-    (cards / "broken.yaml").write_text(STRATEGY)
-    monkeypatch.setattr(config, "METHODS_DIR", cards)
-    result = invoke("list", "methods")
+    shutil.copy(getattr(config, folder) / f"{good}.yaml", cards)
+    (cards / "broken.yaml").write_text("dataset: synthetic\n" + STRATEGY)
+    monkeypatch.setattr(config, folder, cards)
+    result = invoke("list", kind)
     assert result.exit_code == 2
-    assert result.stdout.split()[0] == "tosca" and "broken" not in result.stdout
-    assert result.stderr == (f"error: {cards / 'broken.yaml'} lacks `defaults:`, which every "
-                             "method card needs (strategy, defaults).\n")
+    assert result.stdout.split()[0] == good and "broken" not in result.stdout
+    missing = "`defaults:`" if kind == "methods" else \
+        "`init_cls:`, `increment:`, `test_shuffle:`"
+    assert result.stderr == (f"error: {cards / 'broken.yaml'} lacks {missing}, which every "
+                             f"{kind[:-1]} card needs ({needs}).\n")
 
 
 @pytest.mark.parametrize(("drop", "add", "needle"), [
