@@ -26,6 +26,15 @@ SUMMARY_NUMBERS = ("avg_acc", "last_acc", "avg_acc_task_mean", "last_acc_task_me
                    "forgetting", "bwt")
 ACCOUNTING_READ = ("added_per_task", "stored_at_end", "inference_gflops_per_image")
 TIMING_READ = ("train_s", "total_s")
+TIMING_OTHER = {
+    "features_from": lambda v: v is None or isinstance(v, str),
+    "resumed_from_task": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)
+                                                 and v >= 1),
+    "threads": lambda v: isinstance(v, dict) and all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in v.values()),
+}
+TIMING_OTHER_WORDS = {"features_from": "a name", "resumed_from_task": "a task number",
+                      "threads": "thread counts per phase"}
 TOLERANCE = 1e-6
 SHOWN = 3  # problems named in a one-line reason
 
@@ -161,15 +170,16 @@ def _summary_problems(record: dict, compare: bool) -> list[str]:
 
 def _block_problems(record: dict) -> list[str]:
     """``accounting`` and ``timing``: the fields readers use are present, and every
-    field is a finite number or a list of them (``timing.features_from`` names a source)."""
+    field is a finite number or a list of them, except the timing fields that name
+    something (``features_from``, ``resumed_from_task``, the ``threads`` per phase)."""
     out = []
     for block, read in (("accounting", ACCOUNTING_READ), ("timing", TIMING_READ)):
         fields = record[block]
         out += [f"{block}.{key} is missing" for key in read if key not in fields]
         for key, value in fields.items():
-            if block == "timing" and key == "features_from":
-                if value is not None and not isinstance(value, str):
-                    out.append(f"timing.features_from is {value!r}, not a name")
+            if block == "timing" and key in TIMING_OTHER:
+                if not TIMING_OTHER[key](value):
+                    out.append(f"timing.{key} is {value!r}, not {TIMING_OTHER_WORDS[key]}")
             elif (problem := _numbers(value, f"{block}.{key}")) is not None:
                 out.append(problem)
     if isinstance(record["accounting"].get("added_per_task"), list) and not record[
