@@ -59,6 +59,7 @@ def test_each_phase_runs_at_its_thread_count(tmp_path, monkeypatch):
             return original(self, **kwargs)
         return wrapper
 
+    monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path / "cache"))  # features are extracted here
     monkeypatch.setattr(features, "extract", observed_extract)
     monkeypatch.setattr(SupervisedTemplate, "_before_training_exp",
                         observe("_before_training_exp"))
