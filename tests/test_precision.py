@@ -15,11 +15,11 @@ CPU = torch.device("cpu")
 
 
 @pytest.mark.parametrize("name,size", [("vit_tiny_patch16_224", 32),
-                                       ("efficientnet_lite0", 64)])
+                                       ("efficientnet_lite0", 32)])
 def test_bf16_weights_give_autocast_outputs_bit_for_bit(name, size):
     backbone = load_backbone(name, "random", size)
     backbone.precision = "bf16"
-    x = torch.rand(4, 3, size, size, generator=torch.Generator().manual_seed(0))
+    x = torch.rand(2, 3, size, size, generator=torch.Generator().manual_seed(0))
     flops = backbone_flops(backbone)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         before = backbone.features(x)
