@@ -74,8 +74,7 @@ def added(folders: list[Path]) -> Iterator[None]:
 
 
 def extra_sources() -> list[Source]:
-    """Entry points, then ``CL_BENCH_CARDS``, then ``--cards``; a folder named twice
-    counts once (at its first place)."""
+    """Entry points, then ``CL_BENCH_CARDS``, then ``--cards``."""
     found = [*entry_point_sources()]
     for text in filter(None, os.environ.get(ENV, "").split(os.pathsep)):
         folder = Path(text).expanduser()
@@ -83,9 +82,7 @@ def extra_sources() -> list[Source]:
             raise UserError(f"{ENV} names {text}, which is not a folder. Fix {ENV} (folders "
                             f"of card YAML, separated by {os.pathsep!r}) or unset it.")
         found.append(Source(folder, ENV))
-    found += [Source(folder, "--cards") for folder in _added]
-    seen: set[Path] = set()
-    return [s for s in found if not (s.folder.resolve() in seen or seen.add(s.folder.resolve()))]
+    return found + [Source(folder, "--cards") for folder in _added]
 
 
 def entry_point_sources() -> list[Source]:
