@@ -184,6 +184,7 @@ def test_wheel_works_outside_the_checkout(tmp_path):
     home = tmp_path / "elsewhere"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CL_BENCH_CARDS")}
+    env["CL_BENCH_CACHE"] = str(tmp_path / "cache")  # features of its own, not the tests'
 
     def cl_bench(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([venv / "bin" / "cl-bench", *args], cwd=home, env=env,
