@@ -32,8 +32,26 @@ def _csv(text: str | None) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()] if text else []
 
 
+Cards = Annotated[list[str] | None, typer.Option(
+    "--cards", help="A folder of your own cards (YAML: methods with strategy:, scenarios "
+                    "with dataset:, suites with runs:), beside the built-in ones, "
+                    "CL_BENCH_CARDS and installed packages' cards. Repeatable or "
+                    "comma-separated.")]
+
+
+def with_cards(fn):
+    """The command's ``--cards`` folders count while it runs, and only then."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from cl_bench.sources import added
+        with added([Path(p) for p in _csv(",".join(kwargs.get("cards") or []))]):
+            return fn(*args, **kwargs)
+    return wrapper
+
+
 @app.command()
 @user_errors
+@with_cards
 def run(
     methods: Annotated[str | None, typer.Option(
         help="Comma-separated methods (see `cl-bench list methods`). Default: every method "
@@ -93,6 +111,7 @@ def run(
     slurm_requeue: Annotated[bool, typer.Option(
         help="--launcher slurm: requeue a job that is preempted or reaches --slurm-time; "
              "it resumes its run from the last finished task.")] = False,
+    cards: Cards = None,
 ) -> None:
     """Run methods x seeds on one or more scenarios and print average / last accuracy.
     Finished runs are skipped, so an interrupted grid resumes by running the same command;
@@ -169,6 +188,7 @@ def status(
 
 @app.command()
 @user_errors
+@with_cards
 def account(
     methods: Annotated[str, typer.Option(help="Comma-separated methods.")] = "tosca,simplecil",
     backbone: Annotated[str, typer.Option(help="Backbone (see `cl-bench list backbones`).")]
@@ -180,6 +200,7 @@ def account(
     image_size: Annotated[int | None, typer.Option(help="ViT input resolution.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
         = False,
+    cards: Cards = None,
 ) -> None:
     """Parameters and FLOPs per method at the end of a T-task stream, without data or
     training: trainable, added per task and stored parameters (everything kept beyond the
@@ -199,11 +220,13 @@ def account(
 
 @app.command()
 @user_errors
+@with_cards
 def check(
     suite: Annotated[str, typer.Option(help="Suite in benchmarks/ (a YAML with runs:).")]
         = "ci",
     baseline: Annotated[Path | None, typer.Option(
-        help="Baseline JSON; default results/baselines/<suite>.json.")] = None,
+        help="Baseline JSON; default: the built-in suite's results/baselines/<suite>.json, "
+             "or baselines/<suite>.json beside a suite from --cards.")] = None,
     tolerance: Annotated[float | None, typer.Option(
         help="Override every metric's tolerance (accuracy points).")] = None,
     out: Annotated[Path, typer.Option(help="Where the suite's runs go; finished runs are "
@@ -212,6 +235,7 @@ def check(
         help="Rewrite the baseline with the numbers measured now (tolerance default 1.0) "
              "and new provenance.")] = False,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    cards: Cards = None,
 ) -> None:
     """Run a suite and compare average / last accuracy with the baseline: exit 1 when a
     metric drops by more than its tolerance or a run is missing, 0 otherwise.
@@ -220,10 +244,9 @@ def check(
     Example: cl-bench check --suite ci
     """
     from cl_bench import regress
-    from cl_bench.config import ROOT
     from cl_bench.preflight import writable_dir
     suite_def = regress.load_suite(suite)
-    path = baseline or ROOT / "results" / "baselines" / f"{suite}.json"
+    path = baseline or regress.default_baseline(suite, writing=update_baseline)
     if update_baseline:
         writable_dir(path.parent, "The baseline's folder")
     else:  # a missing or unusable baseline is refused before the suite runs, not after
@@ -271,12 +294,14 @@ app.add_typer(data_app, name="data")
 
 @data_app.command("check")
 @user_errors
+@with_cards
 def data_check(
     scenario: Annotated[str, typer.Option(help="Scenario (see `cl-bench list scenarios`).")],
     data_root: Annotated[Path | None, typer.Option(
         envvar="CL_BENCH_DATA", help="Folder with the scenario's data (env CL_BENCH_DATA).")]
         = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    cards: Cards = None,
 ) -> None:
     """Count classes and images per split against the expected numbers and decode every
     image, listing unreadable files. Exit 0: as expected; 1: problems listed; 2: data
@@ -294,6 +319,7 @@ def data_check(
 
 @app.command()
 @user_errors
+@with_cards
 def report(
     results: Annotated[Path, typer.Option(help="Results folder (what `cl-bench run --out` "
                                                "wrote).")] = Path("results"),
@@ -310,6 +336,7 @@ def report(
     images: Annotated[str, typer.Option(
         help="Plot files to write: png,svg | png | svg | none (the HTML embeds its own).")]
         = "png,svg",
+    cards: Cards = None,
 ) -> None:
     """Tables and plots from result files: per scenario, methods x accuracy (mean +- std
     over seeds), forgetting, parameters, GFLOPs and train time, published numbers beside
@@ -332,12 +359,17 @@ def report(
 
 @app.command("list")
 @user_errors
-def list_(what: Annotated[str, typer.Argument(help="methods | scenarios | backbones")]) -> None:
-    """List the known methods, scenarios or backbones."""
+@with_cards
+def list_(what: Annotated[str, typer.Argument(help="methods | scenarios | backbones")],
+          cards: Cards = None) -> None:
+    """List the known methods, scenarios or backbones; a card's line ends with where it
+    comes from: built-in, or the source and file (--cards, CL_BENCH_CARDS, an installed
+    package's entry point)."""
     from cl_bench.backbones import BACKBONES
     from cl_bench.backbones.vit import PINNED_TAGS
     from cl_bench.config import load_method, load_scenario, method_names, scenario_names
     from cl_bench.errors import unknown
+    from cl_bench.sources import BUILTIN
     if what in ("methods", "scenarios"):
         names, load = ((method_names, load_method) if what == "methods"
                        else (scenario_names, load_scenario))
@@ -349,11 +381,13 @@ def list_(what: Annotated[str, typer.Argument(help="methods | scenarios | backbo
                 bad.append(e.paragraph())
                 continue
             p, raw = card.params, card.raw
+            origin = card.origin if card.origin == BUILTIN else f"{card.origin}: {card.path}"
             typer.echo(f"{name:14s} {card.title:12s} backbones: {raw.get('backbones'):4s}"
                        f"  inputs: {raw.get('inputs', 'images'):9s}"
-                       f"{'  (default run)' if raw.get('default_run') else ''}"
+                       f"{'  (default run)' if raw.get('default_run') else ''}  ({origin})"
                        if what == "methods" else
-                       f"{name:14s} {card.title}  [init {p['init_cls']}, +{p['increment']}]")
+                       f"{name:14s} {card.title}  [init {p['init_cls']}, +{p['increment']}]"
+                       f"  ({origin})")
         for paragraph in bad:
             typer.echo(f"error: {paragraph}", err=True)
         if bad:

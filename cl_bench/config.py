@@ -2,7 +2,9 @@
 
 A card is a YAML file: ``methods/<name>.yaml`` (defaults from the paper, the
 strategy class, citation, published numbers) or ``benchmarks/<name>.yaml``
-(dataset, class order, task split). ``--set owner.key=value`` overrides one
+(dataset, class order, task split). Beside the built-in cards, installed packages
+and folders add their own (:mod:`cl_bench.sources`); :func:`card_index` says which
+card a name means and where it comes from. ``--set owner.key=value`` overrides one
 default, where ``owner`` is a method name or ``scenario``; values are parsed
 as YAML and must keep the default's type.
 
@@ -27,17 +29,23 @@ from __future__ import annotations
 
 import copy
 import importlib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from cl_bench import sources
 from cl_bench.errors import UserError, suggest, unknown
 
 ROOT = Path(__file__).resolve().parents[1]
-METHODS_DIR = ROOT / "methods"
-BENCHMARKS_DIR = ROOT / "benchmarks"
+_PACKAGED = sources.packaged()
+CHECKOUT: Path | None = None if _PACKAGED else ROOT  # git provenance; writable baselines
+METHODS_DIR = (_PACKAGED or ROOT) / "methods"
+BENCHMARKS_DIR = (_PACKAGED or ROOT) / "benchmarks"
+BASELINES_DIR = _PACKAGED / "baselines" if _PACKAGED else ROOT / "results" / "baselines"
+KIND_KEYS = {"strategy": "method", "dataset": "scenario", "runs": "suite"}
 
 METHOD_KEYS = ("strategy", "defaults")
 SCENARIO_KEYS = ("dataset", "init_cls", "increment", "test_shuffle")
@@ -70,18 +78,64 @@ def read_yaml(path: Path) -> dict:
     return data
 
 
-def _names(folder: Path) -> list[str]:
-    return sorted(p.stem for p in folder.glob("*.yaml") if not p.stem.startswith("_"))
+@dataclass(frozen=True)
+class Found:
+    """Where a card is: its file and the source that brought it (see :mod:`sources`)."""
+
+    path: Path
+    origin: str
+
+
+def card_index() -> dict[str, dict[str, Found]]:
+    """kind (method, scenario, suite) -> name -> card, over the built-in cards and every
+    other source; a name that two sources define is refused (result files are keyed
+    by name, so the two cards would share runs)."""
+    index: dict[str, dict[str, Found]] = {kind: {} for kind in KIND_KEYS.values()}
+    seen: set[Path] = set()
+    for source in [sources.Source(METHODS_DIR, sources.BUILTIN, "methods"),
+                   sources.Source(BENCHMARKS_DIR, sources.BUILTIN, "benchmarks"),
+                   *sources.extra_sources()]:
+        if source.folder.resolve() in seen:  # e.g. --cards methods/ in a checkout
+            continue
+        seen.add(source.folder.resolve())
+        for path in sorted(source.folder.glob("*.yaml")):
+            kind = None if path.stem.startswith("_") else card_kind(path, source.kind)
+            if kind is None:
+                continue
+            other = index[kind].get(path.stem)
+            if other is not None:
+                raise UserError(
+                    f'Two {kind} cards are named "{path.stem}": {other.path} ({other.origin}) '
+                    f"and {path} ({source.origin}). Results are kept by {kind} name, so a name "
+                    "must mean one card: rename one of the files (a card's name is its file "
+                    "name) or drop its folder from --cards / CL_BENCH_CARDS.")
+            index[kind][path.stem] = Found(path, source.origin)
+    return index
+
+
+def card_kind(path: Path, folder_kind: str | None) -> str | None:
+    """What a card file is: by its folder (built-in ``methods/``, ``benchmarks/``,
+    where files that are neither scenario nor suite are ignored), else by its keys."""
+    if folder_kind == "methods":
+        return "method"
+    raw = read_yaml(path)
+    if folder_kind == "benchmarks":
+        return "scenario" if "dataset" in raw else "suite" if "runs" in raw else None
+    kind = next((k for key, k in KIND_KEYS.items() if key in raw), None)
+    if kind is None:
+        raise UserError(f"{path} is not a card: a method card has `strategy:`, a scenario "
+                        "card `dataset:`, a suite `runs:`. Fix the file or move it out of "
+                        "the cards folder.")
+    return kind
 
 
 def method_names() -> list[str]:
-    return _names(METHODS_DIR)
+    return sorted(card_index()["method"])
 
 
 def scenario_names() -> list[str]:
     """Scenario cards (suites such as ci.yaml live beside them but have no dataset)."""
-    return [n for n in _names(BENCHMARKS_DIR)
-            if "dataset" in read_yaml(BENCHMARKS_DIR / f"{n}.yaml")]
+    return sorted(card_index()["scenario"])
 
 
 @dataclass
@@ -93,6 +147,7 @@ class Card:
     raw: dict
     params: dict = field(default_factory=dict)
     base_rules: dict = field(default_factory=dict)  # rules shared by every card of its kind
+    origin: str = sources.BUILTIN  # where the card comes from (:mod:`cl_bench.sources`)
 
     @property
     def title(self) -> str:
@@ -231,16 +286,17 @@ def coerce(text: str, default: Any, label: str) -> Any:
 
 def load_method(name: str) -> Card:
     """A method card, checked whole: keys, strategy class, rules and defaults."""
-    path = METHODS_DIR / f"{name}.yaml"
-    if not path.exists():
+    found = card_index()["method"].get(name)
+    if found is None:
         raise unknown("method", name, method_names())
-    raw = read_yaml(path)
+    path, raw = found.path, read_yaml(found.path)
     need_keys(path, raw, METHOD_KEYS, "method")
     if not isinstance(raw["defaults"], dict):
         raise UserError(f"{path}: `defaults:` must be a mapping of setting: value, not "
                         f"{type(raw['defaults']).__name__}.")
+    card = Card(name, path, raw, copy.deepcopy(raw["defaults"]), origin=found.origin)
+    make_importable(card)
     strategy_class(path, raw["strategy"])
-    card = Card(name, path, raw, copy.deepcopy(raw["defaults"]))
     check_rules(card, required=True)
     card.check(defaults=True)
     return card
@@ -248,14 +304,14 @@ def load_method(name: str) -> Card:
 
 def load_scenario(name: str) -> Card:
     """A scenario card, checked whole: keys, rules and values."""
-    path = BENCHMARKS_DIR / f"{name}.yaml"
-    if not path.exists() or name not in scenario_names():
+    found = card_index()["scenario"].get(name)
+    if found is None:
         raise unknown("scenario", name, scenario_names())
-    raw = read_yaml(path)
+    path, raw = found.path, read_yaml(found.path)
     need_keys(path, raw, SCENARIO_KEYS, "scenario")
     params = {k: v for k, v in raw.items() if k not in (
         "name", "title", "description", "bounds", "positive", "choices")}
-    card = Card(name, path, raw, copy.deepcopy(params), SCENARIO_RULES)
+    card = Card(name, path, raw, copy.deepcopy(params), SCENARIO_RULES, found.origin)
     check_rules(card, required=True)
     card.check(defaults=True)
     return card
@@ -268,6 +324,16 @@ def need_keys(path: Path, raw: dict, keys: tuple[str, ...], kind: str) -> None:
                         f"{kind} card needs ({', '.join(keys)}).")
 
 
+def make_importable(card: Card) -> None:
+    """A method card from outside the package may name a module that sits beside it
+    (``strategy: my_method:MyMethod`` next to ``my_method.py``): its folder goes at the
+    end of ``sys.path`` (so it shadows nothing installed), for the rest of the process.
+    A worker process that receives the card calls this before importing its strategy."""
+    folder = str(card.path.parent.resolve())
+    if card.origin != sources.BUILTIN and folder not in sys.path:
+        sys.path.append(folder)
+
+
 def strategy_class(path: Path, spec: Any) -> type:
     """The class a card's ``strategy: package.module:Class`` names, or the card's error."""
     if not isinstance(spec, str) or spec.count(":") != 1:
@@ -277,7 +343,9 @@ def strategy_class(path: Path, spec: Any) -> type:
         obj = getattr(importlib.import_module(module), attr)
     except ModuleNotFoundError as e:
         raise UserError(f"{path}: strategy {spec} cannot be imported: no module named "
-                        f"{e.name!r}. Fix `strategy:` in the card.") from None
+                        f"{e.name!r}. Fix `strategy:` in the card (a module is found among "
+                        "the installed packages, or beside a card from outside the package: "
+                        f"{path.parent / e.name.split('.')[0]}.py).") from None
     except AttributeError:
         raise UserError(f"{path}: strategy {spec}: module {module} has no {attr!r}. Fix "
                         "`strategy:` in the card.") from None

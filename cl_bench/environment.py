@@ -87,7 +87,11 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def git_commit(root: Path) -> str | None:
+def git_commit(root: Path | None) -> str | None:
+    """The checkout's commit (``-dirty`` with uncommitted changes); None outside a
+    checkout (an installed package: ``root`` None), or without git."""
+    if root is None:
+        return None
     try:
         head = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=root,
                               capture_output=True, text=True, timeout=5)
@@ -99,7 +103,7 @@ def git_commit(root: Path) -> str | None:
     return (sha + ("-dirty" if dirty.strip() else "")) if sha else None
 
 
-def versions(device: torch.device, root: Path) -> dict:
+def versions(device: torch.device, root: Path | None) -> dict:
     import avalanche
     import timm
 

@@ -34,7 +34,7 @@ import torch
 from submitit.helpers import Checkpointable
 
 from cl_bench import results
-from cl_bench.config import Card
+from cl_bench.config import Card, make_importable
 from cl_bench.environment import (
     check_precision_name,
     make_deterministic,
@@ -178,6 +178,7 @@ def _compute(job: Job) -> dict:
     plan, train and evaluate."""
     req = job.req
     make_deterministic(req.threads)
+    make_importable(job.method)  # a strategy beside its card, in a process of its own
     device = resolve_device(req.device)
     key = json.dumps([req.backbone, req.weights, req.image_size, str(req.data_root),
                       req.download, req.device, req.precision, job.scenario.name,

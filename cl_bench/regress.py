@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cl_bench import results
-from cl_bench.config import BENCHMARKS_DIR, ROOT, read_yaml
+from cl_bench import config, results, sources
+from cl_bench.config import read_yaml
 from cl_bench.errors import UserError
 
 METRICS = ("avg_acc", "last_acc")
@@ -52,12 +52,12 @@ class Row:
 
 
 def load_suite(name: str) -> dict:
-    path = BENCHMARKS_DIR / f"{name}.yaml"
-    if not path.exists():
-        suites = sorted(p.stem for p in BENCHMARKS_DIR.glob("*.yaml")
-                        if "runs" in read_yaml(p))
-        raise UserError(f'Unknown suite "{name}"; suites: {", ".join(suites)} '
-                        f"(files in {BENCHMARKS_DIR} with a runs: list).")
+    found = config.card_index()["suite"].get(name)
+    if found is None:
+        raise UserError(f'Unknown suite "{name}"; suites: '
+                        f'{", ".join(sorted(config.card_index()["suite"]))} (card files with a '
+                        f"runs: list, in {config.BENCHMARKS_DIR} or a --cards folder).")
+    path = found.path
     suite = read_yaml(path)
     suite.setdefault("name", name)
     if not isinstance(suite.get("runs"), list) or not suite["runs"]:
@@ -126,6 +126,21 @@ def suite_keys(suite: dict) -> list[str]:
     return [f"{entry['name']}/{method}" for entry in suite["runs"] for method in entry["methods"]]
 
 
+def default_baseline(name: str, writing: bool) -> Path:
+    """A suite's baseline when --baseline is not given: a built-in suite's is the
+    package's (``results/baselines/`` of a checkout); another suite's is
+    ``baselines/<suite>.json`` beside the suite's file. An installed package's own
+    baseline is read, never rewritten."""
+    found = config.card_index()["suite"][name]
+    if found.origin != sources.BUILTIN:
+        return found.path.parent / "baselines" / f"{name}.json"
+    if writing and config.CHECKOUT is None:
+        raise UserError(f"The baseline of suite {name} is part of the installed cl-bench "
+                        f"({config.BASELINES_DIR}) and is not rewritten; give the file to "
+                        "write with --baseline PATH (and compare with it the same way).")
+    return config.BASELINES_DIR / f"{name}.json"
+
+
 def read_baseline(path: Path, suite: dict) -> dict:
     """The baseline, verified before the suite runs: it exists, is JSON and holds a
     value for every metric of every run of the suite."""
@@ -154,11 +169,11 @@ def read_baseline(path: Path, suite: dict) -> dict:
 def new_baseline(suite: dict, measured: dict[str, dict[str, float]], tolerance: float
                  ) -> dict:
     from cl_bench.environment import git_commit, resolve_device, versions
-    env = versions(resolve_device("auto"), ROOT)
+    env = versions(resolve_device("auto"), config.CHECKOUT)
     return {
         "suite": suite["name"],
         "notes": {e["name"]: e["note"] for e in suite["runs"] if e.get("note")},
-        "provenance": {"commit": git_commit(ROOT), "date": time.strftime("%Y-%m-%d"),
+        "provenance": {"commit": git_commit(config.CHECKOUT), "date": time.strftime("%Y-%m-%d"),
                        "torch": env["torch"], "timm": env["timm"],
                        "avalanche": env["avalanche"], "device": env["device"],
                        "platform": env["platform"]},

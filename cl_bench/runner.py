@@ -30,7 +30,7 @@ from cl_bench.backbones import (
 )
 from cl_bench.backbones.base import Backbone
 from cl_bench.checkpoint import RunCheckpoint
-from cl_bench.config import ROOT, Card, import_object, load_method, load_scenario, parse_sets
+from cl_bench.config import CHECKOUT, Card, import_object, load_method, load_scenario, parse_sets
 from cl_bench.environment import (
     make_deterministic,
     peak_memory,
@@ -235,7 +235,7 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
             "test_shuffle": scenario.params["test_shuffle"],
             "eval_batch_size": card.params.get("eval_batch_size"),
         },
-        "env": versions(device, ROOT),
+        "env": versions(device, CHECKOUT),
         "acc_matrix": recorder.acc_matrix,
         "acc_seen": recorder.acc_seen,
         **summarize(recorder.acc_matrix, recorder.acc_seen),

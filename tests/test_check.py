@@ -31,7 +31,6 @@ def suite_dir(tmp_path, monkeypatch):
         (bench / f"{name}.yaml").write_text((config.BENCHMARKS_DIR / f"{name}.yaml").read_text())
     (bench / "mini.yaml").write_text(SUITE)
     monkeypatch.setattr(config, "BENCHMARKS_DIR", bench)
-    monkeypatch.setattr(regress, "BENCHMARKS_DIR", bench)
     return tmp_path
 
 
