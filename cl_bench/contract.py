@@ -44,6 +44,11 @@ What a method declares:
   :class:`Bookkeeping` (measurement and data plumbing, such as the recorder). A
   plugin that keeps the method's state (EWC's importances) is an ordinary plugin.
 
+A ``PER_TASK`` strategy that also derives from :class:`cl_bench.state.Resumable`
+(all shipped ones do) is checkpointed after every task, so a killed run resumes at
+its next task with the numbers of an uninterrupted run; one that does not starts
+over when killed.
+
 A strategy class that declares nothing is refused when its card is loaded, with one
 message that says what to declare (:func:`spec_of`).
 """

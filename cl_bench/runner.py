@@ -51,6 +51,7 @@ from cl_bench.scenarios.data import ImageData
 from cl_bench.scenarios.order import task_split, tasks_of
 from cl_bench.scenarios.stream import build_stream
 from cl_bench.scenarios.transforms import eval_transform, train_transform
+from cl_bench.state import Resumable
 from cl_bench.strategies.views import EpochView, ViewClock, evaluation_view
 
 DEFAULT_SCENARIO = "fmnist"
@@ -201,8 +202,9 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
         return cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
                    device=device, plugins=[recorder, train_flops, *plugins],
                    evaluator=quiet_evaluator()), recorder, train_flops
-    checkpoint = RunCheckpoint(result, {"method": card.name, "seed": seed,
-                                        "tasks": len(stream.train)})
+    # a strategy that cannot save its state is not checkpointed: a killed run starts over
+    checkpoint = RunCheckpoint(result if issubclass(cls, Resumable) else None,
+                               {"method": card.name, "seed": seed, "tasks": len(stream.train)})
     strategy, recorder, train_flops = checkpoint.start(build)
     extract_threads = torch.get_num_threads()  # backbone passes: the configured count
     with threads(1 if spec.inputs is Inputs.FEATURES else None) as train_threads:
