@@ -11,9 +11,9 @@ never calls the backbone inside its model, so its one frozen pass is added.
 
 Parameters: ``stored`` is everything a method keeps beyond the pretrained
 backbone: its modules, prompts, keys, heads, prototypes, and tensors its
-plugins hold (EWC importances and anchors; not bookkeeping plugins such as
-the recorder). A backbone inside the method's
-model (shared, or a fine-tuned copy) is recognised by its type and not
+plugins hold (EWC importances and anchors; not
+:class:`~cl_bench.contract.Bookkeeping` plugins such as the recorder). A backbone
+inside the method's model (shared, or a fine-tuned copy) is recognised by its type and not
 counted as added.
 """
 
@@ -27,6 +27,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, flop_registry, register_flop_formula
 
 from cl_bench.backbones.base import Backbone, autocast
+from cl_bench.contract import Bookkeeping, Inputs, spec_of
 from cl_bench.state import Stateful
 
 aten = torch.ops.aten
@@ -99,8 +100,8 @@ def stored_params(strategy, backbone: Backbone | None) -> int:
     inner |= {id(b) for m in _backbone_like(model, backbone) for b in m.buffers()}
     seen: set[int] = set(inner)
     total = sum(_tensors(t, seen) for t in (*model.parameters(), *model.buffers()))
-    for plugin in getattr(strategy, "plugins", []):
-        if getattr(plugin, "bookkeeping", False):
+    for plugin in strategy.plugins:
+        if isinstance(plugin, Bookkeeping):
             continue
         total += sum(_tensors(v, seen) for v in vars(plugin).values())
     return total
@@ -113,7 +114,7 @@ def trainable_params(strategy) -> int:
 def inference_flops(strategy, backbone: Backbone) -> int:
     """FLOPs to classify one test image with everything stored so far."""
     model: nn.Module = strategy.model
-    features_only = getattr(strategy, "features_only", False)
+    features_only = spec_of(type(strategy)).inputs is Inputs.FEATURES
     device = next(iter(model.parameters()), torch.zeros(0)).device
     if features_only:
         x = torch.zeros(1, backbone.dim, device=device)
@@ -127,14 +128,14 @@ def inference_flops(strategy, backbone: Backbone) -> int:
     return c.get_total_flops() + (backbone_flops(backbone) if features_only else 0)
 
 
-class TrainFlops(Stateful, SupervisedPlugin):
+class TrainFlops(Bookkeeping, Stateful, SupervisedPlugin):
     """Avalanche plugin: FLOPs per sample of the first training step of each task
-    (forward + backward as the strategy really runs them).
+    (forward + backward as the strategy really runs them). Bookkeeping: it measures
+    the method and is not part of what it stores.
 
     ``stop_after_first`` ends each task after that step (``cl-bench account``).
     """
 
-    bookkeeping = True  # measures the method; not part of what it stores
     state_attrs = ("per_sample",)
 
     def __init__(self, stop_after_first: bool = False) -> None:

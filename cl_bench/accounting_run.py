@@ -15,6 +15,7 @@ import torch
 from cl_bench.accounting import TrainFlops, backbone_flops, inference_flops
 from cl_bench.backbones import load_backbone
 from cl_bench.config import import_object, load_method
+from cl_bench.contract import Inputs, drive, spec_of
 from cl_bench.errors import UserError
 from cl_bench.recording import Recorder
 from cl_bench.scenarios.order import task_split
@@ -27,7 +28,7 @@ def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
     if card.raw.get("backbones", "any") not in ("any", backbone.kind):
         raise UserError(f"{name} needs a ViT backbone; {backbone.name} is a CNN.")
     params = dict(card.params, epochs=1, batch_size=1)
-    features_only = getattr(cls, "features_only", False)
+    features_only = spec_of(cls).inputs is Inputs.FEATURES
     per_task = n_classes // n_tasks
     sizes = task_split(n_classes, per_task, per_task)
     # one sample per task, labelled with the task's last class: heads and prototypes grow
@@ -48,11 +49,7 @@ def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
     strategy = cls(params=params, backbone=backbone, n_classes=n_classes,
                    device=torch.device("cpu"), plugins=[recorder, meter],
                    evaluator=quiet_evaluator())
-    if getattr(cls, "joint", False):
-        strategy.train(stream.train, eval_streams=[])
-    else:
-        for experience in stream.train:
-            strategy.train(experience, eval_streams=[])
+    drive(strategy, stream, evaluate=False)
     bb = backbone_flops(backbone)
     inf = inference_flops(strategy, backbone)
     return {

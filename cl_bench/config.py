@@ -37,6 +37,7 @@ from typing import Any
 import yaml
 
 from cl_bench import sources
+from cl_bench.contract import spec_of
 from cl_bench.errors import UserError, suggest, unknown
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -352,6 +353,7 @@ def strategy_class(path: Path, spec: Any) -> type:
     if not isinstance(obj, type):
         raise UserError(f"{path}: strategy {spec} is a {type(obj).__name__}, not a class. "
                         "Name the strategy class in `strategy:`.")
+    spec_of(obj, card=path)  # refuses a class that declares no method contract
     return obj
 
 

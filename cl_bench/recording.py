@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 
 from cl_bench.accounting import stored_params, trainable_params
 from cl_bench.backbones.base import Backbone
+from cl_bench.contract import Bookkeeping
 from cl_bench.state import Stateful
 
 
@@ -23,11 +24,12 @@ def percent(hits: torch.Tensor) -> float:
     return 100.0 * int(hits.sum()) / hits.numel()
 
 
-class Recorder(Stateful, SupervisedPlugin):
-    """Fills ``acc_matrix``, ``acc_seen``, ``routing_acc``, timings and the
-    per-task parameter counts while the strategy trains and evaluates."""
+class Recorder(Bookkeeping, Stateful, SupervisedPlugin):
+    """Fills ``acc_matrix``, ``acc_seen``, ``routing_acc`` (from the strategy's
+    :meth:`~cl_bench.contract.Method.routing`), timings and the per-task parameter
+    counts while the strategy trains and evaluates. Bookkeeping: not part of what the
+    method stores (see accounting.stored_params)."""
 
-    bookkeeping = True  # not part of what the method stores (see accounting.stored_params)
     state_attrs = ("acc_matrix", "acc_seen", "routing_acc", "train_s", "eval_s", "trainable",
                    "stored")
 
@@ -70,7 +72,7 @@ class Recorder(Stateful, SupervisedPlugin):
     def after_eval_iteration(self, strategy, **kwargs) -> None:
         self._pred.append(strategy.mb_output.argmax(1).cpu())
         self._y.append(strategy.mb_y.cpu())
-        routing = getattr(strategy.model, "routing", None)
+        routing = strategy.routing()
         if routing is not None:
             self._route.append(routing.cpu())
 

@@ -31,6 +31,7 @@ from cl_bench.backbones import (
 from cl_bench.backbones.base import Backbone
 from cl_bench.checkpoint import RunCheckpoint
 from cl_bench.config import CHECKOUT, Card, import_object, load_method, load_scenario, parse_sets
+from cl_bench.contract import Inputs, drive, spec_of
 from cl_bench.environment import (
     make_deterministic,
     peak_memory,
@@ -50,6 +51,7 @@ from cl_bench.scenarios.data import ImageData
 from cl_bench.scenarios.order import task_split, tasks_of
 from cl_bench.scenarios.stream import build_stream
 from cl_bench.scenarios.transforms import eval_transform, train_transform
+from cl_bench.state import Resumable
 from cl_bench.strategies.views import EpochView, ViewClock, evaluation_view
 
 DEFAULT_SCENARIO = "fmnist"
@@ -127,8 +129,7 @@ def check_request(req: RunRequest) -> tuple[list[Card], Card]:
 
 
 def uses_feature_cache(card: Card) -> bool:
-    cls = import_object(card.raw["strategy"])
-    return getattr(cls, "features_only", False) or getattr(cls, "cached_query", False)
+    return spec_of(import_object(card.raw["strategy"])).reads_feature_cache
 
 
 def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: str,
@@ -163,11 +164,12 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     order = scenario_order(scenario, data.n_classes, seed)
     sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
     cls = import_object(card.raw["strategy"])
+    spec = spec_of(cls)
     loader_args = {}
     before, hits = store.seconds, store.hits
     train_query = test_query = None
     plugins = []
-    if getattr(cls, "features_only", False):
+    if spec.inputs is Inputs.FEATURES:
         train_x, test_x = store.get(backbone, data, "train"), store.get(backbone, data, "test")
         train_tf = eval_tf = None
         if views := card.params.get("augment_views", 0):
@@ -179,14 +181,14 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
         train_tf = train_transform(data.on_disk, backbone.input_size)
         eval_tf = eval_transform(data.on_disk, backbone.input_size)
         loader_args = {"num_workers": store.workers}
-        if getattr(cls, "cached_query", False):
+        if spec.inputs is Inputs.IMAGES_WITH_QUERY:
             # the query is the frozen feature of the image as the model sees it: cached
             # for test images, and for training images when training does not augment
             test_query = store.get(backbone, data, "test")
             if train_tf.id == eval_tf.id:
                 train_query = store.get(backbone, data, "train")
     features_s = store.seconds - before
-    uses_features = getattr(cls, "features_only", False) or test_query is not None
+    uses_features = spec.inputs is Inputs.FEATURES or test_query is not None
     features_from = None if not uses_features else (
         "extracted" if features_s > 0 else "disk cache" if store.hits > hits else "memory")
     stream = build_stream(train_x, data.train_y, test_x, data.test_y, order, sizes,
@@ -200,23 +202,15 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
         return cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
                    device=device, plugins=[recorder, train_flops, *plugins],
                    evaluator=quiet_evaluator()), recorder, train_flops
-    checkpoint = RunCheckpoint(result, {"method": card.name, "seed": seed,
-                                        "tasks": len(stream.train)})
+    # a strategy that cannot save its state is not checkpointed: a killed run starts over
+    checkpoint = RunCheckpoint(result if issubclass(cls, Resumable) else None,
+                               {"method": card.name, "seed": seed, "tasks": len(stream.train)})
     strategy, recorder, train_flops = checkpoint.start(build)
     extract_threads = torch.get_num_threads()  # backbone passes: the configured count
-    with threads(1 if getattr(cls, "features_only", False) else None) as train_threads:
-        if getattr(cls, "joint", False):
-            # upper bound: one training on every task's data, then the same evaluations
-            strategy.train(stream.train, eval_streams=[], **loader_args)
-            for seen in stream.seen_test:
-                strategy.eval(seen, **loader_args)
-        else:
-            for i, experience in enumerate(stream.train):
-                if i < checkpoint.done:
-                    continue
-                strategy.train(experience, eval_streams=[], **loader_args)
-                strategy.eval(stream.seen_test[i], **loader_args)
-                checkpoint.save(strategy, i + 1, time.perf_counter() - t_start)
+    with threads(1 if spec.inputs is Inputs.FEATURES else None) as train_threads:
+        drive(strategy, stream, start=checkpoint.done, loader_args=loader_args,
+              after_task=lambda done: checkpoint.save(strategy, done,
+                                                      time.perf_counter() - t_start))
     precision = store.precision
     return {
         "schema_version": results.SCHEMA_VERSION,
@@ -292,7 +286,7 @@ class SharedFeatureStore(FeatureStore):
 
 def trains_backbone(card: Card) -> bool:
     """Whether the method trains a copy of the backbone (it then needs fp32 weights)."""
-    return getattr(import_object(card.raw["strategy"]), "trains_backbone", False)
+    return spec_of(import_object(card.raw["strategy"])).trains_backbone
 
 
 @dataclass
@@ -316,9 +310,7 @@ def load_shared(req: RunRequest, scenario: Card, methods: list[Card], device: to
     backbone = load_backbone(req.backbone, req.weights, req.image_size).to(device)
     backbone.precision = precision
     for card in methods:
-        check = getattr(import_object(card.raw["strategy"]), "check_params", None)
-        if check is not None:
-            check(card.params, backbone)
+        import_object(card.raw["strategy"]).check_params(card.params, backbone)
     if precision == "bf16" and not any(trains_backbone(card) for card in methods):
         backbone.store_matmul_weights_in_bf16()  # same outputs, half the weight memory
     if scenario.params.get("normalize", "none") == "backbone":

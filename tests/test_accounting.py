@@ -9,6 +9,7 @@ import torch
 
 from cl_bench.accounting import counting, stored_params
 from cl_bench.accounting_run import account
+from cl_bench.contract import Bookkeeping
 from cl_bench.strategies.luca import LuCA
 
 
@@ -91,9 +92,7 @@ def test_stored_counts_plugin_state_but_not_the_backbone():
             super().__init__()
             self.importances = {"w": torch.zeros(10, 3)}
 
-    class Bookkeeper(SupervisedPlugin):
-        bookkeeping = True
-
+    class Bookkeeper(Bookkeeping, SupervisedPlugin):
         def __init__(self):
             super().__init__()
             self.log = [torch.zeros(100)]

@@ -11,6 +11,7 @@ from avalanche.core import SupervisedPlugin
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.config import load_method
+from cl_bench.contract import Bookkeeping, drive
 from cl_bench.environment import seed_everything
 from cl_bench.recording import Recorder
 from cl_bench.runner import quiet_evaluator
@@ -27,11 +28,9 @@ CPU = torch.device("cpu")
 SIZE = 32
 
 
-class Outputs(SupervisedPlugin):
+class Outputs(Bookkeeping, SupervisedPlugin):
     """Keeps the logits of the first training minibatch of every task and the
-    predictions of every evaluation."""
-
-    bookkeeping = True  # test instrumentation, not state of the method (accounting)
+    predictions of every evaluation (test instrumentation, not state of the method)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -73,22 +72,16 @@ def params(method: str, **overrides) -> dict:
     return p
 
 
-def drive(cls, p: dict, backbone: Backbone, stream: Stream, freeze: str | None = None):
-    """``runner.run_one``'s loop; ``freeze`` names a backbone submodule to freeze."""
+def train(cls, p: dict, backbone: Backbone, stream: Stream, freeze: str | None = None):
+    """``cls`` driven over ``stream`` as ``runner.run_one`` drives it; ``freeze``
+    names a backbone submodule to freeze."""
     seed_everything(1993)
     recorder, outputs = Recorder(stream.task_of_label, backbone, progress=False), Outputs()
     strategy = cls(params=p, backbone=backbone, n_classes=4, device=CPU,
                    plugins=[recorder, outputs], evaluator=quiet_evaluator())
     if freeze:
         strategy.model.backbone.get_submodule(freeze).requires_grad_(False)
-    if getattr(cls, "joint", False):
-        strategy.train(stream.train, eval_streams=[])
-        for seen in stream.seen_test:
-            strategy.eval(seen)
-    else:
-        for i, experience in enumerate(stream.train):
-            strategy.train(experience, eval_streams=[])
-            strategy.eval(stream.seen_test[i])
+    drive(strategy, stream)
     return strategy, recorder, outputs
 
 
@@ -96,10 +89,10 @@ def drive(cls, p: dict, backbone: Backbone, stream: Stream, freeze: str | None =
 def runs(backbone, stream) -> dict:
     before = {k: v.clone() for k, v in backbone.model.state_dict().items()}
     out = {
-        "finetune": drive(Finetune, params("finetune"), backbone, stream),
-        "ewc": drive(EWC, params("ewc", ewc_lambda=100.0), backbone, stream,
+        "finetune": train(Finetune, params("finetune"), backbone, stream),
+        "ewc": train(EWC, params("ewc", ewc_lambda=100.0), backbone, stream,
                      freeze="patch_embed"),
-        "joint": drive(Joint, params("joint"), backbone, stream),
+        "joint": train(Joint, params("joint"), backbone, stream),
     }
     out["backbone_before"] = before
     return out

@@ -14,6 +14,7 @@ from torch.testing import assert_close
 from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.config import import_object, load_method
+from cl_bench.contract import drive
 from cl_bench.environment import seed_everything
 from cl_bench.errors import UserError
 from cl_bench.recording import Recorder
@@ -113,9 +114,7 @@ def runs(tiny, stream) -> dict:
         extra = {"n_tasks": 3} if method == "coda-prompt" else {}
         s = strategy(method, tiny, N_CLASSES, [recorder], epochs=1, **extra)
         start = {k: v.clone() for k, v in s.model.state_dict().items()}
-        for i, experience in enumerate(stream.train):
-            s.train(experience, eval_streams=[])
-            s.eval(stream.seen_test[i])
+        drive(s, stream)
         out[method] = (s, recorder, start)
     out["backbone_before"] = before
     return out
@@ -158,9 +157,7 @@ def train_model(tiny, method: str, stream, **overrides):
     extra = {"n_tasks": 3} if method == "coda-prompt" else {}
     recorder = Recorder(stream.task_of_label, progress=False)
     s = strategy(method, tiny, N_CLASSES, [recorder], epochs=1, **extra, **overrides)
-    for i, experience in enumerate(stream.train):
-        s.train(experience, eval_streams=[])
-        s.eval(stream.seen_test[i])
+    drive(s, stream)
     return s, recorder
 
 

@@ -14,6 +14,7 @@ from avalanche.benchmarks.utils.classification_dataset import (
 from torch.testing import assert_close
 
 from cl_bench.config import load_method
+from cl_bench.contract import drive
 from cl_bench.recording import Recorder
 from cl_bench.runner import quiet_evaluator
 from cl_bench.scenarios.order import class_order, task_split
@@ -263,10 +264,8 @@ def run(cls, params: dict, data, snapshot):
     strategy = cls(params=params, backbone=SimpleNamespace(dim=D), n_classes=6, device=CPU,
                    plugins=[recorder], evaluator=quiet_evaluator())
     snaps = []
-    for i, experience in enumerate(data.stream.train):
-        strategy.train(experience, eval_streams=[])
-        snaps.append(snapshot(strategy, i, data))
-        strategy.eval(data.stream.seen_test[i])
+    drive(strategy, data.stream,
+          after_task=lambda done: snaps.append(snapshot(strategy, done - 1, data)))
     return SimpleNamespace(strategy=strategy, recorder=recorder, snaps=snaps)
 
 

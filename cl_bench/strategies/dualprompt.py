@@ -90,6 +90,10 @@ class DualPrompt(PromptStrategy):
 
     model_class = DualPromptNet
 
+    def routing(self) -> torch.Tensor | None:
+        """The E-prompt chosen per sample of the last evaluated batch."""
+        return self.model.routing
+
     @classmethod
     def check_params(cls, params: dict, backbone: Backbone) -> None:
         super().check_params(params, backbone)

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from cl_bench.backbones.base import Backbone
+from cl_bench.contract import Inputs, MethodSpec, Schedule
 from cl_bench.strategies.optim import AutocastForward, PerTaskTemplate
 
 
@@ -79,7 +80,8 @@ class FinetuneTemplate(AutocastForward, PerTaskTemplate):
     is trained on (Joint).
     """
 
-    trains_backbone = True  # the runner keeps the shared backbone's weights in fp32
+    # trains a private copy: the runner keeps the shared backbone's weights in fp32
+    spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=True, schedule=Schedule.PER_TASK)
     state_attrs = ("model.active",)
 
     def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from avalanche.training.supervised import JointTraining
 
+from cl_bench.contract import Inputs, MethodSpec, Schedule
 from cl_bench.strategies.finetuning import FinetuneTemplate, dataset_classes
 
 
@@ -22,11 +23,11 @@ class Joint(FinetuneTemplate, JointTraining):
     training experience, so plugins see before/after_training_exp once) with
     the shared fine-tuning model and optimizer.
 
-    The runner calls ``train`` once with the whole list of experiences, then
-    ``eval`` per seen-classes test experience.
+    :func:`cl_bench.contract.drive` calls ``train`` once with the whole list of
+    experiences, then ``eval`` per seen-classes test experience.
     """
 
-    joint = True
+    spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=True, schedule=Schedule.JOINT)
 
     def model_adaptation(self, model=None):
         """Training: unmask every class; evaluation: only the evaluated classes."""

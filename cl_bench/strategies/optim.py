@@ -11,6 +11,7 @@ from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
 from cl_bench.backbones.base import autocast
+from cl_bench.contract import Method
 from cl_bench.errors import UserError
 from cl_bench.state import Resumable
 
@@ -56,7 +57,7 @@ def make_optimizer(params: dict, parameters: Iterable[nn.Parameter]
     raise UserError(f'scheduler "{sched}" is not supported; use cosine or constant.')
 
 
-class PerTaskTemplate(Resumable, SupervisedTemplate):
+class PerTaskTemplate(Method, Resumable, SupervisedTemplate):
     """SupervisedTemplate with the card's batch sizes and epochs, cross-entropy, and an
     optimizer and per-epoch schedule rebuilt at every task from the method's params
     (``build_optimizer``; a method with its own schedule overrides it). Nothing of the

@@ -29,6 +29,7 @@ from torch import nn
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT
+from cl_bench.contract import Inputs, MethodSpec, Schedule
 from cl_bench.errors import UserError
 from cl_bench.strategies.optim import AutocastForward, PerTaskTemplate
 from cl_bench.strategies.prompting import class_mask, mask_logits
@@ -41,7 +42,8 @@ class PromptModel(nn.Module):
 
     Subclasses implement ``embed(x, q)``: the pre-logit feature of normalised
     images x given their query q, and set ``regularizer`` (training) and
-    ``routing`` (evaluation; methods that route only).
+    ``routing`` (evaluation; methods that route only, read by their strategy's
+    :meth:`~cl_bench.contract.Method.routing`).
     """
 
     head_init = "timm"  # the ViT's own head init (truncated normal, std .02); "torch": nn.Linear's
@@ -88,8 +90,9 @@ class PromptModel(nn.Module):
 class PromptStrategy(AutocastForward, PerTaskTemplate):
     """Avalanche strategy around a :class:`PromptModel` (see the module docstring)."""
 
-    features_only = False
-    cached_query = True  # the runner passes the frozen queries from the feature cache
+    # the runner passes the frozen queries from the feature cache
+    spec = MethodSpec(inputs=Inputs.IMAGES_WITH_QUERY, trains_backbone=False,
+                      schedule=Schedule.PER_TASK)
     model_class: type[PromptModel] = PromptModel
     state_attrs = ("model.task", "model.current", "model.unseen")
 

@@ -12,14 +12,15 @@ from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
 from cl_bench.backbones.base import Backbone
+from cl_bench.contract import Inputs, Method, MethodSpec, Schedule
 from cl_bench.state import Resumable
 from cl_bench.strategies.heads import CosineClassifier, set_prototypes
 
 
-class SimpleCIL(Resumable, SupervisedTemplate):
+class SimpleCIL(Method, Resumable, SupervisedTemplate):
     """Prototype classifier over frozen-feature experiences."""
 
-    features_only = True
+    spec = MethodSpec(inputs=Inputs.FEATURES, trains_backbone=False, schedule=Schedule.PER_TASK)
 
     def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
                  device: torch.device, plugins: list, evaluator) -> None:

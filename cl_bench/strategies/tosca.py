@@ -18,6 +18,7 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from cl_bench.backbones.base import Backbone
+from cl_bench.contract import Inputs, MethodSpec, Schedule
 from cl_bench.strategies.heads import CosineClassifier, set_prototypes
 from cl_bench.strategies.luca import LuCA, select_module
 from cl_bench.strategies.optim import PerTaskTemplate
@@ -90,7 +91,7 @@ class ToscaNet(nn.Module):
 class Tosca(PerTaskTemplate):
     """TOSCA as an Avalanche strategy over frozen-feature experiences."""
 
-    features_only = True
+    spec = MethodSpec(inputs=Inputs.FEATURES, trains_backbone=False, schedule=Schedule.PER_TASK)
 
     def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
                  device: torch.device, plugins: list, evaluator) -> None:
@@ -104,6 +105,10 @@ class Tosca(PerTaskTemplate):
         if self.is_training:
             model.add_task(max(self.experience.dataset.targets.uniques) + 1)
         return model.to(self.device)
+
+    def routing(self) -> torch.Tensor | None:
+        """The lowest-entropy module per sample of the last evaluated batch."""
+        return self.model.routing
 
     def criterion(self) -> torch.Tensor:
         loss = self._criterion(self.mb_output, self.mb_y)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import torch
 from avalanche.core import SupervisedPlugin
 
+from cl_bench.contract import Bookkeeping
+
 
 class EpochView:
     """Training transform: a (1 + K, dim) sample -> its view ``epoch mod K``; a
@@ -33,10 +35,9 @@ def evaluation_view(x: torch.Tensor) -> torch.Tensor:
     return x[0] if x.dim() == 2 else x
 
 
-class ViewClock(SupervisedPlugin):
-    """Sets the :class:`EpochView`'s epoch before each training epoch."""
-
-    bookkeeping = True  # data plumbing; not part of what the method stores
+class ViewClock(Bookkeeping, SupervisedPlugin):
+    """Sets the :class:`EpochView`'s epoch before each training epoch. Bookkeeping:
+    data plumbing, not part of what the method stores."""
 
     def __init__(self, view: EpochView) -> None:
         super().__init__()

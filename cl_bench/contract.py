@@ -1,0 +1,175 @@
+"""The method contract: what a strategy class declares so that cl-bench can run it,
+and :func:`drive`, the one loop that runs any strategy over a stream.
+
+The runner, ``cl-bench account``, the benchmarks and the tests never guess what a
+method is from its attributes; they read its declaration. To bring your own method,
+write an Avalanche ``SupervisedTemplate`` subclass that also derives from
+:class:`Method`, declare its :class:`MethodSpec`, and name the class in a method
+card (``strategy: package.module:Class``)::
+
+    class MyMethod(Method, SupervisedTemplate):
+        spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=False,
+                          schedule=Schedule.PER_TASK)
+
+        def __init__(self, *, params, backbone, n_classes, device, plugins, evaluator):
+            ...  # build the model; pass plugins and evaluator on to the template
+
+What a method declares:
+
+* **what it consumes** (``inputs``, :class:`Inputs`): ``FEATURES``, the frozen final
+  [CLS] feature of every image, extracted once and cached (the method never runs the
+  backbone; training and evaluation run on one thread, and the backbone's one pass
+  per image is added to its inference FLOPs); ``IMAGES``, the images in [0, 1] at the
+  backbone's input size; ``IMAGES_WITH_QUERY``, images plus their frozen feature from
+  the cache as a third mini-batch element, where the transform allows it (test
+  images; training images held in memory);
+* **whether it trains the backbone** (``trains_backbone``): such a method trains a
+  private copy of the shared backbone, which is then kept in fp32 for every method of
+  the run (no bf16 weight storage);
+* **how it is driven** (``schedule``, :class:`Schedule`): ``PER_TASK`` trains task i
+  then evaluates on the test images of the classes seen so far, for every task, and
+  can resume after any finished task; ``JOINT`` trains once on the list of every
+  task's experience, then runs the same evaluations (an upper bound, never resumed
+  mid-stream);
+* **what it validates before any run** (:meth:`Method.check_params`): settings that
+  only the backbone can check (e.g. block indices); the card's bounds and choices are
+  checked earlier. The runner calls it for every method of a command before the first
+  run starts, so a bad setting writes nothing;
+* **how it reports routing** (:meth:`Method.routing`): a method that picks a module
+  or prompt per test image returns the choice per sample of the last evaluated batch,
+  and the recorder scores it against the image's task (``routing_acc``);
+* **what it stores**: everything reachable from ``strategy.model`` (parameters and
+  buffers; the shared backbone excluded, a fine-tuned copy counted) and every tensor
+  held by the strategy's plugins, except plugins that derive from
+  :class:`Bookkeeping` (measurement and data plumbing, such as the recorder). A
+  plugin that keeps the method's state (EWC's importances) is an ordinary plugin.
+
+A ``PER_TASK`` strategy that also derives from :class:`cl_bench.state.Resumable`
+(all shipped ones do) is checkpointed after every task, so a killed run resumes at
+its next task with the numbers of an uninterrupted run; one that does not starts
+over when killed.
+
+A strategy class that declares nothing is refused when its card is loaded, with one
+message that says what to declare (:func:`spec_of`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+import torch
+
+from cl_bench.errors import UserError
+
+if TYPE_CHECKING:
+    from cl_bench.backbones.base import Backbone
+    from cl_bench.scenarios.stream import Stream
+
+
+class Inputs(enum.Enum):
+    """What a method's model consumes (see the module docstring)."""
+
+    FEATURES = "features"
+    IMAGES = "images"
+    IMAGES_WITH_QUERY = "images+query"
+
+
+class Schedule(enum.Enum):
+    """How :func:`drive` runs a method over a stream."""
+
+    PER_TASK = "per-task"
+    JOINT = "joint"
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A method's declaration; every field is required, so nothing is implied."""
+
+    inputs: Inputs
+    trains_backbone: bool
+    schedule: Schedule
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.inputs, Inputs) or not isinstance(self.schedule, Schedule) \
+                or not isinstance(self.trains_backbone, bool):
+            raise TypeError(f"MethodSpec takes an Inputs, a bool and a Schedule, not "
+                            f"{self.inputs!r}, {self.trains_backbone!r}, {self.schedule!r}")
+
+    @property
+    def reads_feature_cache(self) -> bool:
+        """Whether a run of the method reads (and may write) the feature cache."""
+        return self.inputs is not Inputs.IMAGES
+
+
+class Method:
+    """Base of every strategy class (mixed in before the Avalanche template): the
+    declaration ``spec`` and the two hooks, each with its documented default."""
+
+    spec: ClassVar[MethodSpec]
+
+    @classmethod
+    def check_params(cls, params: dict, backbone: Backbone) -> None:
+        """Refuse (``UserError``) settings the backbone makes invalid. Default: the
+        method has none; the card's bounds and choices cover its settings."""
+
+    def routing(self) -> torch.Tensor | None:
+        """The module chosen per sample of the last evaluated batch, or None for a
+        method that does not route (the default)."""
+        return None
+
+
+class Bookkeeping:
+    """Marks a plugin whose state is not part of what the method stores: the recorder,
+    the FLOP meter, data plumbing, test instrumentation."""
+
+
+def spec_of(cls: type, card: Path | None = None) -> MethodSpec:
+    """The contract ``cls`` declares; a ``UserError`` naming the class (and the card
+    that names it) when it declares none."""
+    if isinstance(cls, type) and issubclass(cls, Method):
+        try:
+            spec = cls.spec
+        except AttributeError:  # Method only annotates it
+            spec = None
+        if isinstance(spec, MethodSpec):
+            return spec
+    where = f"{card}: " if card is not None else ""
+    name = f"{cls.__module__}:{cls.__qualname__}" if isinstance(cls, type) else repr(cls)
+    raise UserError(
+        f"{where}strategy {name} declares no method contract. A strategy class derives "
+        "from cl_bench.contract.Method and declares what it consumes, whether it trains the "
+        "backbone and how it is driven, e.g. spec = MethodSpec(inputs=Inputs.IMAGES, "
+        "trains_backbone=False, schedule=Schedule.PER_TASK); see cl_bench/contract.py.")
+
+
+def drive(strategy: Method, stream: Stream, *, start: int = 0,
+          after_task: Callable[[int], None] | None = None, evaluate: bool = True,
+          loader_args: dict | None = None) -> None:
+    """Run ``strategy`` over ``stream`` as its ``spec.schedule`` says.
+
+    ``PER_TASK``: for each task i from ``start`` (the tasks a checkpoint already
+    holds are skipped): train on ``stream.train[i]``, evaluate on
+    ``stream.seen_test[i]``, then ``after_task(i + 1)`` (where a run saves its
+    checkpoint). ``JOINT``: one training on every task's experience, then every
+    evaluation; ``start`` must be 0 and ``after_task`` is not called.
+    ``evaluate=False`` trains only (``cl-bench account``); ``loader_args`` go to
+    every ``train`` and ``eval`` call (data loader workers).
+    """
+    loader_args = loader_args or {}
+    if spec_of(type(strategy)).schedule is Schedule.JOINT:
+        if start:
+            raise ValueError(f"a joint method is trained once; it cannot start at task {start}")
+        strategy.train(stream.train, eval_streams=[], **loader_args)
+        for seen in stream.seen_test if evaluate else ():
+            strategy.eval(seen, **loader_args)
+        return
+    for i in range(start, len(stream.train)):
+        strategy.train(stream.train[i], eval_streams=[], **loader_args)
+        if evaluate:
+            strategy.eval(stream.seen_test[i], **loader_args)
+        if after_task is not None:
+            after_task(i + 1)

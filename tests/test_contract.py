@@ -1,0 +1,143 @@
+"""The method contract (cl_bench.contract): every shipped strategy declares it, a
+strategy that declares nothing is refused before anything runs, and ``drive`` is the
+one loop that runs a strategy over a stream."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from avalanche.training.supervised import Naive
+from conftest import invoke
+
+from cl_bench import config
+from cl_bench.config import import_object, load_method, method_names
+from cl_bench.contract import Inputs, Method, MethodSpec, Schedule, drive, spec_of
+from cl_bench.errors import UserError
+
+NAIVE = "avalanche.training.supervised.strategy_wrappers:Naive"
+ADVICE = ("declares no method contract. A strategy class derives from cl_bench.contract.Method "
+          "and declares what it consumes, whether it trains the backbone and how it is "
+          "driven, e.g. spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=False, "
+          "schedule=Schedule.PER_TASK); see cl_bench/contract.py.")
+
+SHIPPED = {
+    "tosca": (Inputs.FEATURES, False, Schedule.PER_TASK),
+    "simplecil": (Inputs.FEATURES, False, Schedule.PER_TASK),
+    "l2p": (Inputs.IMAGES_WITH_QUERY, False, Schedule.PER_TASK),
+    "dualprompt": (Inputs.IMAGES_WITH_QUERY, False, Schedule.PER_TASK),
+    "coda-prompt": (Inputs.IMAGES_WITH_QUERY, False, Schedule.PER_TASK),
+    "finetune": (Inputs.IMAGES, True, Schedule.PER_TASK),
+    "ewc": (Inputs.IMAGES, True, Schedule.PER_TASK),
+    "joint": (Inputs.IMAGES, True, Schedule.JOINT),
+}
+
+
+def test_every_shipped_strategy_declares_its_contract():
+    assert sorted(method_names()) == sorted(SHIPPED)
+    for name, (inputs, trains_backbone, schedule) in SHIPPED.items():
+        cls = import_object(load_method(name).raw["strategy"])
+        assert issubclass(cls, Method)
+        assert spec_of(cls) == MethodSpec(inputs=inputs, trains_backbone=trains_backbone,
+                                          schedule=schedule), name
+
+
+def test_a_bare_avalanche_template_is_refused_with_one_message():
+    with pytest.raises(UserError) as e:
+        spec_of(Naive)
+    assert str(e.value) == f"strategy {NAIVE} {ADVICE}"
+
+
+@pytest.mark.parametrize("spec", ["missing", "features"])
+def test_a_method_without_a_valid_spec_is_refused(spec):
+    body = {} if spec == "missing" else {"spec": spec}
+    cls = type("Half", (Method,), body)
+    with pytest.raises(UserError) as e:
+        spec_of(cls)
+    assert str(e.value) == f"strategy {__name__}:Half {ADVICE}"
+
+
+def test_a_spec_takes_only_its_declared_kinds():
+    with pytest.raises(TypeError, match="MethodSpec takes an Inputs, a bool and a Schedule"):
+        MethodSpec(inputs="features", trains_backbone=False, schedule=Schedule.PER_TASK)
+
+
+def test_cli_refuses_a_card_whose_strategy_declares_nothing(tmp_path, monkeypatch):
+    cards = tmp_path / "methods"
+    cards.mkdir()
+    card = cards / "bare.yaml"
+    card.write_text("strategy: avalanche.training.supervised:Naive\n"
+                    "defaults: {batch_size: 8, eval_batch_size: 8}\n")
+    monkeypatch.setattr(config, "METHODS_DIR", cards)
+    out = tmp_path / "out"
+    result = invoke("run", "--methods", "bare", "--scenario", "synthetic", "--no-progress",
+                    "--out", str(out))
+    assert result.exit_code == 2
+    assert result.stderr == f"error: {card}: strategy {NAIVE} {ADVICE}\n"
+    assert not out.exists()
+
+
+class Fake(Method):
+    """Records the calls ``drive`` makes."""
+
+    spec = MethodSpec(inputs=Inputs.FEATURES, trains_backbone=False, schedule=Schedule.PER_TASK)
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def train(self, experiences, eval_streams, **loader_args) -> None:
+        assert eval_streams == []
+        self.calls.append(("train", experiences, loader_args))
+
+    def eval(self, experience, **loader_args) -> None:
+        self.calls.append(("eval", experience, loader_args))
+
+
+class FakeJoint(Fake):
+    spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=True, schedule=Schedule.JOINT)
+
+
+STREAM = SimpleNamespace(train=["t0", "t1", "t2"], seen_test=["s0", "s1", "s2"])
+
+
+def test_drive_per_task_trains_then_evaluates_each_task_and_reports_it():
+    fake, done = Fake(), []
+    drive(fake, STREAM, after_task=lambda n: done.append((n, len(fake.calls))),
+          loader_args={"num_workers": 2})
+    w = {"num_workers": 2}
+    assert fake.calls == [("train", "t0", w), ("eval", "s0", w), ("train", "t1", w),
+                          ("eval", "s1", w), ("train", "t2", w), ("eval", "s2", w)]
+    assert done == [(1, 2), (2, 4), (3, 6)]
+
+
+def test_drive_resumes_after_the_tasks_a_checkpoint_holds():
+    fake, done = Fake(), []
+    drive(fake, STREAM, start=2, after_task=done.append)
+    assert fake.calls == [("train", "t2", {}), ("eval", "s2", {})]
+    assert done == [3]
+
+
+def test_drive_without_evaluation_only_trains():
+    fake = Fake()
+    drive(fake, STREAM, evaluate=False)
+    assert fake.calls == [("train", "t0", {}), ("train", "t1", {}), ("train", "t2", {})]
+
+
+def test_drive_joint_trains_once_on_every_task_then_evaluates_each():
+    fake, done = FakeJoint(), []
+    drive(fake, STREAM, after_task=done.append)
+    assert fake.calls == [("train", ["t0", "t1", "t2"], {}), ("eval", "s0", {}),
+                          ("eval", "s1", {}), ("eval", "s2", {})]
+    assert done == []
+    with pytest.raises(ValueError, match="cannot start at task 1"):
+        drive(FakeJoint(), STREAM, start=1)
+
+
+def test_drive_refuses_a_strategy_that_declares_nothing():
+    with pytest.raises(UserError, match="declares no method contract"):
+        drive(SimpleNamespace(), STREAM)
+
+
+def test_method_hooks_default_to_nothing_checked_and_no_routing():
+    assert Fake.check_params({"lr": 0.1}, None) is None
+    assert Fake().routing() is None
