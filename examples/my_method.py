@@ -1,13 +1,14 @@
 """My method: nearest class mean of the frozen backbone's features by Euclidean
 distance (SimpleCIL uses the cosine). cl-bench builds it with the keyword arguments
-of ``__init__`` and, per task, calls Avalanche's ``train`` then ``eval``;
-``features_only``: experiences hold cached frozen features, not images;
-``Resumable``: a killed run resumes after its last finished task."""
+of ``__init__`` and, per task, calls Avalanche's ``train`` then ``eval``; ``spec``
+declares the method contract (cl_bench/contract.py): experiences hold cached frozen
+features, not images; ``Resumable``: a killed run resumes after its last finished task."""
 
 import torch
 from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
+from cl_bench.contract import Inputs, Method, MethodSpec, Schedule
 from cl_bench.state import Resumable
 from cl_bench.strategies.heads import class_means
 
@@ -23,8 +24,8 @@ class Means(nn.Module):
         return -torch.cdist(f.float(), self.mu) ** 2
 
 
-class MyMethod(Resumable, SupervisedTemplate):
-    features_only = True
+class MyMethod(Method, Resumable, SupervisedTemplate):
+    spec = MethodSpec(inputs=Inputs.FEATURES, trains_backbone=False, schedule=Schedule.PER_TASK)
 
     def __init__(self, *, params, backbone, n_classes, device, plugins, evaluator) -> None:
         model = Means(backbone.dim)
