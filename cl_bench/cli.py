@@ -141,6 +141,9 @@ def run(
     opts = LaunchOptions(launcher, jobs, slurm_partition, slurm_gpus, slurm_cpus, slurm_time,
                          slurm_array_parallelism, wait, slurm_requeue=slurm_requeue)
     check_options(opts)
+    if methods is not None and not _csv(methods):
+        raise UserError(f'--methods "{methods}" names no method; give at least one (see '
+                        "`cl-bench list methods`), or omit --methods for the default set.")
     method_list = _csv(methods) or default_methods(backbone)
     reqs = [RunRequest(methods=method_list, scenario=name, seeds=seed_list, backbone=backbone,
                        weights=weights, image_size=image_size, data_root=data_root,

@@ -299,3 +299,11 @@ def test_every_card_loads_and_bounds_every_number():
     for entry in load_suite("ci")["runs"]:
         resolve_cards(RunRequest(methods=entry["methods"], scenario=entry["scenario"],
                                  backbone=entry["backbone"], sets=entry.get("sets", [])))
+
+
+@pytest.mark.parametrize("methods", [",", " , "])
+def test_methods_naming_nothing_is_refused(tmp_path, methods):
+    """An empty --methods is a mistake, not a request for the default set."""
+    out = tmp_path / "out"
+    refused(invoke("run", "--out", str(out), "--scenario", "synthetic", "--methods", methods),
+            "names no method", out)
