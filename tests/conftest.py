@@ -31,7 +31,9 @@ def private_feature_cache(tmp_path_factory):
 def e2e_run(tmp_path_factory, private_feature_cache) -> tuple[Path, object, dict]:
     """TOSCA + SimpleCIL on `synthetic` with the offline EfficientNet-Lite0."""
     out = tmp_path_factory.mktemp("e2e")
-    result = invoke("run", "--out", str(out), *FAST)
+    with pytest.MonkeyPatch.context() as mp:  # its own cache: it checks that it extracts
+        mp.setenv("CL_BENCH_CACHE", str(tmp_path_factory.mktemp("e2e_cache")))
+        result = invoke("run", "--out", str(out), *FAST)
     records = {json.loads(p.read_text())["method"]: json.loads(p.read_text())
                for p in sorted(out.glob("runs/*/*/*.json"))}
     return out, result, records
