@@ -1,5 +1,17 @@
-"""cl-bench: continual-learning benchmark suite for pretrained vision models."""
+"""cl-bench: continual-learning benchmark suite for pretrained vision models.
 
+The Python API (:mod:`cl_bench.api`, :mod:`cl_bench.records`)::
+
+    import cl_bench
+    done = cl_bench.run(["tosca"], scenario="fmnist", settings={"tosca.epochs": 5})
+    runs = cl_bench.load_results("results")
+    cl_bench.report("results", out="reports/latest")
+
+Its names load on first use (PEP 562), so ``import cl_bench``, done by every CLI call,
+imports neither torch nor Avalanche.
+"""
+
+import importlib
 import warnings
 
 __version__ = "0.1.0"
@@ -7,3 +19,33 @@ __version__ = "0.1.0"
 # Avalanche imports qpsolvers (for GEM, which cl-bench does not use), which warns at
 # import time that no QP solver is installed: noise in every cl-bench command.
 warnings.filterwarnings("ignore", message="no QP solver found", category=UserWarning)
+
+# public name -> (module, attribute); ``report``'s module is the callable cl_bench.report
+_LAZY = {
+    "run": ("cl_bench.api", "run"),
+    "load_results": ("cl_bench.api", "load_results"),
+    "report": ("cl_bench.report", None),
+    "Result": ("cl_bench.records", "Result"),
+    "scenario": ("cl_bench.scenarios.avalanche", "scenario"),
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'cl_bench' has no attribute {name!r}")
+    module_name, attr = _LAZY[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name != module_name:
+            raise
+        raise ImportError(f"cl_bench.{name} needs the module {module_name}, which this "
+                          "cl-bench does not have; use a cl-bench version that has it.",
+                          name=module_name) from None
+    return module if attr is None else getattr(module, attr)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

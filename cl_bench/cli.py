@@ -123,44 +123,34 @@ def run(
     1993,1994 --backbone vit_base_patch16_224 --launcher slurm --slurm-partition gpu
     --slurm-gpus 1 --slurm-cpus 8 --slurm-time 180
     """
+    from cl_bench import api
     from cl_bench.launch import LaunchOptions, check_options
-    from cl_bench.preflight import check_seeds
-    from cl_bench.runner import RunRequest, default_methods, execute_all
+    from cl_bench.records import Result
     from cl_bench.summary import summary_table
     try:
         seed_list = [int(s) for s in _csv(seeds)]
     except ValueError:
         raise UserError(f'--seeds "{seeds}" must be comma-separated integers, e.g. '
                         "1993,1994,1995.") from None
-    if not seed_list:
-        raise UserError("--seeds is empty; give at least one seed, e.g. --seeds 1993.")
-    check_seeds(seed_list)
-    scenarios = list(dict.fromkeys(_csv(scenario)))
-    if not scenarios:
-        raise UserError("--scenario is empty; give at least one, e.g. --scenario fmnist.")
     opts = LaunchOptions(launcher, jobs, slurm_partition, slurm_gpus, slurm_cpus, slurm_time,
                          slurm_array_parallelism, wait, slurm_requeue=slurm_requeue)
     check_options(opts)
-    if methods is not None and not _csv(methods):
-        raise UserError(f'--methods "{methods}" names no method; give at least one (see '
-                        "`cl-bench list methods`), or omit --methods for the default set.")
-    method_list = _csv(methods) or default_methods(backbone)
-    reqs = [RunRequest(methods=method_list, scenario=name, seeds=seed_list, backbone=backbone,
-                       weights=weights, image_size=image_size, data_root=data_root,
-                       download=download, device=device, precision=precision, out=out,
-                       sets=set_ or [], progress=progress) for name in scenarios]
+    reqs = api.plan(methods, scenario, seed_list, out=out, backbone=backbone, weights=weights,
+                    image_size=image_size, data_root=data_root, download=download,
+                    device=device, precision=precision, progress=progress, sets=set_ or [])
     if launcher is None:
-        failed: list[str] = []
-        typer.echo("\n" + summary_table(execute_all(reqs, echo=typer.echo, failed=failed)))
-        if failed:
-            typer.echo(f"{len(failed)} run(s) failed ({', '.join(failed)}): see `cl-bench "
-                       f"status --out {out}`; the same command runs them again.", err=True)
-            raise typer.Exit(1)
+        try:
+            done = api.run_requests(reqs, echo=typer.echo)
+        except api.RunsFailed as e:
+            typer.echo("\n" + summary_table(e.results))
+            typer.echo(str(e), err=True)
+            raise typer.Exit(1) from None
+        typer.echo("\n" + summary_table(done))
         return
     from cl_bench.launch import launch
     grid = launch(reqs, opts, echo=typer.echo)
     if grid.records:
-        typer.echo("\n" + summary_table(grid.records))
+        typer.echo("\n" + summary_table([Result.from_run(r, out) for r in grid.records]))
     counts = {"done": len(grid.records), "failed": len(grid.failed),
               "interrupted": len(grid.interrupted), "running elsewhere": len(grid.running),
               "pending": len(grid.pending), "queued": grid.queued}
@@ -347,14 +337,11 @@ def report(
 
     Example: cl-bench report --results results --out reports/latest --scenarios fmnist
     """
-    from cl_bench.preflight import writable_dir
-    from cl_bench.report import write_report
-    writable_dir(out, "--out")
-    written, skipped = write_report(
-        results, out, _csv(scenarios), _csv(methods), _csv(format_),
-        [] if images.strip() == "none" else _csv(images))
-    for path, why in skipped:
-        typer.echo(f"warning: skipped {path}: {why}", err=True)
+    from cl_bench import api
+    written = api.report(
+        results, out, formats=format_, images=[] if images.strip() == "none" else images,
+        scenarios=_csv(scenarios), methods=_csv(methods),
+        on_skip=lambda path, why: typer.echo(f"warning: skipped {path}: {why}", err=True))
     typer.echo(f"wrote {len(written)} files to {out}:")
     for path in written:
         typer.echo(f"  {path}")

@@ -20,6 +20,7 @@ from pathlib import Path
 from cl_bench import config, results, sources
 from cl_bench.config import read_yaml
 from cl_bench.errors import UserError
+from cl_bench.records import Result
 
 METRICS = ("avg_acc", "last_acc")
 
@@ -82,12 +83,12 @@ def run_suite(suite: dict, out: Path, echo: Callable[[str], None], progress: boo
                        threads=suite.get("threads")) for entry in suite["runs"]]
     preflight(reqs)  # a bad last entry is refused before the first one writes anything
     for entry, req in zip(suite["runs"], reqs, strict=True):
-        records = execute(req, echo=echo)
+        done = [Result.from_run(record, out) for record in execute(req, echo=echo)]
         for method in entry["methods"]:
-            mine = [r for r in records if r["method"] == method]
+            mine = [r for r in done if r.method == method]
             if mine:  # a run computed elsewhere right now is absent: reported as MISSING
                 measured[f"{entry['name']}/{method}"] = {
-                    m: statistics.mean(r[m] for r in mine) for m in METRICS}
+                    m: statistics.mean(getattr(r, m) for r in mine) for m in METRICS}
     return measured
 
 

@@ -14,7 +14,9 @@ import base64
 import html
 import os
 import re
+import sys
 import tempfile
+import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -24,6 +26,7 @@ import pandas as pd
 
 from cl_bench import results
 from cl_bench.errors import UserError, suggest, unknown
+from cl_bench.records import InvalidResult, Result
 
 FORMATS = ("md", "tex", "csv", "html")
 IMAGE_FORMATS = ("png", "svg")
@@ -72,47 +75,6 @@ LEGEND = (
 )
 
 
-def _weights_kind(backbone: dict) -> str:
-    """'pretrained' (pinned tag), 'random', or 'file <digest>' (two local files differ)."""
-    weights = str(backbone.get("weights", ""))
-    if weights == "random":
-        return "random"
-    if Path(weights).is_absolute() or Path(weights).suffix in {".pth", ".pt", ".safetensors",
-                                                                 ".npz"}:
-        return f"file {str(backbone.get('weights_digest', ''))[:8]}"
-    return "pretrained"
-
-
-def _run_row(path: Path, r: dict) -> dict:
-    """One valid result record -> one flat row; ``path`` relative to the results folder,
-    so a committed CSV names no local folder."""
-    proto, acct, backbone = r["protocol"], r["accounting"], r["config"]["backbone"]
-    batch_level = proto.get("selection") == "batch" or proto.get("batchwise") is True
-    sizes = [len(t) for t in r["tasks"]]
-    return {
-        "scenario": r["scenario"], "method": r["method"], "seed": r["seed"],
-        "config": results.config_hash(r["config"]),
-        "backbone": backbone["name"], "weights": _weights_kind(backbone),
-        "selection": proto.get("selection"), "batchwise": proto.get("batchwise"),
-        "test_shuffle": proto.get("test_shuffle"),
-        "eval_batch": proto.get("eval_batch_size") if batch_level else None,
-        "avg_acc": r["avg_acc"], "last_acc": r["last_acc"], "forgetting": r["forgetting"],
-        "added_params": acct["added_per_task"][-1], "stored_params": acct["stored_at_end"],
-        "gflops": acct["inference_gflops_per_image"], "train_s": sum(r["timing"]["train_s"]),
-        "acc_seen": r["acc_seen"], "acc_matrix": r["acc_matrix"],
-        "seen_classes": [sum(sizes[:i + 1]) for i in range(len(sizes))],
-        "flat_config": _flatten(r["config"]), "file": str(path),
-    }
-
-
-def _flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        out.update(_flatten(v, key + ".") if isinstance(v, dict) else {key: v})
-    return out
-
-
 def load_runs(results_dir: Path, scenarios: Iterable[str] = (),
               methods: Iterable[str] = ()) -> tuple[pd.DataFrame, list[tuple[Path, str]]]:
     """Finished runs under ``results_dir/runs`` as one row each, labelled; also the
@@ -122,8 +84,8 @@ def load_runs(results_dir: Path, scenarios: Iterable[str] = (),
     rows, skipped = [], []
     for path in results.find(results_dir):
         try:
-            rows.append(_run_row(path.relative_to(results_dir), results.load_valid(path)))
-        except (OSError, results.InvalidResult) as e:
+            rows.append(Result.from_file(path).row(results_dir))
+        except (OSError, InvalidResult) as e:
             skipped.append((path, str(e)))
     if not rows:
         invalid = (f" ({len(skipped)} result file(s) are not valid records, e.g. "
@@ -414,3 +376,16 @@ def write_report(results_dir: Path, out: Path, scenarios: Iterable[str] = (),
     for fmt in formats:
         save(f"report.{fmt}" if fmt != "csv" else "runs.csv", renderers[fmt]().encode())
     return written, skipped
+
+
+class _PublicReport(types.ModuleType):
+    """``cl_bench.report`` names both this module and the public :func:`cl_bench.api.report`:
+    importing the module sets the package's attribute to it, whatever ``cl_bench`` exports,
+    so the module itself is callable as the public function."""
+
+    def __call__(self, *args, **kwargs) -> list[Path]:
+        from cl_bench.api import report
+        return report(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _PublicReport

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from cl_bench import results
 from cl_bench.errors import UserError
+from cl_bench.records import InvalidResult, Result
 
 STATES = ("done", "running", "failed", "invalid", "pending")
 SHOWN_IF_ANY = ("invalid",)  # in the summary line only when there are some
@@ -46,11 +47,11 @@ def state_of(path: Path) -> tuple[str, str]:
     record is invalid (the next run recomputes it), unless a later attempt failed."""
     invalid = None
     try:
-        record = results.load_valid(path)
-        return "done", f"avg {record['avg_acc']:.2f}  last {record['last_acc']:.2f}"
+        result = Result.from_file(path)
+        return "done", f"avg {result.avg_acc:.2f}  last {result.last_acc:.2f}"
     except FileNotFoundError:
         pass
-    except results.InvalidResult as e:
+    except InvalidResult as e:
         invalid = str(e)
     lock = results.probe_lock(path)
     if lock and lock.held:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable
 
-from cl_bench.results import config_hash
+from cl_bench.records import Result
 
 
 def _cell(values: list[float]) -> str:
@@ -14,28 +15,27 @@ def _cell(values: list[float]) -> str:
     return f"{statistics.mean(values):6.2f} +- {statistics.stdev(values):5.2f}"
 
 
-def unique(records: list[dict]) -> list[dict]:
-    """One record per run (scenario, method, seed, config): a run listed twice is one
+def unique(runs: Iterable[Result]) -> list[Result]:
+    """One result per run (scenario, method, seed, config): a run listed twice is one
     sample of the mean, not two."""
-    seen: dict[tuple, dict] = {}
-    for r in records:
-        seen.setdefault((r["scenario"], r["method"], r["seed"], config_hash(r["config"])), r)
+    seen: dict[tuple, Result] = {}
+    for r in runs:
+        seen.setdefault(r.key, r)
     return list(seen.values())
 
 
-def summary_table(records: list[dict]) -> str:
+def summary_table(runs: Iterable[Result]) -> str:
     """One row per method (and protocol), columns average / last accuracy."""
-    groups: dict[tuple, list[dict]] = defaultdict(list)
-    for r in unique(records):
-        proto = r.get("protocol", {})
-        tag = ", ".join(f"{k}={v}" for k, v in proto.items()
-                        if k in ("selection", "batchwise") and v is not None)
-        groups[(r["method"], tag, r["scenario"])].append(r)
+    groups: dict[tuple, list[Result]] = defaultdict(list)
+    for r in unique(runs):
+        tag = ", ".join(f"{k}={v}" for k, v in (("selection", r.selection),
+                                                 ("batchwise", r.batchwise)) if v is not None)
+        groups[(r.method, tag, r.scenario)].append(r)
     rows = [("method", "scenario", "seeds", "avg acc", "last acc", "routing (last)")]
     for (method, tag, scenario), rs in groups.items():
-        routing = [r["routing_acc"][-1] for r in rs if r.get("routing_acc")]
+        routing = [r.routing_acc[-1] for r in rs if r.routing_acc]
         rows.append((method + (f" [{tag}]" if tag else ""), scenario, str(len(rs)),
-                     _cell([r["avg_acc"] for r in rs]), _cell([r["last_acc"] for r in rs]),
+                     _cell([r.avg_acc for r in rs]), _cell([r.last_acc for r in rs]),
                      _cell(routing) if routing else "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()

@@ -17,6 +17,7 @@ from conftest import invoke
 
 from cl_bench import results
 from cl_bench.record_check import problems, reason
+from cl_bench.records import Result
 from cl_bench.runner import RunRequest
 from cl_bench.summary import summary_table
 
@@ -228,11 +229,11 @@ def test_repeated_methods_and_seeds_are_one_run(tmp_path):
 
 
 def test_summary_counts_each_run_once(clean):
-    first, second = (results.load(p) for p in clean[1].values())
+    first, second = (Result.from_file(p) for p in clean[1].values())
     once = summary_table([first])
-    assert summary_table([first, first, dict(first)]) == once
+    assert summary_table([first, first, Result.from_file(first.path)]) == once
     row = next(line for line in once.splitlines() if line.startswith("simplecil"))
-    assert row.split()[2:4] == ["1", f"{first['avg_acc']:.2f}"]
+    assert row.split()[2:4] == ["1", f"{first.avg_acc:.2f}"]
     both = summary_table([first, second, first])
     row = next(line for line in both.splitlines() if line.startswith("simplecil"))
     assert row.split()[2] == "2"

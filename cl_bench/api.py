@@ -1,0 +1,199 @@
+"""The public Python API: ``cl-bench run`` and ``cl-bench report`` as functions.
+
+    import cl_bench
+    done = cl_bench.run(["tosca", "simplecil"], scenario="fmnist", seeds=[1993, 1994],
+                        settings={"tosca.epochs": 5, "scenario.increment": 2})
+    runs = cl_bench.load_results("results")     # a pandas DataFrame, one row per run
+    cl_bench.report("results", out="reports/latest")
+
+The command line is a layer over these functions (it parses arguments and prints), so a
+run started here and the same ``cl-bench run`` command share their result files: the
+same configuration hash, the same numbers, and either one skips what the other finished.
+Bad input raises :class:`cl_bench.errors.UserError` before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cl_bench.errors import UserError
+from cl_bench.records import Result
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from cl_bench.runner import RunRequest
+
+__all__ = ["RunsFailed", "SkippedResultWarning", "load_results", "plan", "report", "run",
+           "run_requests", "settings_as_sets"]
+
+Echo = Callable[[str], None]
+Skipped = Callable[[Path, str], None]
+
+
+class RunsFailed(Exception):
+    """Some runs failed while running (bad data met mid-run, e.g. a corrupt image); the
+    others finished. ``results``: the finished runs; ``failed``: one label per failed
+    run. Each failure is recorded beside its result; running again retries them."""
+
+    def __init__(self, results: list[Result], failed: list[str], out: Path) -> None:
+        super().__init__(f"{len(failed)} run(s) failed ({', '.join(failed)}): see `cl-bench "
+                         f"status --out {out}`; the same command runs them again.")
+        self.results, self.failed = results, failed
+
+
+class SkippedResultWarning(UserWarning):
+    """A result file that is not a complete, valid record was left out (and why)."""
+
+
+def _names(value: str | Iterable[str], what: str) -> list[str]:
+    """A comma-separated string (as on the command line) or a sequence of names, each once."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    if not all(isinstance(item, str) for item in items):
+        raise UserError(f"{what} must be names (strings), got {items!r}.")
+    return list(dict.fromkeys(item.strip() for item in items if item.strip()))
+
+
+def _seeds(seeds: int | Iterable[int]) -> list[int]:
+    from cl_bench.preflight import check_seeds
+    seed_list = [seeds] if isinstance(seeds, int) else list(seeds)
+    if any(isinstance(s, bool) or not isinstance(s, int) for s in seed_list):
+        raise UserError(f"seeds must be integers, e.g. seeds=[1993, 1994]; got {seed_list!r}.")
+    if not seed_list:
+        raise UserError("--seeds is empty; give at least one seed, e.g. --seeds 1993.")
+    check_seeds(seed_list)
+    return seed_list
+
+
+def settings_as_sets(settings: Mapping[str, object] | None) -> list[str]:
+    """``{"tosca.epochs": 3}`` -> ``["tosca.epochs=3"]``, the command line's ``--set``.
+
+    A key is ``<method>.<setting>`` (a method being run) or ``scenario.<setting>``. A
+    value is a Python value (number, bool, None, list, dict), or a string, read as on
+    the command line (``"0.01"`` is a number there, ``"batch"`` a name)."""
+    sets = []
+    for key, value in (settings or {}).items():
+        if not isinstance(key, str) or "=" in key:
+            raise UserError(f"settings key {key!r} must be a string owner.key, e.g. "
+                            '"tosca.epochs" or "scenario.increment".')
+        try:
+            text = value if isinstance(value, str) else json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise UserError(f"settings[{key!r}] = {value!r} is not a number, bool, None, "
+                            "string, list or dict.") from None
+        sets.append(f"{key}={text}")
+    return sets
+
+
+def plan(methods: str | Sequence[str] | None = None, scenario: str | Sequence[str] = "fmnist",
+         seeds: int | Iterable[int] = (1993,), *, out: str | Path = "results",
+         backbone: str | None = None, weights: str | None = None,
+         image_size: int | None = None, data_root: str | Path | None = None,
+         download: bool = False, device: str = "auto", precision: str = "auto",
+         progress: bool = False, sets: Iterable[str] = ()) -> list[RunRequest]:
+    """One request per scenario, the arguments checked that need no card: what
+    :func:`run` runs, and what ``cl-bench run`` runs or hands to a launcher."""
+    from cl_bench.backbones import DEFAULT_BACKBONE
+    from cl_bench.runner import RunRequest, default_methods
+    seed_list = _seeds(seeds)
+    scenarios = _names(scenario, "scenario")
+    if not scenarios:
+        raise UserError("--scenario is empty; give at least one, e.g. --scenario fmnist.")
+    backbone = backbone or DEFAULT_BACKBONE
+    if methods is None:
+        method_list = default_methods(backbone)
+    else:
+        method_list = _names(methods, "methods")
+        if not method_list:
+            text = methods if isinstance(methods, str) else ",".join(methods)
+            raise UserError(f'--methods "{text}" names no method; give at least one (see '
+                            "`cl-bench list methods`), or omit --methods for the default set.")
+    return [RunRequest(methods=method_list, scenario=name, seeds=seed_list, backbone=backbone,
+                       weights=weights, image_size=image_size,
+                       data_root=None if data_root is None else Path(data_root),
+                       download=download, device=device, precision=precision, out=Path(out),
+                       sets=list(sets), progress=progress) for name in scenarios]
+
+
+def run_requests(requests: list[RunRequest], echo: Echo | None = print) -> list[Result]:
+    """Run every missing method x seed of the requests in this process, skipping finished
+    runs; the results of all (a run another process is computing now is left out).
+    Raises :class:`RunsFailed` after the last run when some failed on the way."""
+    from cl_bench.runner import execute, preflight
+    say = echo or (lambda _: None)
+    if len(requests) > 1:
+        preflight(requests)  # a bad last request stops the command before anything runs
+    failed: list[str] = []
+    done = [Result.from_run(record, req.out)
+            for req in requests for record in execute(req, say, failed)]
+    if failed:
+        raise RunsFailed(done, failed, requests[0].out)
+    return done
+
+
+def run(methods: str | Sequence[str] | None = None, scenario: str | Sequence[str] = "fmnist",
+        seeds: int | Iterable[int] = (1993,), *, out: str | Path = "results",
+        backbone: str | None = None, weights: str | None = None,
+        image_size: int | None = None, data_root: str | Path | None = None,
+        download: bool = False, device: str = "auto", precision: str = "auto",
+        progress: bool = False, settings: Mapping[str, object] | None = None,
+        echo: Echo | None = print) -> list[Result]:
+    """Run methods x seeds on one or more scenarios, as ``cl-bench run`` does, and
+    return one :class:`Result` per run (finished runs in ``out`` are read, not run again).
+
+    ``methods``: names, or None for the default set that runs on the backbone;
+    ``scenario``: a name or several; ``backbone`` None: the default backbone;
+    ``settings``: ``{"<method>.<key>": value, "scenario.<key>": value}``, the command
+    line's ``--set`` (see :func:`settings_as_sets`); ``echo``: where the progress lines
+    go (None: nowhere). Raises UserError for bad input (nothing written) and
+    :class:`RunsFailed` when runs failed midway (the others finished)."""
+    requests = plan(methods, scenario, seeds, out=out, backbone=backbone, weights=weights,
+                    image_size=image_size, data_root=data_root, download=download,
+                    device=device, precision=precision, progress=progress,
+                    sets=settings_as_sets(settings))
+    return run_requests(requests, echo)
+
+
+def _warn(path: Path, why: str) -> None:
+    warnings.warn(f"skipped {path}: {why}", SkippedResultWarning, stacklevel=3)
+
+
+def load_results(folder: str | Path = "results", *, scenarios: Iterable[str] = (),
+                 methods: Iterable[str] = (), on_skip: Skipped | None = None
+                 ) -> pd.DataFrame:
+    """Every finished run in a results folder, one row each (the columns of
+    :meth:`Result.row` and the report's ``label``), sorted by scenario, method,
+    configuration and seed; optionally only some scenarios or methods.
+
+    A file that is not a valid record is left out with a :class:`SkippedResultWarning`
+    (or ``on_skip(path, why)``); a folder without finished runs is a UserError."""
+    from cl_bench.report import load_runs
+    runs, skipped = load_runs(Path(folder), list(scenarios), list(methods))
+    for path, why in skipped:
+        (on_skip or _warn)(path, why)
+    return runs
+
+
+def report(folder: str | Path = "results", out: str | Path = "reports/latest", *,
+           formats: str | Iterable[str] | None = None, images: str | Iterable[str] | None = None,
+           scenarios: Iterable[str] = (), methods: Iterable[str] = (),
+           on_skip: Skipped | None = None) -> list[Path]:
+    """Write the report of a results folder into ``out`` (its report files replaced), as
+    ``cl-bench report`` does: ``formats`` of md, tex, csv, html and plot ``images`` png,
+    svg (None: all of them; empty: none). Returns the files written. Invalid result
+    files are skipped as in :func:`load_results`."""
+    from cl_bench.preflight import writable_dir
+    from cl_bench.report import FORMATS, IMAGE_FORMATS, write_report
+    out = Path(out)
+    writable_dir(out, "--out")
+    written, skipped = write_report(
+        Path(folder), out, list(scenarios), list(methods),
+        _names(FORMATS if formats is None else formats, "formats"),
+        _names(IMAGE_FORMATS if images is None else images, "images"))
+    for path, why in skipped:
+        (on_skip or _warn)(path, why)
+    return written
