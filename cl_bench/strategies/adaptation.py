@@ -32,6 +32,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
+from cl_bench.backbones.adapters import AdapterSet, adapted
 from cl_bench.backbones.base import Backbone
 from cl_bench.errors import UserError
 
@@ -102,14 +103,30 @@ class FullWeights(nn.Module):
             return functional_call(run, self.tensors(), (x,))
 
 
+class Adapters(nn.Module):
+    """AdaptFormer adapters (width ``ffn``) on every block of the shared ViT, hooked in
+    for each call (:func:`cl_bench.backbones.adapters.adapted`). Input: normalised
+    images; output: the final feature."""
+
+    def __init__(self, backbone: Backbone, ffn: int) -> None:
+        super().__init__()
+        shared = backbone.model
+        self._shared = (shared,)  # a tuple: the shared model is not a submodule
+        self.set = AdapterSet(backbone.dim, ffn, range(len(shared.blocks)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shared = self._shared[0]
+        with mode(shared, self.training), adapted(shared.blocks, self.set):
+            return shared.forward_head(shared.forward_features(x), pre_logits=True)
+
+
 def make_adaptation(variant: str, backbone: Backbone, params: dict) -> nn.Module | None:
     """The trainable part of ``variant`` (None for ``none``)."""
     if variant == "none":
         return None
     if variant == "finetune":
         return FullWeights(backbone)
-    from cl_bench.backbones.adapters import adapter_set
-    return adapter_set(backbone, params)
+    return Adapters(backbone, params["ffn_num"])
 
 
 class _AsModel(nn.Module):
