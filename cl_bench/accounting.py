@@ -7,7 +7,9 @@ because a method declares them. Two gaps of the counter are closed here:
 the CPU fused attention kernel (``_scaled_dot_product_flash_attention_for_cpu``
 and its backward) has no formula in torch, which drops every attention matmul
 on CPU (ViT-B/16: 33.70 instead of 35.13 GFLOPs); and a features-only method
-never calls the backbone inside its model, so its one frozen pass is added.
+never calls the backbone inside its model, so one pass of each backbone whose
+features it reads (:meth:`~cl_bench.contract.Method.feature_backbones`: the frozen
+one; APER's frozen and adapted ones) is added.
 
 Parameters: ``stored`` is everything a method keeps beyond the pretrained
 backbone: its modules, prompts, keys, heads, prototypes, and tensors its
@@ -114,10 +116,11 @@ def trainable_params(strategy) -> int:
 def inference_flops(strategy, backbone: Backbone) -> int:
     """FLOPs to classify one test image with everything stored so far."""
     model: nn.Module = strategy.model
-    features_only = spec_of(type(strategy)).inputs is Inputs.FEATURES
+    features_only = spec_of(type(strategy)).inputs in (Inputs.FEATURES, Inputs.ADAPTED_FEATURES)
+    passes = strategy.feature_backbones(backbone) if features_only else []
     device = next(iter(model.parameters()), torch.zeros(0)).device
     if features_only:
-        x = torch.zeros(1, backbone.dim, device=device)
+        x = torch.zeros(1, sum(b.dim for b in passes), device=device)
     else:
         x = torch.zeros(1, 3, backbone.input_size, backbone.input_size, device=device)
     was_training = model.training
@@ -125,7 +128,7 @@ def inference_flops(strategy, backbone: Backbone) -> int:
     with counting() as c, torch.no_grad(), autocast(device, backbone.precision):
         model(x)
     model.train(was_training)
-    return c.get_total_flops() + (backbone_flops(backbone) if features_only else 0)
+    return c.get_total_flops() + sum(backbone_flops(b) for b in passes)
 
 
 class TrainFlops(Bookkeeping, Stateful, SupervisedPlugin):

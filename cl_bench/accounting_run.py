@@ -15,11 +15,11 @@ import torch
 from cl_bench.accounting import TrainFlops, backbone_flops, inference_flops
 from cl_bench.backbones import load_backbone
 from cl_bench.config import import_object, load_method
-from cl_bench.contract import Inputs, drive, spec_of
+from cl_bench.contract import AdaptedStream, Inputs, drive, spec_of
 from cl_bench.errors import UserError
 from cl_bench.recording import Recorder
 from cl_bench.scenarios.order import task_split
-from cl_bench.scenarios.stream import build_stream
+from cl_bench.scenarios.stream import Stream, build_stream
 
 
 def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
@@ -28,6 +28,8 @@ def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
     if card.raw.get("backbones", "any") not in ("any", backbone.kind):
         raise UserError(f"{name} needs a ViT backbone; {backbone.name} is a CNN.")
     params = dict(card.params, epochs=1, batch_size=1)
+    cls.resolve_params(params, backbone)
+    cls.check_params(params, backbone)
     features_only = spec_of(cls).inputs is Inputs.FEATURES
     per_task = n_classes // n_tasks
     sizes = task_split(n_classes, per_task, per_task)
@@ -41,9 +43,16 @@ def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
         x = torch.rand(len(y), 3, backbone.input_size, backbone.input_size, generator=g)
     stream = build_stream(x, y, x, y, list(range(n_classes)), sizes, test_shuffle=False,
                           seed=0)
+    task_of_label = stream.task_of_label
+    if spec_of(cls).inputs is Inputs.ADAPTED_FEATURES:
+        def features(backbones: list) -> Stream:
+            f = torch.cat([b.features(x) for b in backbones], dim=1)
+            return build_stream(f, y, f, y, list(range(n_classes)), sizes, test_shuffle=False,
+                                seed=0)
+        stream = AdaptedStream(stream, backbone, features)
     if params.get("n_tasks") == 0:
         params["n_tasks"] = len(sizes)
-    recorder = Recorder(stream.task_of_label, backbone, progress=False)
+    recorder = Recorder(task_of_label, backbone, progress=False)
     meter = TrainFlops(stop_after_first=True)
     from cl_bench.runner import quiet_evaluator
     strategy = cls(params=params, backbone=backbone, n_classes=n_classes,
@@ -53,7 +62,7 @@ def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
     bb = backbone_flops(backbone)
     inf = inference_flops(strategy, backbone)
     return {
-        "method": name, "backbone": backbone.name, "tasks": len(stream.train),
+        "method": name, "backbone": backbone.name, "tasks": len(sizes),
         "classes": n_classes,
         "backbone_params": sum(p.numel() for p in backbone.model.parameters()),
         "trainable_last_task": recorder.trainable[-1],

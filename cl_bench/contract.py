@@ -22,7 +22,18 @@ What a method declares:
   per image is added to its inference FLOPs); ``IMAGES``, the images in [0, 1] at the
   backbone's input size; ``IMAGES_WITH_QUERY``, images plus their frozen feature from
   the cache as a third mini-batch element, where the transform allows it (test
-  images; training images held in memory);
+  images; training images held in memory); ``ADAPTED_FEATURES``, first-session
+  adaptation (APER, RanPAC): the first task's experience holds its training images, on
+  which the method adapts a private version of the backbone (its weights or adapters
+  live in the method's model, so they are stored and checkpointed); every later
+  training experience and every test experience then holds features, as for
+  ``FEATURES``, of the backbones the method names once adapted
+  (:meth:`Method.feature_backbones`: the frozen one, the adapted one, or both,
+  concatenated in that order), each extracted once and cached under its own weights
+  digest. The method fits its classifier on the first task from those backbones'
+  features of that task's images, which it computes itself (one pass per image, as
+  the store would); it never runs a backbone after the first task. :func:`drive`
+  takes an :class:`AdaptedStream` for it;
 * **whether it trains the backbone** (``trains_backbone``): such a method trains a
   private copy of the shared backbone, which is then kept in fp32 for every method of
   the run (no bf16 weight storage);
@@ -35,6 +46,12 @@ What a method declares:
   only the backbone can check (e.g. block indices); the card's bounds and choices are
   checked earlier. The runner calls it for every method of a command before the first
   run starts, so a bad setting writes nothing;
+* **what it fills in from the backbone** (:meth:`Method.resolve_params`): a setting
+  whose value depends on the backbone (``adapt: auto``) is replaced by the value used
+  before the run's config is hashed, so the result records what ran;
+* **which backbone passes make its features** (:meth:`Method.feature_backbones`): the
+  frozen backbone for a ``FEATURES`` method; the accounting counts one pass of each
+  per test image;
 * **how it reports routing** (:meth:`Method.routing`): a method that picks a module
   or prompt per test image returns the choice per sample of the last evaluated batch,
   and the recorder scores it against the image's task (``routing_acc``);
@@ -76,6 +93,7 @@ class Inputs(enum.Enum):
     FEATURES = "features"
     IMAGES = "images"
     IMAGES_WITH_QUERY = "images+query"
+    ADAPTED_FEATURES = "adapted-features"
 
 
 class Schedule(enum.Enum):
@@ -112,6 +130,11 @@ class Method:
     spec: ClassVar[MethodSpec]
 
     @classmethod
+    def resolve_params(cls, params: dict, backbone: Backbone) -> None:
+        """Replace, in ``params``, values that depend on the backbone (``auto``) by
+        the value used. Default: none do."""
+
+    @classmethod
     def check_params(cls, params: dict, backbone: Backbone) -> None:
         """Refuse (``UserError``) settings the backbone makes invalid. Default: the
         method has none; the card's bounds and choices cover its settings."""
@@ -120,6 +143,24 @@ class Method:
         """The module chosen per sample of the last evaluated batch, or None for a
         method that does not route (the default)."""
         return None
+
+    def feature_backbones(self, backbone: Backbone) -> list[Backbone]:
+        """The backbones whose features, concatenated in this order, a features method
+        consumes: the frozen ``backbone`` by default. An ``ADAPTED_FEATURES`` method
+        names its adapted backbone here once adapted (not before the first task)."""
+        return [backbone]
+
+
+@dataclass(frozen=True)
+class AdaptedStream:
+    """The stream of an ``ADAPTED_FEATURES`` method: ``images`` (its first task's
+    training images are what the method adapts on), the run's frozen ``backbone``,
+    and ``features``, which builds the stream of the given backbones' concatenated
+    features (same order, split and test order as ``images``)."""
+
+    images: Stream
+    backbone: Backbone
+    features: Callable[[list[Backbone]], Stream]
 
 
 class Bookkeeping:
@@ -146,7 +187,7 @@ def spec_of(cls: type, card: Path | None = None) -> MethodSpec:
         "trains_backbone=False, schedule=Schedule.PER_TASK); see cl_bench/contract.py.")
 
 
-def drive(strategy: Method, stream: Stream, *, start: int = 0,
+def drive(strategy: Method, stream: Stream | AdaptedStream, *, start: int = 0,
           after_task: Callable[[int], None] | None = None, evaluate: bool = True,
           loader_args: dict | None = None) -> None:
     """Run ``strategy`` over ``stream`` as its ``spec.schedule`` says.
@@ -155,11 +196,17 @@ def drive(strategy: Method, stream: Stream, *, start: int = 0,
     holds are skipped): train on ``stream.train[i]``, evaluate on
     ``stream.seen_test[i]``, then ``after_task(i + 1)`` (where a run saves its
     checkpoint). ``JOINT``: one training on every task's experience, then every
-    evaluation; ``start`` must be 0 and ``after_task`` is not called.
+    evaluation; ``start`` must be 0 and ``after_task`` is not called. An
+    :class:`AdaptedStream` (``ADAPTED_FEATURES``, per task): task 1 trains on its
+    images, everything else runs on the features of the backbones the strategy names
+    after task 1 (or, resumed, after its adapted weights were restored).
     ``evaluate=False`` trains only (``cl-bench account``); ``loader_args`` go to
     every ``train`` and ``eval`` call (data loader workers).
     """
     loader_args = loader_args or {}
+    if isinstance(stream, AdaptedStream):
+        _drive_adapted(strategy, stream, start, after_task, evaluate, loader_args)
+        return
     if spec_of(type(strategy)).schedule is Schedule.JOINT:
         if start:
             raise ValueError(f"a joint method is trained once; it cannot start at task {start}")
@@ -171,5 +218,24 @@ def drive(strategy: Method, stream: Stream, *, start: int = 0,
         strategy.train(stream.train[i], eval_streams=[], **loader_args)
         if evaluate:
             strategy.eval(stream.seen_test[i], **loader_args)
+        if after_task is not None:
+            after_task(i + 1)
+
+
+def _drive_adapted(strategy: Method, stream: AdaptedStream, start: int,
+                   after_task: Callable[[int], None] | None, evaluate: bool,
+                   loader_args: dict) -> None:
+    """:func:`drive` for an ``ADAPTED_FEATURES`` strategy."""
+    def adapted() -> Stream:
+        return stream.features(strategy.feature_backbones(stream.backbone))
+    features = None if start == 0 else adapted()
+    for i in range(start, len(stream.images.train)):
+        if features is None:
+            strategy.train(stream.images.train[0], eval_streams=[], **loader_args)
+            features = adapted()
+        else:
+            strategy.train(features.train[i], eval_streams=[])
+        if evaluate:  # feature tensors in memory: no loader workers
+            strategy.eval(features.seen_test[i])
         if after_task is not None:
             after_task(i + 1)

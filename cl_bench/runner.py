@@ -31,7 +31,7 @@ from cl_bench.backbones import (
 from cl_bench.backbones.base import Backbone
 from cl_bench.checkpoint import RunCheckpoint
 from cl_bench.config import CHECKOUT, Card, import_object, load_method, load_scenario, parse_sets
-from cl_bench.contract import Inputs, drive, spec_of
+from cl_bench.contract import AdaptedStream, Inputs, drive, spec_of
 from cl_bench.environment import (
     make_deterministic,
     peak_memory,
@@ -49,7 +49,7 @@ from cl_bench.recording import Recorder
 from cl_bench.scenarios import load_data, scenario_order
 from cl_bench.scenarios.data import ImageData
 from cl_bench.scenarios.order import task_split, tasks_of
-from cl_bench.scenarios.stream import build_stream
+from cl_bench.scenarios.stream import Stream, build_stream
 from cl_bench.scenarios.transforms import eval_transform, train_transform
 from cl_bench.state import Resumable
 from cl_bench.strategies.views import EpochView, ViewClock, evaluation_view
@@ -187,14 +187,13 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
             test_query = store.get(backbone, data, "test")
             if train_tf.id == eval_tf.id:
                 train_query = store.get(backbone, data, "train")
-    features_s = store.seconds - before
-    uses_features = spec.inputs is Inputs.FEATURES or test_query is not None
-    features_from = None if not uses_features else (
-        "extracted" if features_s > 0 else "disk cache" if store.hits > hits else "memory")
     stream = build_stream(train_x, data.train_y, test_x, data.test_y, order, sizes,
                           test_shuffle=scenario.params["test_shuffle"], seed=seed,
                           train_transform=train_tf, eval_transform=eval_tf,
                           train_query=train_query, test_query=test_query)
+    driven = stream if spec.inputs is not Inputs.ADAPTED_FEATURES else AdaptedStream(
+        stream, backbone, functools.partial(features_stream, store, data, order, sizes,
+                                            scenario.params["test_shuffle"], seed))
 
     def build() -> tuple:
         recorder = Recorder(stream.task_of_label, backbone, label=card.name, progress=progress)
@@ -208,9 +207,14 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     strategy, recorder, train_flops = checkpoint.start(build)
     extract_threads = torch.get_num_threads()  # backbone passes: the configured count
     with threads(1 if spec.inputs is Inputs.FEATURES else None) as train_threads:
-        drive(strategy, stream, start=checkpoint.done, loader_args=loader_args,
+        drive(strategy, driven, start=checkpoint.done, loader_args=loader_args,
               after_task=lambda done: checkpoint.save(strategy, done,
                                                       time.perf_counter() - t_start))
+    features_s = store.seconds - before  # an adapted backbone's features: during the drive
+    uses_features = spec.inputs in (Inputs.FEATURES, Inputs.ADAPTED_FEATURES) or (
+        test_query is not None)
+    features_from = None if not uses_features else (
+        "extracted" if features_s > 0 else "disk cache" if store.hits > hits else "memory")
     precision = store.precision
     return {
         "schema_version": results.SCHEMA_VERSION,
@@ -248,6 +252,16 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
         "memory": peak_memory(device),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+
+
+def features_stream(store: FeatureStore, data: ImageData, order: list[int], sizes: list[int],
+                    test_shuffle: bool, seed: int, backbones: list[Backbone]) -> Stream:
+    """The stream of ``backbones``' concatenated features (an adapted method's, after
+    its first task), with the same class order, split and test order as its images."""
+    def split(name: str) -> torch.Tensor:
+        return torch.cat([store.get(b, data, name) for b in backbones], dim=1)
+    return build_stream(split("train"), data.train_y, split("test"), data.test_y, order, sizes,
+                        test_shuffle=test_shuffle, seed=seed)
 
 
 def accounting_block(strategy, backbone: Backbone, recorder: Recorder,
@@ -310,6 +324,7 @@ def load_shared(req: RunRequest, scenario: Card, methods: list[Card], device: to
     backbone = load_backbone(req.backbone, req.weights, req.image_size).to(device)
     backbone.precision = precision
     for card in methods:
+        import_object(card.raw["strategy"]).resolve_params(card.params, backbone)
         import_object(card.raw["strategy"]).check_params(card.params, backbone)
     if precision == "bf16" and not any(trains_backbone(card) for card in methods):
         backbone.store_matmul_weights_in_bf16()  # same outputs, half the weight memory

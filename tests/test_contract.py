@@ -30,6 +30,8 @@ SHIPPED = {
     "finetune": (Inputs.IMAGES, True, Schedule.PER_TASK),
     "ewc": (Inputs.IMAGES, True, Schedule.PER_TASK),
     "joint": (Inputs.IMAGES, True, Schedule.JOINT),
+    "ranpac": (Inputs.ADAPTED_FEATURES, True, Schedule.PER_TASK),
+    "aper": (Inputs.ADAPTED_FEATURES, True, Schedule.PER_TASK),
 }
 
 

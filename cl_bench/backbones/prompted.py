@@ -12,7 +12,10 @@ One timm model serves both passes a prompt method makes per image:
   - prefix tuning (DualPrompt, CODA-Prompt): ``prefixes[i] = (key_prefix,
     value_prefix)``, each (B, L, D), are prepended to the keys and values of
     block i's attention (split into heads as timm splits k and v), so
-    softmax(q [Pk; K]^T / sqrt(d_h)) [Pv; V]; the sequence length is unchanged.
+    softmax(q [Pk; K]^T / sqrt(d_h)) [Pv; V]; the sequence length is unchanged;
+  - adapters (EASE, MOS, APER): ``adapters``, an
+    :class:`~cl_bench.backbones.adapters.AdapterSet`, parallel bottlenecks on the
+    MLP of the blocks it names (see that module).
 
 Why the prompts get no position embedding: L2P's official code (and its ports in
 PILOT and Mammoth) prepends them to the patch embeddings and then adds a
@@ -50,6 +53,8 @@ from timm.layers import Attention
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 from torch.utils.checkpoint import checkpoint
+
+from cl_bench.backbones.adapters import Adapter, AdapterSet, adapted, adapted_block, check_blocks
 
 Prefix = tuple[torch.Tensor, torch.Tensor]
 
@@ -138,10 +143,13 @@ class PromptedViT(nn.Module):
         return self.vit.forward_head(self.vit.forward_features(x), pre_logits=True)
 
     def forward(self, x: torch.Tensor, prompts: torch.Tensor | None = None,
-                prefixes: Mapping[int, Prefix] | None = None) -> PromptedOutput:
+                prefixes: Mapping[int, Prefix] | None = None,
+                adapters: AdapterSet | None = None) -> PromptedOutput:
         """Prompted pass over normalised images; see the module docstring.
 
         A prefix of length 0, like ``None``, leaves that block as timm has it.
+        ``adapters``: parallel MLP adapters active for this pass
+        (:mod:`cl_bench.backbones.adapters`).
         """
         n_prompts = 0 if prompts is None else prompts.shape[1]
         active = {index: prefix for index, prefix in (prefixes or {}).items()
@@ -150,34 +158,43 @@ class PromptedViT(nn.Module):
             if n_prompts:
                 stack.enter_context(self._inserted(prompts))
             if self.checkpoint_blocks and torch.is_grad_enabled():
-                stack.enter_context(self._checkpointed(active))
+                if adapters is not None:
+                    check_blocks(self.vit.blocks, adapters)
+                stack.enter_context(self._checkpointed(active, adapters))
             else:
+                stack.enter_context(adapted(self.vit.blocks, adapters))
                 for index, (key_prefix, value_prefix) in active.items():
                     stack.enter_context(self._prefixed(index, key_prefix, value_prefix))
             tokens = self.vit.forward_features(x)
         start = self.num_prefix_tokens
         return PromptedOutput(tokens, tokens[:, 0], tokens[:, start:start + n_prompts])
 
-    def _block(self, index: int, x: torch.Tensor, prefix: Prefix | None) -> torch.Tensor:
-        """Block ``index`` on ``x``, with its prefix when it has one."""
+    def _block(self, index: int, x: torch.Tensor, prefix: Prefix | None,
+               adapter: Adapter | None = None) -> torch.Tensor:
+        """Block ``index`` on ``x``, with its prefix and adapter when it has them."""
         with ExitStack() as stack:
             if prefix is not None:
                 stack.enter_context(self._prefixed(index, *prefix))
+            if adapter is not None:
+                stack.enter_context(adapted_block(self.vit.blocks[index], adapter))
             return self.vit.blocks[index](x)
 
     @contextmanager
-    def _checkpointed(self, prefixes: Mapping[int, Prefix]) -> Iterator[None]:
+    def _checkpointed(self, prefixes: Mapping[int, Prefix],
+                      adapters: AdapterSet | None = None) -> Iterator[None]:
         """Shadow ``blocks.forward`` for the call: the first ``checkpoint_blocks``
         blocks checkpointed, the others as usual."""
         blocks = self.vit.blocks
+        chosen = set(adapters.blocks) if adapters is not None else set()
 
         def run(x: torch.Tensor) -> torch.Tensor:
             for index in range(len(blocks)):
+                adapter = adapters[index] if index in chosen else None
                 if index < self.checkpoint_blocks:
-                    x = checkpoint(self._block, index, x, prefixes.get(index),
+                    x = checkpoint(self._block, index, x, prefixes.get(index), adapter,
                                    use_reentrant=False)
                 else:
-                    x = self._block(index, x, prefixes.get(index))
+                    x = self._block(index, x, prefixes.get(index), adapter)
             return x
 
         blocks.forward = run

@@ -1,0 +1,161 @@
+"""First-session adaptation (APER, RanPAC): the backbone is adapted on the first task
+only, then frozen, and its features are read from the feature store like the frozen
+backbone's.
+
+Variants (card key ``adapt``):
+
+* ``adapter``: AdaptFormer bottleneck adapters parallel to every ViT block's MLP (the
+  papers' default on a ViT; :mod:`cl_bench.backbones.adapters`);
+* ``finetune``: every weight of the backbone (its pretrained classifier excepted) is
+  trained (APER's finetune variant; the only one a CNN admits);
+* ``none``: no adaptation; the frozen backbone's features throughout;
+* ``auto``: the method's rule per backbone kind (``AUTO`` of its strategy class), so a
+  card can hold the paper's ViT setting and still run on the embedded CNN demo; the
+  resolved variant replaces ``auto`` in the run's config (``resolve_params``).
+
+The adapted tensors are the method's own (they live in its model: stored, counted,
+checkpointed); the network runs through the shared backbone's architecture with them
+substituted (``torch.func.functional_call``), so no second copy of the architecture
+exists and the shared backbone's own weights never change. Once adapted, the method
+names :func:`adapted_backbone` in ``feature_backbones``: a :class:`Backbone` whose
+weights digest hashes the adapted tensors, so its features are cached under it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator
+from dataclasses import replace
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from cl_bench.backbones.adapters import AdapterSet, adapted
+from cl_bench.backbones.base import Backbone
+from cl_bench.errors import UserError
+
+VARIANTS = ("auto", "adapter", "finetune", "none")
+
+
+def resolve_variant(value: str, kind: str, auto: dict[str, str]) -> str:
+    """The variant ``value`` means on a backbone of ``kind`` (``auto``: ``auto[kind]``)."""
+    return auto[kind] if value == "auto" else value
+
+
+def check_variant(value: str, backbone: Backbone) -> None:
+    """Adapters exist for ViT blocks only."""
+    if value == "adapter" and backbone.kind != "vit":
+        raise UserError(f'adapt = "adapter" inserts adapters into transformer blocks, but '
+                        f'"{backbone.name}" is a CNN. Use adapt=auto, finetune or none '
+                        "(e.g. --set aper.adapt=finetune), or a ViT backbone.")
+
+
+@contextlib.contextmanager
+def mode(model: nn.Module, training: bool) -> Iterator[None]:
+    """The shared model in ``training`` mode for one call (dropout, batch-norm
+    statistics), back in eval mode after it."""
+    model.train(training)
+    try:
+        yield
+    finally:
+        model.eval()
+
+
+class _PreLogits(nn.Module):
+    """The final feature of ``model`` as its forward (what ``functional_call`` runs)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.m = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.m.forward_head(self.m.forward_features(x), pre_logits=True)
+
+
+class FullWeights(nn.Module):
+    """Every parameter and buffer of the shared backbone as trainable copies (its
+    classifier, unused by the final feature, left out); ``forward`` runs the shared
+    architecture with them. Input: normalised images; output: the final feature."""
+
+    def __init__(self, backbone: Backbone) -> None:
+        super().__init__()
+        shared = backbone.model
+        head = {id(t) for t in (*shared.get_classifier().parameters(),
+                                *shared.get_classifier().buffers())}
+        self._run = (_PreLogits(shared),)  # a tuple: the shared model is not a submodule
+        params = [(n, p) for n, p in shared.named_parameters() if id(p) not in head]
+        buffers = [(n, b) for n, b in shared.named_buffers() if id(b) not in head]
+        self.names = [n for n, _ in params] + [n for n, _ in buffers]
+        self.weights = nn.ParameterList(nn.Parameter(p.detach().clone()) for _, p in params)
+        for i, (_, b) in enumerate(buffers):
+            self.register_buffer(f"stat{i}", b.detach().clone())
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        own = [*self.weights, *(getattr(self, f"stat{i}") for i in
+                                range(len(self.names) - len(self.weights)))]
+        return {f"m.{n}": t for n, t in zip(self.names, own, strict=True)}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        run = self._run[0]
+        with mode(run.m, self.training):
+            return functional_call(run, self.tensors(), (x,))
+
+
+class Adapters(nn.Module):
+    """AdaptFormer adapters (width ``ffn``) on every block of the shared ViT, hooked in
+    for each call (:func:`cl_bench.backbones.adapters.adapted`). Input: normalised
+    images; output: the final feature."""
+
+    def __init__(self, backbone: Backbone, ffn: int) -> None:
+        super().__init__()
+        shared = backbone.model
+        self._shared = (shared,)  # a tuple: the shared model is not a submodule
+        self.set = AdapterSet(backbone.dim, ffn, range(len(shared.blocks)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shared = self._shared[0]
+        with mode(shared, self.training), adapted(shared.blocks, self.set):
+            return shared.forward_head(shared.forward_features(x), pre_logits=True)
+
+
+def make_adaptation(variant: str, backbone: Backbone, params: dict) -> nn.Module | None:
+    """The trainable part of ``variant`` (None for ``none``)."""
+    if variant == "none":
+        return None
+    if variant == "finetune":
+        return FullWeights(backbone)
+    return Adapters(backbone, params["ffn_num"])
+
+
+class _AsModel(nn.Module):
+    """An adaptation seen as a timm model by :class:`Backbone` (``forward_features``
+    gives the final feature, ``forward_head(pre_logits=True)`` passes it on)."""
+
+    def __init__(self, adaptation: nn.Module) -> None:
+        super().__init__()
+        self.adaptation = adaptation
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        self.adaptation.eval()  # a frozen backbone's features: dropout off, batch-norm
+        return self.adaptation(x)  # running statistics (Avalanche may have left train mode)
+
+    def forward_head(self, f: torch.Tensor, pre_logits: bool = True) -> torch.Tensor:
+        return f
+
+
+def weights_digest(frozen: Backbone, variant: str, adaptation: nn.Module) -> str:
+    """sha256 of the frozen weights' digest, the variant and every adapted tensor."""
+    h = hashlib.sha256(f"{frozen.weights_digest}|{variant}".encode())
+    for name, t in adaptation.state_dict().items():
+        h.update(name.encode())
+        h.update(t.detach().float().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def adapted_backbone(frozen: Backbone, variant: str, adaptation: nn.Module) -> Backbone:
+    """The adapted network as a frozen :class:`Backbone` (eval mode, no gradients) named
+    ``<backbone>+<variant>``, keyed in the feature cache by its own weights digest."""
+    return replace(frozen, name=f"{frozen.name}+{variant}", model=_AsModel(adaptation),
+                   weights_digest=weights_digest(frozen, variant, adaptation))

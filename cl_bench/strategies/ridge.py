@@ -1,0 +1,58 @@
+"""Ridge regression from accumulated statistics (RanPAC), in float64.
+
+With H the (projected) features and Y the one-hot labels of every sample seen so
+far, G = H^T H and C = H^T Y are sums over samples, so they grow task by task
+without keeping any old sample, and
+
+    W = (G + lambda I)^-1 C
+
+is exactly the batch ridge solution on all data seen so far.
+
+The regulariser is chosen as the official code (RanPAC ``optimise_ridge_parameter``,
+PILOT ``models/ranpac.py``) chooses it, at every task and from that task's samples
+only: the first 80% (``int(0.8 n)``) of them, in a shuffled order, fit a ridge
+solution for each candidate lambda in 10^-8 .. 10^8 (17 powers of ten); the one
+with the least mean squared error on the other 20% wins (the first on ties). The
+official code solves one M x M system per candidate; here one eigendecomposition
+gives all 17 solutions (of the n_fit x n_fit kernel H H^T when n_fit <= M, the dual
+form, else of the M x M Gram matrix): the same solutions up to round-off.
+"""
+
+from __future__ import annotations
+
+import torch
+
+CANDIDATES = tuple(10.0 ** k for k in range(-8, 9))
+FIT_SHARE = 0.8
+
+
+def choose_ridge(h: torch.Tensor, y: torch.Tensor,
+                 candidates: tuple[float, ...] = CANDIDATES) -> float:
+    """The candidate with the least validation MSE (rows: fit part, then validation
+    part, as ordered). With an empty part every candidate scores alike and the first
+    is taken, as the official code's argmin does."""
+    n_fit = int(h.shape[0] * FIT_SHARE)
+    fit, val = h[:n_fit].double(), h[n_fit:].double()
+    y_fit, y_val = y[:n_fit].double(), y[n_fit:].double()
+    if n_fit == 0 or val.shape[0] == 0:
+        return candidates[0]
+    if n_fit <= h.shape[1]:  # dual: W^T = H_fit^T (H_fit H_fit^T + lambda I)^-1 Y_fit
+        e, v = torch.linalg.eigh(fit @ fit.T)
+        left, right = (val @ fit.T) @ v, v.T @ y_fit
+    else:  # primal: W^T = (H_fit^T H_fit + lambda I)^-1 H_fit^T Y_fit
+        e, v = torch.linalg.eigh(fit.T @ fit)
+        left, right = val @ v, v.T @ (fit.T @ y_fit)
+    e = e.clamp_min(0.0)  # a Gram matrix: negative eigenvalues are round-off
+    losses = [float(((left / (e + lam)) @ right - y_val).pow(2).mean()) for lam in candidates]
+    return candidates[min(range(len(losses)), key=losses.__getitem__)]
+
+
+def solve_ridge(g: torch.Tensor, c: torch.Tensor, lam: float) -> torch.Tensor:
+    """(G + lambda I)^-1 C by Cholesky (G + lambda I is symmetric positive definite),
+    by LU where round-off makes the factorisation fail (a tiny lambda on a
+    rank-deficient G)."""
+    a = g + lam * torch.eye(g.shape[0], dtype=g.dtype, device=g.device)
+    factor, info = torch.linalg.cholesky_ex(a)
+    if int(info) == 0:
+        return torch.cholesky_solve(c, factor)
+    return torch.linalg.solve(a, c)

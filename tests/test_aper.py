@@ -1,0 +1,133 @@
+"""APER: the prototypes are the class means of [frozen, adapted] features, the adapted
+features come from the feature store under the adapted weights' digest, the
+accounting counts the adaptation and both backbone passes, and it learns."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from conftest import invoke
+from test_resume import VIT, assert_same_numbers, cl_bench, kill_and_resume, records
+
+from cl_bench.backbones import load_backbone
+from cl_bench.config import load_method, load_scenario
+from cl_bench.contract import AdaptedStream, drive
+from cl_bench.features import FeatureStore
+from cl_bench.recording import Recorder
+from cl_bench.runner import features_stream, quiet_evaluator
+from cl_bench.scenarios import load_data, scenario_order
+from cl_bench.scenarios.order import task_split
+from cl_bench.scenarios.stream import build_stream
+from cl_bench.scenarios.transforms import eval_transform, train_transform
+from cl_bench.strategies.aper import Aper
+
+TINY = ["--scenario", "synthetic", "--backbone", "vit_tiny_patch16_224", "--weights", "random",
+        "--image-size", "32", "--precision", "fp32", "--no-progress"]
+
+
+def drive_aper(adapt: str):
+    """APER on `synthetic` with a random ViT-Tiny at 32 px, driven as the runner does;
+    returns the strategy, its store, the data and the class order."""
+    card = load_method("aper")
+    params = dict(card.params, adapt=adapt, epochs=1)
+    scenario = load_scenario("synthetic")
+    data = load_data(scenario, None, False)
+    backbone = load_backbone("vit_tiny_patch16_224", "random", 32)
+    order = scenario_order(scenario, data.n_classes, 1993)
+    sizes = task_split(data.n_classes, 2, 2)
+    images = build_stream(data.train_x, data.train_y, data.test_x, data.test_y, order, sizes,
+                          test_shuffle=True, seed=1993,
+                          train_transform=train_transform(False, 32),
+                          eval_transform=eval_transform(False, 32))
+    store = FeatureStore(torch.device("cpu"), progress=False, use_disk=False)
+    stream = AdaptedStream(images, backbone, lambda backbones: features_stream(
+        store, data, order, sizes, True, 1993, backbones))
+    torch.manual_seed(0)
+    strategy = Aper(params=params, backbone=backbone, n_classes=10, device=torch.device("cpu"),
+                    plugins=[Recorder(images.task_of_label, backbone, progress=False)],
+                    evaluator=quiet_evaluator())
+    drive(strategy, stream)
+    return strategy, store, data, order, backbone
+
+
+def test_prototypes_are_the_class_means_of_frozen_and_adapted_features():
+    strategy, store, data, order, backbone = drive_aper("adapter")
+    frozen, adapted = strategy.feature_backbones(backbone)
+    assert adapted is not frozen and adapted.name == "vit_tiny_patch16_224+adapter"
+    assert adapted.weights_digest != frozen.weights_digest
+    phi = torch.cat([store.get(frozen, data, "train"), store.get(adapted, data, "train")], 1)
+    assert phi.shape[1] == 2 * 192
+    position = torch.tensor([order.index(int(c)) for c in data.train_y])
+    rows = strategy.model.classifier.weight
+    assert rows.shape == (10, 384)
+    for c in range(10):
+        # task 1's rows come from the method's own pass, later ones from the store: both
+        # equal the hand-computed mean of the cached features
+        assert torch.allclose(rows[c], phi[position == c].mean(0), atol=1e-6), c
+    # the adapters moved (the adapted features are not the frozen ones) and are frozen now
+    assert not torch.equal(phi[:, :192], phi[:, 192:])
+    assert not any(p.requires_grad for p in strategy.model.parameters())
+
+
+def test_adapt_none_is_simplecil_on_the_frozen_features():
+    strategy, store, data, order, backbone = drive_aper("none")
+    assert strategy.feature_backbones(backbone) == [backbone]
+    x = store.get(backbone, data, "train")
+    position = torch.tensor([order.index(int(c)) for c in data.train_y])
+    means = torch.stack([x[position == c].mean(0) for c in range(10)])
+    assert torch.allclose(strategy.model.classifier.weight, means, atol=1e-6)
+
+
+def test_accounting_of_an_adapted_run(tmp_path):
+    result = invoke("run", "--out", str(tmp_path), *TINY, "--methods", "aper,simplecil",
+                    "--set", "aper.epochs=1")
+    assert result.exit_code == 0, result.output
+    found = {json.loads(p.read_text())["method"]: json.loads(p.read_text())
+             for p in tmp_path.glob("runs/synthetic/*/*.json")}
+    acc, base = found["aper"]["accounting"], found["simplecil"]["accounting"]
+    assert found["aper"]["config"]["method"]["adapt"] == "adapter"
+    adapters = 12 * (2 * 192 * 64 + 64 + 192)
+    assert acc["trainable_per_task"] == [adapters + 2 * 192 + 1, 0, 0, 0, 0]
+    # kept: the adapters, 2 prototypes of width 2 d per task, the (fixed) scale
+    assert acc["stored_per_task"] == [adapters + 1 + 2 * k * 384 for k in range(1, 6)]
+    # two backbone passes per test image: the frozen one and the adapted one
+    ratio = acc["inference_gflops_per_image"] / base["inference_gflops_per_image"]
+    assert 2.0 < ratio < 2.2
+
+
+def test_cnn_auto_means_finetune_counted_as_stored(tmp_path):
+    """EfficientNet-Lite0 (random, 32 px): the whole adapted copy is stored."""
+    result = invoke("run", "--out", str(tmp_path), "--scenario", "synthetic", "--weights",
+                    "random", "--image-size", "32", "--precision", "fp32", "--no-progress",
+                    "--methods", "aper", "--set", "aper.epochs=1")
+    assert result.exit_code == 0, result.output
+    [path] = tmp_path.glob("runs/synthetic/aper/*.json")
+    record = json.loads(path.read_text())
+    assert record["config"]["method"]["adapt"] == "finetune"
+    bb = load_backbone("efficientnet_lite0", "random", 32).model
+    head = sum(p.numel() for p in bb.get_classifier().parameters())
+    weights = sum(p.numel() for p in bb.parameters()) - head
+    stats = sum(b.numel() for b in bb.buffers())
+    acc = record["accounting"]
+    assert acc["trainable_per_task"][0] == weights + 2 * 1280 + 1
+    assert acc["stored_at_end"] == weights + stats + 1 + 10 * 2 * 1280
+
+
+def test_killed_run_resumes_with_identical_numbers(tmp_path):
+    args = [*VIT, "--set", "aper.epochs=1"]
+    reference = cl_bench(tmp_path / "reference", *args, "--methods", "aper")
+    assert reference.returncode == 0, reference.stdout + reference.stderr
+    final = kill_and_resume(tmp_path / "out", args, ["aper"], kill_after=0, tasks=3)
+    assert final["aper"]["timing"]["resumed_from_task"] == 1
+    assert_same_numbers(final["aper"], records(tmp_path / "reference")["aper"])
+
+
+def test_learns_on_fmnist_features(tmp_path):
+    """adapt: none (features only) on frozen EfficientNet-Lite0 features at 112 px."""
+    result = invoke("run", "--out", str(tmp_path), "--scenario", "fmnist", "--image-size", "112",
+                    "--precision", "fp32", "--no-progress", "--methods", "aper",
+                    "--set", "aper.adapt=none")
+    assert result.exit_code == 0, result.output
+    [path] = tmp_path.glob("runs/fmnist/aper/*.json")
+    assert json.loads(path.read_text())["last_acc"] > 70.0  # chance: 10
