@@ -39,6 +39,7 @@ import yaml
 from cl_bench import sources
 from cl_bench.contract import spec_of
 from cl_bench.errors import UserError, suggest, unknown
+from cl_bench.strategies.plain import PLAIN_RULES, driven_class
 
 ROOT = Path(__file__).resolve().parents[1]
 _PACKAGED = sources.packaged()
@@ -297,7 +298,9 @@ def load_method(name: str) -> Card:
                         f"{type(raw['defaults']).__name__}.")
     card = Card(name, path, raw, copy.deepcopy(raw["defaults"]), origin=found.origin)
     make_importable(card)
-    strategy_class(path, raw["strategy"])
+    strategy_of(card)
+    if "contract" in raw:  # the settings cl-bench builds a plain Avalanche strategy from
+        card.base_rules = PLAIN_RULES
     check_rules(card, required=True)
     card.check(defaults=True)
     return card
@@ -335,8 +338,18 @@ def make_importable(card: Card) -> None:
         sys.path.append(folder)
 
 
-def strategy_class(path: Path, spec: Any) -> type:
-    """The class a card's ``strategy: package.module:Class`` names, or the card's error."""
+def strategy_of(card: Card) -> type:
+    """The class the runner drives for a method card: the one its ``strategy:`` names,
+    or, for a plain Avalanche strategy, that class under the card's ``contract:``
+    block (:mod:`cl_bench.strategies.plain`)."""
+    return strategy_class(card.path, card.raw["strategy"], card.raw.get("contract"),
+                          card.raw["defaults"])
+
+
+def strategy_class(path: Path, spec: Any, contract: Any = None,
+                   defaults: dict | None = None) -> type:
+    """The class a card's ``strategy: package.module:Class`` names (with its card's
+    ``contract:`` block and ``defaults``, when it has one), or the card's error."""
     if not isinstance(spec, str) or spec.count(":") != 1:
         raise UserError(f"{path}: `strategy:` must be \"package.module:Class\", not {spec!r}.")
     module, attr = spec.split(":")
@@ -353,6 +366,8 @@ def strategy_class(path: Path, spec: Any) -> type:
     if not isinstance(obj, type):
         raise UserError(f"{path}: strategy {spec} is a {type(obj).__name__}, not a class. "
                         "Name the strategy class in `strategy:`.")
+    if contract is not None:
+        return driven_class(obj, contract, defaults or {}, path, import_object)
     spec_of(obj, card=path)  # refuses a class that declares no method contract
     return obj
 
