@@ -39,7 +39,6 @@ import yaml
 from cl_bench import sources
 from cl_bench.contract import spec_of
 from cl_bench.errors import UserError, suggest, unknown
-from cl_bench.strategies.plain import PLAIN_RULES, driven_class
 
 ROOT = Path(__file__).resolve().parents[1]
 _PACKAGED = sources.packaged()
@@ -300,6 +299,7 @@ def load_method(name: str) -> Card:
     make_importable(card)
     strategy_of(card)
     if "contract" in raw:  # the settings cl-bench builds a plain Avalanche strategy from
+        from cl_bench.strategies.plain import PLAIN_RULES
         card.base_rules = PLAIN_RULES
     check_rules(card, required=True)
     card.check(defaults=True)
@@ -366,7 +366,8 @@ def strategy_class(path: Path, spec: Any, contract: Any = None,
     if not isinstance(obj, type):
         raise UserError(f"{path}: strategy {spec} is a {type(obj).__name__}, not a class. "
                         "Name the strategy class in `strategy:`.")
-    if contract is not None:
+    if contract is not None:  # imported here: Avalanche's training stack, only when needed
+        from cl_bench.strategies.plain import driven_class
         return driven_class(obj, contract, defaults or {}, path, import_object)
     spec_of(obj, card=path)  # refuses a class that declares no method contract
     return obj
