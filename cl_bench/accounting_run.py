@@ -14,7 +14,7 @@ import torch
 
 from cl_bench.accounting import TrainFlops, backbone_flops, inference_flops
 from cl_bench.backbones import load_backbone
-from cl_bench.config import import_object, load_method
+from cl_bench.config import load_method, strategy_of
 from cl_bench.contract import AdaptedStream, Inputs, drive, spec_of
 from cl_bench.errors import UserError
 from cl_bench.recording import Recorder
@@ -24,7 +24,7 @@ from cl_bench.scenarios.stream import Stream, build_stream
 
 def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
     card = load_method(name)
-    cls = import_object(card.raw["strategy"])
+    cls = strategy_of(card)
     if card.raw.get("backbones", "any") not in ("any", backbone.kind):
         raise UserError(f"{name} needs a ViT backbone; {backbone.name} is a CNN.")
     params = dict(card.params, epochs=1, batch_size=1)

@@ -297,7 +297,10 @@ def load_method(name: str) -> Card:
                         f"{type(raw['defaults']).__name__}.")
     card = Card(name, path, raw, copy.deepcopy(raw["defaults"]), origin=found.origin)
     make_importable(card)
-    strategy_class(path, raw["strategy"])
+    strategy_of(card)
+    if "contract" in raw:  # the settings cl-bench builds a plain Avalanche strategy from
+        from cl_bench.strategies.plain import PLAIN_RULES
+        card.base_rules = PLAIN_RULES
     check_rules(card, required=True)
     card.check(defaults=True)
     return card
@@ -335,8 +338,18 @@ def make_importable(card: Card) -> None:
         sys.path.append(folder)
 
 
-def strategy_class(path: Path, spec: Any) -> type:
-    """The class a card's ``strategy: package.module:Class`` names, or the card's error."""
+def strategy_of(card: Card) -> type:
+    """The class the runner drives for a method card: the one its ``strategy:`` names,
+    or, for a plain Avalanche strategy, that class under the card's ``contract:``
+    block (:mod:`cl_bench.strategies.plain`)."""
+    return strategy_class(card.path, card.raw["strategy"], card.raw.get("contract"),
+                          card.raw["defaults"])
+
+
+def strategy_class(path: Path, spec: Any, contract: Any = None,
+                   defaults: dict | None = None) -> type:
+    """The class a card's ``strategy: package.module:Class`` names (with its card's
+    ``contract:`` block and ``defaults``, when it has one), or the card's error."""
     if not isinstance(spec, str) or spec.count(":") != 1:
         raise UserError(f"{path}: `strategy:` must be \"package.module:Class\", not {spec!r}.")
     module, attr = spec.split(":")
@@ -353,6 +366,9 @@ def strategy_class(path: Path, spec: Any) -> type:
     if not isinstance(obj, type):
         raise UserError(f"{path}: strategy {spec} is a {type(obj).__name__}, not a class. "
                         "Name the strategy class in `strategy:`.")
+    if contract is not None:  # imported here: Avalanche's training stack, only when needed
+        from cl_bench.strategies.plain import driven_class
+        return driven_class(obj, contract, defaults or {}, path, import_object)
     spec_of(obj, card=path)  # refuses a class that declares no method contract
     return obj
 

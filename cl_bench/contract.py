@@ -66,8 +66,10 @@ A ``PER_TASK`` strategy that also derives from :class:`cl_bench.state.Resumable`
 its next task with the numbers of an uninterrupted run; one that does not starts
 over when killed.
 
-A strategy class that declares nothing is refused when its card is loaded, with one
-message that says what to declare (:func:`spec_of`).
+A plain Avalanche strategy that knows nothing about cl-bench declares the same in its
+card instead (a ``contract:`` block, :mod:`cl_bench.strategies.plain`). A strategy
+class that declares nothing, in neither place, is refused when its card is loaded,
+with one message that says both ways (:func:`spec_of`).
 """
 
 from __future__ import annotations
@@ -181,10 +183,13 @@ def spec_of(cls: type, card: Path | None = None) -> MethodSpec:
     where = f"{card}: " if card is not None else ""
     name = f"{cls.__module__}:{cls.__qualname__}" if isinstance(cls, type) else repr(cls)
     raise UserError(
-        f"{where}strategy {name} declares no method contract. A strategy class derives "
-        "from cl_bench.contract.Method and declares what it consumes, whether it trains the "
-        "backbone and how it is driven, e.g. spec = MethodSpec(inputs=Inputs.IMAGES, "
-        "trains_backbone=False, schedule=Schedule.PER_TASK); see cl_bench/contract.py.")
+        f"{where}strategy {name} declares no method contract: what it consumes, whether it "
+        "trains the backbone and how it is driven. Either the class derives from "
+        "cl_bench.contract.Method and declares it, e.g. spec = MethodSpec(inputs="
+        "Inputs.IMAGES, trains_backbone=False, schedule=Schedule.PER_TASK) (see "
+        "cl_bench/contract.py), or, for a plain Avalanche strategy, its method card declares "
+        "it in a `contract:` block with inputs, trains_backbone, schedule and the model "
+        "factory to build it with (see cl_bench/strategies/plain.py).")
 
 
 def drive(strategy: Method, stream: Stream | AdaptedStream, *, start: int = 0,

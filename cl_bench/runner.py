@@ -30,7 +30,7 @@ from cl_bench.backbones import (
 )
 from cl_bench.backbones.base import Backbone
 from cl_bench.checkpoint import RunCheckpoint
-from cl_bench.config import CHECKOUT, Card, import_object, load_method, load_scenario, parse_sets
+from cl_bench.config import CHECKOUT, Card, load_method, load_scenario, parse_sets, strategy_of
 from cl_bench.contract import AdaptedStream, Inputs, drive, spec_of
 from cl_bench.environment import (
     make_deterministic,
@@ -129,7 +129,7 @@ def check_request(req: RunRequest) -> tuple[list[Card], Card]:
 
 
 def uses_feature_cache(card: Card) -> bool:
-    return spec_of(import_object(card.raw["strategy"])).reads_feature_cache
+    return spec_of(strategy_of(card)).reads_feature_cache
 
 
 def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: str,
@@ -163,7 +163,7 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     seed_everything(seed)
     order = scenario_order(scenario, data.n_classes, seed)
     sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
-    cls = import_object(card.raw["strategy"])
+    cls = strategy_of(card)
     spec = spec_of(cls)
     loader_args = {}
     before, hits = store.seconds, store.hits
@@ -300,7 +300,7 @@ class SharedFeatureStore(FeatureStore):
 
 def trains_backbone(card: Card) -> bool:
     """Whether the method trains a copy of the backbone (it then needs fp32 weights)."""
-    return spec_of(import_object(card.raw["strategy"])).trains_backbone
+    return spec_of(strategy_of(card)).trains_backbone
 
 
 @dataclass
@@ -324,8 +324,8 @@ def load_shared(req: RunRequest, scenario: Card, methods: list[Card], device: to
     backbone = load_backbone(req.backbone, req.weights, req.image_size).to(device)
     backbone.precision = precision
     for card in methods:
-        import_object(card.raw["strategy"]).resolve_params(card.params, backbone)
-        import_object(card.raw["strategy"]).check_params(card.params, backbone)
+        strategy_of(card).resolve_params(card.params, backbone)
+        strategy_of(card).check_params(card.params, backbone)
     if precision == "bf16" and not any(trains_backbone(card) for card in methods):
         backbone.store_matmul_weights_in_bf16()  # same outputs, half the weight memory
     if scenario.params.get("normalize", "none") == "backbone":

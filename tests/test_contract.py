@@ -16,10 +16,13 @@ from cl_bench.contract import Inputs, Method, MethodSpec, Schedule, drive, spec_
 from cl_bench.errors import UserError
 
 NAIVE = "avalanche.training.supervised.strategy_wrappers:Naive"
-ADVICE = ("declares no method contract. A strategy class derives from cl_bench.contract.Method "
-          "and declares what it consumes, whether it trains the backbone and how it is "
-          "driven, e.g. spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=False, "
-          "schedule=Schedule.PER_TASK); see cl_bench/contract.py.")
+ADVICE = ("declares no method contract: what it consumes, whether it trains the backbone and "
+          "how it is driven. Either the class derives from cl_bench.contract.Method and "
+          "declares it, e.g. spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=False, "
+          "schedule=Schedule.PER_TASK) (see cl_bench/contract.py), or, for a plain Avalanche "
+          "strategy, its method card declares it in a `contract:` block with inputs, "
+          "trains_backbone, schedule and the model factory to build it with (see "
+          "cl_bench/strategies/plain.py).")
 
 SHIPPED = {
     "tosca": (Inputs.FEATURES, False, Schedule.PER_TASK),

@@ -1,7 +1,9 @@
-"""Turn per-sample inputs (images or frozen features) into an Avalanche stream.
+"""Turn per-sample inputs (images or frozen features) into an Avalanche benchmark.
 
-The same builder serves image methods and features-only methods, so both see
-exactly the same class order, task split and test order.
+The same builder serves image methods, features-only methods and
+:func:`cl_bench.scenarios.avalanche.scenario` (the benchmark for users' own
+Avalanche code), so all of them see exactly the same class order, task split and
+test order.
 """
 
 from __future__ import annotations
@@ -10,7 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
-from avalanche.benchmarks.scenarios.dataset_scenario import DatasetExperience
+from avalanche.benchmarks.scenarios.dataset_scenario import (
+    DatasetExperience,
+    benchmark_from_datasets,
+)
+from avalanche.benchmarks.scenarios.generic_scenario import CLScenario, EagerCLStream
+from avalanche.benchmarks.scenarios.supervised import with_classes_timeline
 from avalanche.benchmarks.utils.classification_dataset import (
     _make_taskaware_classification_dataset as _wrap_dataset,
 )
@@ -27,11 +34,17 @@ from cl_bench.scenarios.order import tasks_of
 class Stream:
     """Class-incremental stream.
 
-    ``train[i]``: task i's training data; ``seen_test[i]``: the test images of
-    every class seen up to task i, in one experience, either in stored class
-    order (PILOT's loader, ``shuffle=False``) or shuffled with the run seed. One
-    evaluation pass over ``seen_test[i]`` fills row i of the accuracy matrix.
-    ``tasks[i]``: label positions of task i. ``task_of_label``: position -> task.
+    ``benchmark``: the Avalanche benchmark, ``train_stream`` (experience i: task
+    i's training data) and ``test_stream`` (experience i: the test images of task
+    i's classes, class by class), each experience with Avalanche's
+    ``classes_in_this_experience`` and friends, and ``seen_test_stream``; labels
+    are positions in the class order. ``train`` and ``seen_test``: its train and
+    seen-test streams as lists (what :func:`cl_bench.contract.drive` runs on).
+    ``seen_test[i]``: the test images of every class seen up to task i, in one
+    experience, either in stored class order (PILOT's loader, ``shuffle=False``)
+    or shuffled with the run seed. One evaluation pass over ``seen_test[i]`` fills
+    row i of the accuracy matrix. ``tasks[i]``: label positions of task i.
+    ``task_of_label``: position -> task.
     """
 
     train: list[DatasetExperience]
@@ -39,6 +52,7 @@ class Stream:
     tasks: list[list[int]]
     task_of_label: torch.Tensor
     test_shuffle: bool
+    benchmark: CLScenario
 
 
 def remap_labels(y: torch.Tensor, order: Sequence[int]) -> torch.Tensor:
@@ -89,7 +103,12 @@ def build_stream(train_x: torch.Tensor | FileList, train_y: torch.Tensor,
                  test_query: torch.Tensor | None = None) -> Stream:
     """Split remapped data into tasks. ``train_y``/``test_y`` are original ids.
     ``train_query``/``test_query`` (N, dim), when given, travel with each sample as
-    a third item (the prompt methods' cached queries)."""
+    a third item (the prompt methods' cached queries).
+
+    Each task's data keeps the stored sample order, and Avalanche's
+    ``benchmark_from_datasets`` makes the streams: ``class_incremental_benchmark``
+    would regroup an experience's samples class by class, which changes the
+    shuffled mini-batches of every trained method (and every baseline number)."""
     tasks = tasks_of(sizes)
     task_of_label = torch.cat([torch.full((len(t),), i) for i, t in enumerate(tasks)])
     ytr, yte = remap_labels(train_y, order), remap_labels(test_y, order)
@@ -100,14 +119,23 @@ def build_stream(train_x: torch.Tensor | FileList, train_y: torch.Tensor,
     shuffled = class_sorted[torch.randperm(len(class_sorted), generator=gen)]
     test_index = shuffled if test_shuffle else class_sorted
 
-    train, seen = [], []
+    train, test, seen = [], [], []
     for i in range(len(tasks)):
         idx = torch.nonzero(ttr == i).squeeze(1)
-        ds = _dataset(train_x[idx], ytr[idx], _take(train_query, idx), train_transform,
-                      eval_transform)
-        train.append(DatasetExperience(dataset=ds.train(), current_experience=i))
+        train.append(_dataset(train_x[idx], ytr[idx], _take(train_query, idx), train_transform,
+                              eval_transform).train())
+        sel = class_sorted[tte[class_sorted] == i]
+        test.append(_dataset(test_x[sel], yte[sel], _take(test_query, sel), train_transform,
+                             eval_transform).eval())
+        # Avalanche evaluates experience by experience; a run scores one pass over the
+        # union of the seen classes' test images in one (shuffled) order, because
+        # batch-level choices (TOSCA's batch selection, batchwise prompts) depend on
+        # which classes share a batch: no generator builds such experiences.
         sel = test_index[tte[test_index] <= i]
         ds = _dataset(test_x[sel], yte[sel], _take(test_query, sel), train_transform,
                       eval_transform)
         seen.append(DatasetExperience(dataset=ds.eval(), current_experience=i))
-    return Stream(train, seen, tasks, task_of_label, test_shuffle)
+    timeline = with_classes_timeline(benchmark_from_datasets(train=train, test=test))
+    benchmark = CLScenario([*timeline.streams.values(), EagerCLStream("seen_test", seen)])
+    return Stream(list(benchmark.train_stream), list(benchmark.seen_test_stream), tasks,
+                  task_of_label, test_shuffle, benchmark)
