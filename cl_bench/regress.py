@@ -92,15 +92,32 @@ def run_suite(suite: dict, out: Path, echo: Callable[[str], None], progress: boo
     return measured
 
 
+def cpu_capability() -> str:
+    """The instruction set torch's CPU kernels dispatch to ("AVX2", "AVX512", ...). Full
+    fine-tuning gives the same numbers on every CPU of one capability, not across them
+    (the reduction order of the kernels differs), so a baseline may hold a value per
+    capability (``by_cpu``) beside the value of the CPU that made it."""
+    import torch
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def expected(base: dict, cpu: str) -> float:
+    """A baseline metric's value on a CPU of capability ``cpu``."""
+    return base.get("by_cpu", {}).get(cpu, base["value"])
+
+
 def compare(baseline: dict, measured: dict[str, dict[str, float]],
-            tolerance: float | None) -> list[Row]:
+            tolerance: float | None, cpu: str | None = None) -> list[Row]:
+    """One row per run and metric; ``cpu`` (default: this machine's capability) picks a
+    metric's ``by_cpu`` value where the baseline has one."""
+    cpu = cpu or cpu_capability()
     rows = []
     entries = baseline.get("metrics", {})
     for key in sorted(set(entries) | set(measured)):
         for metric in METRICS:
             base = entries.get(key, {}).get(metric)
             tol = tolerance if tolerance is not None else (base or {}).get("tolerance", 1.0)
-            rows.append(Row(key, metric, None if base is None else base["value"],
+            rows.append(Row(key, metric, None if base is None else expected(base, cpu),
                             measured.get(key, {}).get(metric), tol))
     return rows
 
@@ -161,6 +178,10 @@ def read_baseline(path: Path, suite: dict) -> dict:
                if not isinstance(metrics.get(key), dict) or not isinstance(
                    metrics[key].get(m), dict) or not isinstance(metrics[key][m].get("value"),
                                                                  (int, float))]
+    lacking += [f"{key} {m} by_cpu" for key, entry in metrics.items() if isinstance(entry, dict)
+                for m, v in entry.items() if isinstance(v, dict) and "by_cpu" in v and not (
+                    isinstance(v["by_cpu"], dict) and all(isinstance(x, (int, float))
+                                                          for x in v["by_cpu"].values()))]
     if lacking:
         raise UserError(f"Baseline {path} has no value for {', '.join(lacking[:4])}"
                         f"{' ...' if len(lacking) > 4 else ''} of suite {suite['name']}. {fix}")
@@ -177,7 +198,7 @@ def new_baseline(suite: dict, measured: dict[str, dict[str, float]], tolerance: 
         "provenance": {"commit": git_commit(config.CHECKOUT), "date": time.strftime("%Y-%m-%d"),
                        "torch": env["torch"], "timm": env["timm"],
                        "avalanche": env["avalanche"], "device": env["device"],
-                       "platform": env["platform"]},
+                       "platform": env["platform"], "cpu_capability": cpu_capability()},
         "metrics": {key: {m: {"value": v, "tolerance": tolerance}
                           for m, v in values.items()}
                     for key, values in sorted(measured.items())},

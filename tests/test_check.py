@@ -99,6 +99,20 @@ def test_compare_rules():
     assert {(r.key, r.status) for r in rows} == {("a/m", "MISSING"), ("b/m", "NEW")}
 
 
+def test_a_value_per_cpu_capability():
+    """Fine-tuning is deterministic per instruction set: a baseline value recorded for
+    this CPU's capability is compared at tolerance 0; other CPUs use the main value."""
+    base = {"metrics": {"a/m": {"avg_acc": {"value": 26.21, "tolerance": 1.0,
+                                            "by_cpu": {"AVX2": 25.30}},
+                                "last_acc": {"value": 12.6, "tolerance": 1.0}}}}
+    now = {"a/m": {"avg_acc": 25.30, "last_acc": 12.6}}
+    rows = regress.compare(base, now, 0.0, cpu="AVX2")
+    assert [(r.baseline, r.status) for r in rows] == [(25.30, "ok"), (12.6, "ok")]
+    rows = regress.compare(base, now, 0.0, cpu="AVX512")
+    assert [(r.baseline, r.status) for r in rows] == [(26.21, "DROP"), (12.6, "ok")]
+    assert regress.cpu_capability() in {"DEFAULT", "AVX2", "AVX512", "ZVECTOR", "VSX", "SVE256"}
+
+
 def test_unknown_suite_is_exit_2():
     result = invoke("check", "--suite", "nope")
     assert result.exit_code == 2 and 'Unknown suite "nope"' in result.stderr
