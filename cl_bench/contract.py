@@ -56,7 +56,9 @@ What a method declares:
   or prompt per test image returns the choice per sample of the last evaluated batch,
   and the recorder scores it against the image's task (``routing_acc``);
 * **what it stores**: everything reachable from ``strategy.model`` (parameters and
-  buffers; the shared backbone excluded, a fine-tuned copy counted) and every tensor
+  buffers) beyond the pretrained backbone: a model of the backbone's type inside it,
+  the shared one or a fine-tuned copy that replaces it (Finetune, EWC, Joint), is the
+  backbone and not added; weights kept beside it (APER's adapted copy) are; and every tensor
   held by the strategy's plugins, except plugins that derive from
   :class:`Bookkeeping` (measurement and data plumbing, such as the recorder). A
   plugin that keeps the method's state (EWC's importances) is an ordinary plugin.
