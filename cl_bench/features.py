@@ -105,6 +105,11 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+class NonFiniteFeatures(RuntimeError):
+    """Extracted features that are not finite: no method could be scored on them, so the
+    run fails (its ``.failed`` record names why) instead of reporting chance numbers."""
+
+
 class FeatureStore:
     """Features keyed by what they depend on, kept in memory for the invocation and
     on disk (fp16, memory-mapped) across invocations, methods and seeds.
@@ -172,11 +177,14 @@ class FeatureStore:
                        batch_size=self.batch_size, precision=self.precision,
                        progress=self.progress, workers=self.workers,
                        desc=f"{backbone.name} features ({data.name} {label})").half()
-        if self.use_disk and bool(torch.isfinite(half).all()):
+        if bad := int((~torch.isfinite(half)).sum()):
+            raise NonFiniteFeatures(
+                f"{backbone.name} features of {data.name} {label} hold {bad} NaN or inf "
+                f"values of {half.numel()}: the backbone's weights are broken, or a feature "
+                "exceeds fp16's range (65504). Nothing was cached and the run is not scored; "
+                "check the weights file, or the backbone's output on one image.")
+        if self.use_disk:
             write_entry(path, repr(key), half.numpy())
-        elif self.use_disk:  # a read would refuse it: computed again next time
-            self.warn(f"warning: {data.name} {label} features hold NaN or inf (fp16 "
-                      "overflow?); not cached")
         self.seconds += time.perf_counter() - t0
         return half.float()
 

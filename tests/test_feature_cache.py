@@ -142,16 +142,16 @@ def test_store_warns_deletes_and_recomputes_a_damaged_entry(tmp_path, monkeypatc
     assert later.hits == 1 and calls == [5, 5] and len(warned) == 1
 
 
-def test_non_finite_features_are_not_cached(tmp_path, monkeypatch):
+def test_non_finite_features_are_refused_and_not_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path))
     _, backbone, data = fake_parts([])
     monkeypatch.setattr(features, "extract",
                         lambda backbone, images, device, **kw: torch.full((len(images), 2), 1e6))
     warned = []
     store = FeatureStore(CPU, progress=False, warn=warned.append)
-    assert torch.isinf(store.get(backbone, data, "test")).all()  # 1e6 overflows fp16
-    assert warned == ["warning: fake test features hold NaN or inf (fp16 overflow?); not cached"]
-    assert list(tmp_path.rglob("*.npy")) == []
+    with pytest.raises(features.NonFiniteFeatures, match=r"fake test hold \d+ NaN or inf"):
+        store.get(backbone, data, "test")  # 1e6 overflows fp16
+    assert warned == [] and list(tmp_path.rglob("*.npy")) == []
 
 
 def test_the_features_version_is_part_of_the_key(monkeypatch):
