@@ -62,11 +62,20 @@ def run(
         = "fmnist",
     seeds: Annotated[str, typer.Option(help="Comma-separated seeds; the seed also fixes the "
                                             "class order (PILOT convention).")] = "1993",
-    backbone: Annotated[str, typer.Option(help="Backbone (see `cl-bench list backbones`).")]
-        = "efficientnet_lite0",
+    backbone: Annotated[str | None, typer.Option(
+        help="Backbone (see `cl-bench list backbones`). Default: the scenario's, the "
+             "paper's ViT-B/16 (ImageNet-21k) on the paper scenarios, EfficientNet-Lite0 on "
+             "the embedded ones.")] = None,
     weights: Annotated[str | None, typer.Option(
-        help="Backbone weights: omit for the pinned pretrained weights, a local "
-             ".safetensors/.pth/.npz file, or 'random' (smoke tests only).")] = None,
+        help="Backbone weights: omit for the pinned pretrained weights (or the scenario's), "
+             "a local .safetensors/.pth/.npz file, or 'random' (smoke tests only).")] = None,
+    protocol: Annotated[str, typer.Option(
+        help="fair: every card's defaults (per-image choices, shuffled test batches); "
+             "paper: each method's published protocol (its card's paper: block). --set "
+             "wins over both. Recorded in every result.")] = "fair",
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the plan (every run's settings, result path, done or "
+                          "pending) and exit, without loading data or weights.")] = False,
     image_size: Annotated[int | None, typer.Option(
         help="Input resolution in pixels, for every backbone (default: the backbone's, "
              "224); a ViT needs a multiple of its patch size (e.g. 32 for a fast "
@@ -125,6 +134,7 @@ def run(
     """
     from cl_bench.launch import LaunchOptions, check_options
     from cl_bench.preflight import check_seeds
+    from cl_bench.protocol import check_protocol
     from cl_bench.runner import RunRequest, default_methods, execute_all
     from cl_bench.summary import summary_table
     try:
@@ -144,11 +154,18 @@ def run(
     if methods is not None and not _csv(methods):
         raise UserError(f'--methods "{methods}" names no method; give at least one (see '
                         "`cl-bench list methods`), or omit --methods for the default set.")
-    method_list = _csv(methods) or default_methods(backbone)
-    reqs = [RunRequest(methods=method_list, scenario=name, seeds=seed_list, backbone=backbone,
+    check_protocol(protocol)
+    reqs = [RunRequest(methods=_csv(methods), scenario=name, seeds=seed_list, backbone=backbone,
                        weights=weights, image_size=image_size, data_root=data_root,
                        download=download, device=device, precision=precision, out=out,
-                       sets=set_ or [], progress=progress) for name in scenarios]
+                       sets=set_ or [], progress=progress, protocol=protocol)
+            for name in scenarios]
+    for req in reqs:
+        req.methods = req.methods or default_methods(req.backbone)
+    if dry_run:
+        from cl_bench.dryrun import dry_run as plan
+        typer.echo("\n".join(plan(reqs, opts)))
+        return
     if launcher is None:
         failed: list[str] = []
         typer.echo("\n" + summary_table(execute_all(reqs, echo=typer.echo, failed=failed)))
