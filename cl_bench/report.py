@@ -2,10 +2,11 @@
 
 Everything is computed from result JSON files; the only other input is the
 ``published`` block of each method's card, shown beside the measured numbers of
-``--protocol paper`` runs with its protocol. A table row is one configuration: runs are grouped by the
-hash of their resolved config, so runs that differ in protocol (TOSCA
-``selection``, prompt ``batchwise``, test shuffling), backbone, weights or any
-other setting are never averaged together; the label names the protocol.
+``--protocol paper`` runs with its protocol. A table row is one configuration:
+runs are grouped by the hash of their resolved config, so runs that differ in
+protocol (TOSCA ``selection``, prompt ``batchwise``, test shuffling), backbone,
+weights or any other setting are never averaged together; the label names the
+protocol.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from conftest import invoke
 from test_validation import refused
 
 from cl_bench import config, record_check, results
-from cl_bench.config import load_method, load_scenario, method_names
+from cl_bench.config import load_method, method_names
 from cl_bench.protocol import apply_protocol, paper_settings, run_scenario
 from cl_bench.report import aggregate, load_runs
 from cl_bench.runner import RunRequest, resolve_cards
@@ -193,11 +193,12 @@ def test_paper_run_records_its_protocol_and_the_dry_run_finds_it(tmp_path):
     then a fair SimpleCIL run: the records name their protocol, their files differ,
     the dry run plans exactly their paths (done), and the report keeps them apart."""
     out = tmp_path / "out"
-    paper_args = [*SMALL, "--protocol", "paper", "--set", "tosca.augment_views=2",
-                  "--out", str(out)]
+    small = [*SMALL[:3], "--image-size", "32", "--out", str(out)]
+    paper_args = [*small, "--protocol", "paper", "--set", "tosca.epochs=2",
+                  "--set", "tosca.augment_views=2"]
     result = invoke("run", *paper_args)
     assert result.exit_code == 0, result.output
-    result = invoke("run", "--methods", "simplecil", *SMALL, "--out", str(out))
+    result = invoke("run", "--methods", "simplecil", *small)
     assert result.exit_code == 0, result.output
     found = records(out)
     assert sorted(found) == [("simplecil", "fair"), ("simplecil", "paper"), ("tosca", "paper")]
@@ -227,9 +228,9 @@ def test_paper_run_records_its_protocol_and_the_dry_run_finds_it(tmp_path):
     runs = load_runs(out)[0]
     table = aggregate(runs, published_for=lambda method, scenario: (1.0, 2.0, "published"))
     pub = dict(zip(table["label"], table["pub_avg_acc"], strict=True))
-    assert sorted(pub) == ["simplecil", "simplecil [paper]",
+    assert sorted(pub) == ["simplecil", "simplecil [paper] (ordered test)",
                            "tosca [paper] (selection=batch, ordered test, batches of 48)"]
-    assert pub["simplecil [paper]"] == 1.0 and pub["simplecil"] is None
+    assert pub["simplecil [paper] (ordered test)"] == 1.0 and pub["simplecil"] is None
 
 
 def test_record_check_reads_the_protocol_name(e2e_run):
