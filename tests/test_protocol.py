@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -230,7 +231,7 @@ def test_paper_run_records_its_protocol_and_the_dry_run_finds_it(tmp_path):
     pub = dict(zip(table["label"], table["pub_avg_acc"], strict=True))
     assert sorted(pub) == ["simplecil", "simplecil [paper] (ordered test)",
                            "tosca [paper] (selection=batch, ordered test, batches of 48)"]
-    assert pub["simplecil [paper] (ordered test)"] == 1.0 and pub["simplecil"] is None
+    assert pub["simplecil [paper] (ordered test)"] == 1.0 and math.isnan(pub["simplecil"])
 
 
 def test_record_check_reads_the_protocol_name(e2e_run):
