@@ -94,29 +94,35 @@ def plan(methods: str | Sequence[str] | None = None, scenario: str | Sequence[st
          backbone: str | None = None, weights: str | None = None,
          image_size: int | None = None, data_root: str | Path | None = None,
          download: bool = False, device: str = "auto", precision: str = "auto",
-         progress: bool = False, sets: Iterable[str] = ()) -> list[RunRequest]:
+         progress: bool = False, sets: Iterable[str] = (), protocol: str = "fair"
+         ) -> list[RunRequest]:
     """One request per scenario, the arguments checked that need no card: what
-    :func:`run` runs, and what ``cl-bench run`` runs or hands to a launcher."""
-    from cl_bench.backbones import DEFAULT_BACKBONE
+    :func:`run` runs, and what ``cl-bench run`` runs or hands to a launcher. A request
+    without a backbone gets its scenario's (:func:`cl_bench.protocol.resolve_backbone`)."""
+    from cl_bench.protocol import check_protocol
     from cl_bench.runner import RunRequest, default_methods
     seed_list = _seeds(seeds)
     scenarios = _names(scenario, "scenario")
     if not scenarios:
         raise UserError("--scenario is empty; give at least one, e.g. --scenario fmnist.")
-    backbone = backbone or DEFAULT_BACKBONE
+    check_protocol(protocol)
     if methods is None:
-        method_list = default_methods(backbone)
+        method_list = []
     else:
         method_list = _names(methods, "methods")
         if not method_list:
             text = methods if isinstance(methods, str) else ",".join(methods)
             raise UserError(f'--methods "{text}" names no method; give at least one (see '
                             "`cl-bench list methods`), or omit --methods for the default set.")
-    return [RunRequest(methods=method_list, scenario=name, seeds=seed_list, backbone=backbone,
+    reqs = [RunRequest(methods=method_list, scenario=name, seeds=seed_list, backbone=backbone,
                        weights=weights, image_size=image_size,
                        data_root=None if data_root is None else Path(data_root),
                        download=download, device=device, precision=precision, out=Path(out),
-                       sets=list(sets), progress=progress) for name in scenarios]
+                       sets=list(sets), progress=progress, protocol=protocol)
+            for name in scenarios]
+    for req in reqs:  # the default set is the one that runs on the scenario's backbone
+        req.methods = req.methods or default_methods(req.backbone)
+    return reqs
 
 
 def run_requests(requests: list[RunRequest], echo: Echo | None = print) -> list[Result]:
@@ -141,12 +147,14 @@ def run(methods: str | Sequence[str] | None = None, scenario: str | Sequence[str
         image_size: int | None = None, data_root: str | Path | None = None,
         download: bool = False, device: str = "auto", precision: str = "auto",
         progress: bool = False, settings: Mapping[str, object] | None = None,
-        echo: Echo | None = print) -> list[Result]:
+        protocol: str = "fair", echo: Echo | None = print) -> list[Result]:
     """Run methods x seeds on one or more scenarios, as ``cl-bench run`` does, and
     return one :class:`Result` per run (finished runs in ``out`` are read, not run again).
 
     ``methods``: names, or None for the default set that runs on the backbone;
-    ``scenario``: a name or several; ``backbone`` None: the default backbone;
+    ``scenario``: a name or several; ``backbone`` None: the scenario's default backbone;
+    ``protocol``: "fair" (the cards' defaults) or "paper" (each card's ``paper:`` block;
+    ``settings`` still win);
     ``settings``: ``{"<method>.<key>": value, "scenario.<key>": value}``, the command
     line's ``--set`` (see :func:`settings_as_sets`); ``echo``: where the progress lines
     go (None: nowhere). Raises UserError for bad input (nothing written) and
@@ -154,7 +162,7 @@ def run(methods: str | Sequence[str] | None = None, scenario: str | Sequence[str
     requests = plan(methods, scenario, seeds, out=out, backbone=backbone, weights=weights,
                     image_size=image_size, data_root=data_root, download=download,
                     device=device, precision=precision, progress=progress,
-                    sets=settings_as_sets(settings))
+                    sets=settings_as_sets(settings), protocol=protocol)
     return run_requests(requests, echo)
 
 

@@ -62,11 +62,20 @@ def run(
         = "fmnist",
     seeds: Annotated[str, typer.Option(help="Comma-separated seeds; the seed also fixes the "
                                             "class order (PILOT convention).")] = "1993",
-    backbone: Annotated[str, typer.Option(help="Backbone (see `cl-bench list backbones`).")]
-        = "efficientnet_lite0",
+    backbone: Annotated[str | None, typer.Option(
+        help="Backbone (see `cl-bench list backbones`). Default: the scenario's, the "
+             "paper's ViT-B/16 (ImageNet-21k) on the paper scenarios, EfficientNet-Lite0 on "
+             "the embedded ones.")] = None,
     weights: Annotated[str | None, typer.Option(
-        help="Backbone weights: omit for the pinned pretrained weights, a local "
-             ".safetensors/.pth/.npz file, or 'random' (smoke tests only).")] = None,
+        help="Backbone weights: omit for the pinned pretrained weights (or the scenario's), "
+             "a local .safetensors/.pth/.npz file, or 'random' (smoke tests only).")] = None,
+    protocol: Annotated[str, typer.Option(
+        help="fair: every card's defaults (per-image choices, shuffled test batches); "
+             "paper: each method's published protocol (its card's paper: block). --set "
+             "wins over both. Recorded in every result.")] = "fair",
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the plan (every run's settings, result path, done or "
+                          "pending) and exit, without loading data or weights.")] = False,
     image_size: Annotated[int | None, typer.Option(
         help="Input resolution in pixels, for every backbone (default: the backbone's, "
              "224); a ViT needs a multiple of its patch size (e.g. 32 for a fast "
@@ -137,7 +146,12 @@ def run(
     check_options(opts)
     reqs = api.plan(methods, scenario, seed_list, out=out, backbone=backbone, weights=weights,
                     image_size=image_size, data_root=data_root, download=download,
-                    device=device, precision=precision, progress=progress, sets=set_ or [])
+                    device=device, precision=precision, progress=progress, sets=set_ or [],
+                    protocol=protocol)
+    if dry_run:
+        from cl_bench.dryrun import dry_run as plan_lines
+        typer.echo("\n".join(plan_lines(reqs, opts)))
+        return
     if launcher is None:
         try:
             done = api.run_requests(reqs, echo=typer.echo)

@@ -39,6 +39,7 @@ import yaml
 from cl_bench import sources
 from cl_bench.contract import spec_of
 from cl_bench.errors import UserError, suggest, unknown
+from cl_bench.protocol import paper_settings, scenario_backbone
 
 ROOT = Path(__file__).resolve().parents[1]
 _PACKAGED = sources.packaged()
@@ -149,6 +150,8 @@ class Card:
     params: dict = field(default_factory=dict)
     base_rules: dict = field(default_factory=dict)  # rules shared by every card of its kind
     origin: str = sources.BUILTIN  # where the card comes from (:mod:`cl_bench.sources`)
+    protocol: str = "fair"  # method cards: the named protocol (:mod:`cl_bench.protocol`)
+    scenario_sets: dict = field(default_factory=dict)  # ... and its per-run scenario settings
 
     @property
     def title(self) -> str:
@@ -303,6 +306,7 @@ def load_method(name: str) -> Card:
         card.base_rules = PLAIN_RULES
     check_rules(card, required=True)
     card.check(defaults=True)
+    paper_settings(card)
     return card
 
 
@@ -314,10 +318,11 @@ def load_scenario(name: str) -> Card:
     path, raw = found.path, read_yaml(found.path)
     need_keys(path, raw, SCENARIO_KEYS, "scenario")
     params = {k: v for k, v in raw.items() if k not in (
-        "name", "title", "description", "bounds", "positive", "choices")}
+        "name", "title", "description", "bounds", "positive", "choices", "backbone")}
     card = Card(name, path, raw, copy.deepcopy(params), SCENARIO_RULES, found.origin)
     check_rules(card, required=True)
     card.check(defaults=True)
+    scenario_backbone(card)
     return card
 
 

@@ -238,8 +238,9 @@ def plan(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo) -> list[Job]:
         for line in describe(req, methods, scenario, shared, device, precision):
             echo(line)
         jobs += [Job(replace(req, methods=[run.card.name], seeds=[run.seed]), run.card,
-                     scenario, run.seed, run.path)
-                 for run in plan_runs(req, methods, scenario, shared, precision)]
+                     run.scenario, run.seed, run.path)
+                 for run in plan_runs(req, methods, scenario, shared.backbone, precision,
+                                      shared.data.on_disk)]
     return jobs
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cl_bench.metrics import summarize
+from cl_bench.protocol import PROTOCOLS
 from cl_bench.results import SCHEMA_VERSION, config_hash
 
 REQUIRED = ("schema_version", "method", "scenario", "seed", "status", "config", "class_order",
@@ -118,6 +119,7 @@ def _shape_problems(record: dict) -> list[str]:
         if isinstance(config.get("backbone"), dict) and not isinstance(
                 config["backbone"].get("name"), str):
             out.append("config.backbone.name is missing or not a name")
+    out += _protocol_problems(record)
     order = _list_problems(record["class_order"], "class_order", _int_problem)
     tasks = record["tasks"]
     order += _list_problems(tasks, "tasks", lambda t, where: next(iter(
@@ -127,6 +129,21 @@ def _shape_problems(record: dict) -> list[str]:
     elif not order and [c for t in tasks for c in t] != record["class_order"]:
         order = ["tasks, joined, are not class_order"]
     return out + order
+
+
+def _protocol_problems(record: dict) -> list[str]:
+    """``protocol.name`` (absent in records from before protocols were named: fair) is a
+    known protocol and the one the hashed config names (a non-fair run's config holds
+    ``protocol``; see :mod:`cl_bench.protocol`)."""
+    if not isinstance(record["protocol"], dict) or not isinstance(record["config"], dict):
+        return []
+    name = record["protocol"].get("name", "fair")
+    if name not in PROTOCOLS:
+        return [f"protocol.name is {name!r}, not one of {', '.join(PROTOCOLS)}"]
+    hashed = record["config"].get("protocol", "fair")
+    if hashed != name:
+        return [f"protocol.name is {name!r} but the config was run under {hashed!r}"]
+    return []
 
 
 def _accuracy_problems(record: dict, n_tasks: int) -> list[str]:

@@ -76,7 +76,8 @@ def run_suite(suite: dict, out: Path, echo: Callable[[str], None], progress: boo
     measured: dict[str, dict[str, float]] = {}
     reqs = [RunRequest(methods=list(entry["methods"]), scenario=entry.get("scenario", "fmnist"),
                        seeds=list(entry.get("seeds", [1993])),
-                       backbone=entry.get("backbone", "efficientnet_lite0"),
+                       backbone=entry.get("backbone"),  # None: the scenario's default
+                       protocol=entry.get("protocol", "fair"),
                        weights=entry.get("weights"), image_size=entry.get("image_size"),
                        precision=entry.get("precision", "auto"),
                        sets=list(entry.get("sets", [])), out=out, progress=progress,

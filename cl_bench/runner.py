@@ -23,7 +23,6 @@ from avalanche.training.plugins import EvaluationPlugin
 from cl_bench import results
 from cl_bench.accounting import TrainFlops, backbone_flops, inference_flops
 from cl_bench.backbones import (
-    DEFAULT_BACKBONE,
     backbone_kind,
     load_backbone,
     use_weights_normalization,
@@ -45,6 +44,13 @@ from cl_bench.errors import UserError
 from cl_bench.features import FeatureStore
 from cl_bench.filelock import held
 from cl_bench.metrics import summarize
+from cl_bench.protocol import (
+    DEFAULT_PROTOCOL,
+    apply_protocol,
+    config_tag,
+    resolve_backbone,
+    run_scenario,
+)
 from cl_bench.recording import Recorder
 from cl_bench.scenarios import load_data, scenario_order
 from cl_bench.scenarios.data import ImageData
@@ -60,12 +66,13 @@ DEFAULT_SEEDS = (1993,)
 
 @dataclass
 class RunRequest:
-    """One ``cl-bench run`` invocation."""
+    """One ``cl-bench run`` invocation on one scenario. ``backbone`` None: the
+    scenario card's default backbone (and its weights, unless ``weights`` is given)."""
 
     methods: list[str]
     scenario: str = DEFAULT_SCENARIO
     seeds: list[int] = field(default_factory=lambda: list(DEFAULT_SEEDS))
-    backbone: str = DEFAULT_BACKBONE
+    backbone: str | None = None
     weights: str | None = None
     image_size: int | None = None
     data_root: Path | None = None
@@ -76,11 +83,14 @@ class RunRequest:
     sets: list[str] = field(default_factory=list)
     progress: bool = True
     threads: int | None = None
+    protocol: str = DEFAULT_PROTOCOL
 
     def __post_init__(self) -> None:
         # a method or seed named twice is one run, not two samples of the mean
         self.methods = list(dict.fromkeys(self.methods))
         self.seeds = list(dict.fromkeys(self.seeds))
+        if self.backbone is None:
+            self.backbone, self.weights = resolve_backbone(self.scenario, None, self.weights)
 
 
 def default_methods(backbone: str) -> list[str]:
@@ -96,7 +106,8 @@ def fits(card: Card, kind: str) -> bool:
 
 
 def resolve_cards(req: RunRequest) -> tuple[list[Card], Card]:
-    """Load the cards and apply ``--set``; every naming error surfaces here."""
+    """Load the cards, set the protocol, then apply ``--set`` (which wins over the
+    protocol's settings); every naming error surfaces here."""
     kind = backbone_kind(req.backbone)
     methods = [load_method(m) for m in req.methods]
     scenario = load_scenario(req.scenario)
@@ -106,9 +117,12 @@ def resolve_cards(req: RunRequest) -> tuple[list[Card], Card]:
                             f'(it injects prompts into transformer blocks), but "{req.backbone}" '
                             "is a CNN. Choose a ViT with --backbone (e.g. vit_base_patch16_224) "
                             f"or drop {card.name} from --methods.")
+    apply_protocol(req.protocol, methods)
     owners = {c.name: c for c in methods} | {"scenario": scenario}
     for owner, key, value in parse_sets(req.sets, list(owners)):
         owners[owner].override(key, value)
+        for card in methods if owner == "scenario" else []:
+            card.scenario_sets.pop(key, None)
     for card in owners.values():
         card.check()  # rules between settings, e.g. top_k <= pool_size
     return methods, scenario
@@ -134,7 +148,10 @@ def uses_feature_cache(card: Card) -> bool:
 
 def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: str,
                     on_disk: bool) -> dict:
-    """Everything that changes a run's numbers; hashed into its file name."""
+    """Everything that changes a run's numbers (and a non-default protocol's name);
+    hashed into its file name. ``scenario``: as the run sees it (:func:`run_scenario`).
+    Of ``backbone`` only the attributes recorded here are read (the dry run passes
+    one without weights)."""
     return {
         "method": {"name": card.name, **card.params},
         "scenario": {"name": scenario.name, **scenario.params},
@@ -144,6 +161,7 @@ def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: s
                      "normalization": backbone.normalization, "precision": precision},
         "transform": {"train": train_transform(on_disk, backbone.input_size).id,
                       "eval": eval_transform(on_disk, backbone.input_size).id},
+        **config_tag(card),
     }
 
 
@@ -227,6 +245,7 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
         "class_names": [data.class_names[c] for c in order],
         "tasks": [[order[p] for p in t] for t in tasks_of(sizes)],
         "protocol": {
+            "name": card.protocol,
             "selection": card.params.get("selection"),
             "batchwise": card.params.get("batchwise"),
             "augment_views": card.params.get("augment_views"),
@@ -341,14 +360,16 @@ class PlannedRun:
     card: Card
     seed: int
     path: Path
+    scenario: Card  # as this run sees it (:func:`cl_bench.protocol.run_scenario`)
 
 
-def plan_runs(req: RunRequest, methods: list[Card], scenario: Card, shared: Shared,
-              precision: str) -> list[PlannedRun]:
+def plan_runs(req: RunRequest, methods: list[Card], scenario: Card, backbone: Backbone,
+              precision: str, on_disk: bool) -> list[PlannedRun]:
     """Every method x seed of the request with its result path, seed-major."""
     return [PlannedRun(card, seed, results.run_path(
                 req.out, scenario.name, card.name, seed,
-                resolved_config(card, scenario, shared.backbone, precision, shared.data.on_disk)))
+                resolved_config(card, run_scenario(card, scenario), backbone, precision,
+                                on_disk)), run_scenario(card, scenario))
             for seed in req.seeds for card in methods]
 
 
@@ -387,7 +408,7 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print,
     shared = load_shared(req, scenario, methods, device, precision)
     for line in describe(req, methods, scenario, shared, device.type, precision):
         echo(line)
-    runs = plan_runs(req, methods, scenario, shared, precision)
+    runs = plan_runs(req, methods, scenario, shared.backbone, precision, shared.data.on_disk)
     results.write_grid(req.out, [r.path for r in runs])
     out = []
     for run in runs:
@@ -398,7 +419,7 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print,
             continue
         try:
             attempt = results.run_once(path, functools.partial(
-                run_one, run.card, scenario, shared.data, shared.backbone, shared.store, seed,
+                run_one, run.card, run.scenario, shared.data, shared.backbone, shared.store, seed,
                 device, req.progress, path))
         except UserError as e:
             if failed is None:

@@ -28,7 +28,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def fake_run(out: Path, method: str = "tosca", scenario: str = "cifar100", seed: int = 1993,
              acc_seen: tuple[float, ...] = (90.0, 80.0, 70.0), selection: str | None = "sample",
              test_shuffle: bool = True, backbone: tuple[str, str] = VIT, epochs: int = 20,
-             added: int = 1000, gflops: float = 17.6) -> dict:
+             added: int = 1000, gflops: float = 17.6, protocol: str | None = None) -> dict:
     """Write a schema-complete result record (as `cl-bench run` does) and return it."""
     tasks = [[2 * t, 2 * t + 1] for t in range(len(acc_seen))]
     acc_matrix = [[acc_seen[i] + j for j in range(i + 1)] for i in range(len(acc_seen))]
@@ -39,13 +39,14 @@ def fake_run(out: Path, method: str = "tosca", scenario: str = "cifar100", seed:
               "scenario": {"name": scenario, "init_cls": 2, "increment": 2,
                            "test_shuffle": test_shuffle},
               "backbone": {"name": backbone[0], "weights": backbone[1],
-                           "weights_digest": backbone[1][:8]}}
+                           "weights_digest": backbone[1][:8]},
+              **({"protocol": protocol} if protocol not in (None, "fair") else {})}
     record = {
         "schema_version": results.SCHEMA_VERSION, "method": method, "scenario": scenario,
         "seed": seed, "status": "done", "config": config,
         "class_order": list(range(2 * len(tasks))), "tasks": tasks,
         "protocol": {"selection": selection, "batchwise": None, "test_shuffle": test_shuffle,
-                     "eval_batch_size": 48},
+                     "eval_batch_size": 48, **({"name": protocol} if protocol else {})},
         "env": {}, "acc_matrix": acc_matrix, "acc_seen": list(acc_seen),
         **summarize(acc_matrix, list(acc_seen)),
         "routing_acc": None,
@@ -124,13 +125,24 @@ def test_protocols_backbones_and_settings_are_never_averaged(tmp_path):
     }
 
 
-def test_published_numbers_beside_measured_with_protocol(store):
-    g = grid(aggregate(load_runs(store)[0]))
+def test_published_numbers_beside_paper_rows_with_protocol(tmp_path):
+    """Published numbers stand beside --protocol paper rows only (a record without a
+    protocol name is a fair run); the fair row of the same method shows the gap."""
+    for seed in (1993, 1994):
+        fake_run(tmp_path, seed=seed)
+        fake_run(tmp_path, seed=seed, selection="batch", test_shuffle=False, protocol="paper")
+        fake_run(tmp_path, method="simplecil", seed=seed, selection=None, protocol="paper")
+        fake_run(tmp_path, method="simplecil", seed=seed, selection=None, protocol="fair")
+    g = grid(aggregate(load_runs(tmp_path)[0]))
     col = g.header.index("paper avg")
     assert g.header[col - 1] == "avg acc (%)" and g.header[col + 2] == "paper last"
     cells = {row[0][0]: [text for text, _ in row] for row in g.rows}
-    assert cells["tosca (selection=sample)"][col] == "96.50 [2]"
-    assert cells["simplecil"][col] == "86.48 [1]"
+    assert sorted(cells) == ["simplecil", "simplecil [paper]", "tosca (selection=sample)",
+                             "tosca [paper] (selection=batch, ordered test, batches of 48)"]
+    assert cells["tosca [paper] (selection=batch, ordered test, batches of 48)"][col] \
+        == "96.50 [2]"
+    assert cells["simplecil [paper]"][col:col + 3:2] == ["86.48 [1]", "81.28 [1]"]
+    assert cells["tosca (selection=sample)"][col] == cells["simplecil"][col] == "–"
     assert g.notes[0].startswith("[1] published: simplecil: re-run by the TOSCA authors")
     assert "paper, batch selection" in g.notes[1]
 

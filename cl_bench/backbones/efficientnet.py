@@ -206,6 +206,16 @@ def weights_digest(path: str | Path) -> str:
     return _sha256_prefix(str(p), st.st_size, st.st_mtime_ns)
 
 
+def weights_identity(weights: str) -> tuple[str, str]:
+    """(weights as recorded, digest) of ``weights`` ("pretrained", "random" or a file),
+    read without loading them, so that a dry run plans the same result path."""
+    if weights == "random":
+        return "random", f"random-seed{RANDOM_INIT_SEED}"
+    if weights == "pretrained":
+        return PRETRAINED_TAG, weights_digest(lite0_weights_path())
+    return str(Path(weights).expanduser().resolve()), weights_digest(Path(weights).expanduser())
+
+
 def efficientnet_lite0(weights: str = "pretrained", img_size: int | None = None) -> Backbone:
     """Frozen EfficientNet-Lite0: 1280-d pooled features at 224 px, inputs scaled by 0.5/0.5.
 
@@ -214,12 +224,9 @@ def efficientnet_lite0(weights: str = "pretrained", img_size: int | None = None)
     """
     with seeded_init():
         model = timm.create_model(TIMM_NAME, pretrained=False)
-    if weights == "random":
-        tag, digest = "random", f"random-seed{RANDOM_INIT_SEED}"
-    else:
+    if weights != "random":
         if weights == "pretrained":
             path = lite0_weights_path()
-            tag = PRETRAINED_TAG
         else:
             path = Path(weights).expanduser()
             if not path.is_file():
@@ -228,11 +235,9 @@ def efficientnet_lite0(weights: str = "pretrained", img_size: int | None = None)
                     f'"random" nor an existing file. Pass one of those, or the path to a '
                     f".pth state dict."
                 )
-            path = path.resolve()
-            tag = str(path)
-        state = load_lite0_state_dict(path, model)
+        state = load_lite0_state_dict(path.resolve(), model)
         model.load_state_dict(state, strict=True)
-        digest = weights_digest(path)
+    tag, digest = weights_identity(weights)
     return Backbone(
         name="efficientnet_lite0",
         model=model,

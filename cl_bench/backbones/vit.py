@@ -116,6 +116,16 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def weights_identity(name: str, weights: str | None) -> tuple[str, str]:
+    """(weights as recorded, digest) of ``weights`` for ViT ``name``, read without loading
+    them (a local file is hashed), so that a dry run plans the same result path."""
+    if weights == "random":
+        return "random", f"random-seed{RANDOM_INIT_SEED}"
+    if weights:
+        return str(Path(weights).resolve()), file_digest(Path(weights))
+    return PINNED_TAGS[name], hashlib.sha256(PINNED_TAGS[name].encode()).hexdigest()[:16]
+
+
 def vit(name: str, weights: str | None = None, img_size: int | None = None) -> Backbone:
     """A frozen timm ViT; ``weights``: None (pinned tag), a file path or 'random'."""
     kwargs = {"num_classes": 0}
@@ -126,7 +136,6 @@ def vit(name: str, weights: str | None = None, img_size: int | None = None) -> B
     if weights == "random":
         with seeded_init():
             model = timm.create_model(arch, pretrained=False, **kwargs)
-        record, digest = "random", f"random-seed{RANDOM_INIT_SEED}"
     elif weights:
         path = Path(weights)
         if not path.is_file():
@@ -140,10 +149,9 @@ def vit(name: str, weights: str | None = None, img_size: int | None = None) -> B
                 raise UserError(f"Cannot load {path} as timm .npz ViT weights: {e}.") from None
         else:
             load_into(model, read_state_dict(path), path)
-        record, digest = str(path.resolve()), file_digest(path)
     else:
         model = from_hub(tag, kwargs)
-        record, digest = tag, hashlib.sha256(tag.encode()).hexdigest()[:16]
+    record, digest = weights_identity(name, weights)
     size = model.patch_embed.img_size[0]
     return Backbone(name=name, model=model, dim=model.num_features, input_size=size,
                     kind="vit", weights=record, weights_digest=digest)
