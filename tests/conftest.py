@@ -27,12 +27,19 @@ def private_feature_cache(tmp_path_factory):
     mp.undo()
 
 
+def e2e_cache(tmp_path_factory) -> Path:
+    """The feature cache of :func:`e2e_run`, for tests that read what it extracted."""
+    path = tmp_path_factory.getbasetemp() / "e2e_cache"
+    path.mkdir(exist_ok=True)
+    return path
+
+
 @pytest.fixture(scope="session")
 def e2e_run(tmp_path_factory, private_feature_cache) -> tuple[Path, object, dict]:
     """TOSCA + SimpleCIL on `synthetic` with the offline EfficientNet-Lite0."""
     out = tmp_path_factory.mktemp("e2e")
     with pytest.MonkeyPatch.context() as mp:  # its own cache: it checks that it extracts
-        mp.setenv("CL_BENCH_CACHE", str(tmp_path_factory.mktemp("e2e_cache")))
+        mp.setenv("CL_BENCH_CACHE", str(e2e_cache(tmp_path_factory)))
         result = invoke("run", "--out", str(out), *FAST)
     records = {json.loads(p.read_text())["method"]: json.loads(p.read_text())
                for p in sorted(out.glob("runs/*/*/*.json"))}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import FAST, invoke
+from conftest import FAST, e2e_cache, invoke
 
 SCHEMA = {"schema_version", "method", "scenario", "seed", "status", "config", "class_order",
           "class_names", "tasks", "protocol", "env", "acc_matrix", "acc_seen", "avg_acc",
@@ -61,9 +61,10 @@ def test_rerun_skips_finished_runs(e2e_run):
     assert sorted(out.glob("runs/*/*/*.json")) == files
 
 
-def test_same_command_same_numbers(e2e_run, tmp_path):
+def test_same_command_same_numbers(e2e_run, tmp_path, tmp_path_factory, monkeypatch):
     """A second invocation reads the features from the disk cache: same numbers."""
     _, _, records = e2e_run
+    monkeypatch.setenv("CL_BENCH_CACHE", str(e2e_cache(tmp_path_factory)))
     result = invoke("run", "--out", str(tmp_path), "--methods", "tosca", *FAST)
     assert result.exit_code == 0, result.output
     again = json.loads(next(tmp_path.glob("runs/*/tosca/*.json")).read_text())
