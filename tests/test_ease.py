@@ -122,8 +122,8 @@ def test_parameters_at_vit_b_width():
 # ---------------------------------------------------------------------- end to end
 
 
-@pytest.fixture(scope="module")
-def stream() -> Stream:
+def small_stream() -> Stream:
+    """4 synthetic classes (8 training, 4 test images each, 32 px) in 3 tasks."""
     data = synthetic(n_classes=4, train_per_class=8, test_per_class=4, size=32)
     tf = ToModelInput(32)
     return build_stream(data.train_x, data.train_y, data.test_x, data.test_y, [2, 0, 3, 1],
@@ -131,10 +131,14 @@ def stream() -> Stream:
                         train_transform=tf, eval_transform=tf)
 
 
-def run(tiny, stream, start=None):
+def run_stream(method: str, backbone, start=None, **overrides):
+    """Train ``method`` (1 epoch, batch 8) over :func:`small_stream`, from scratch or from
+    ``start`` = (task, saved checkpoint); returns the strategy, its recorder and the
+    serialised checkpoint after every task."""
+    stream = small_stream()
     seed_everything(1993)
     recorder = Recorder(stream.task_of_label, progress=False)
-    s = strategy("ease", tiny, 4, [recorder], epochs=1, batch_size=8)
+    s = strategy(method, backbone, 4, [recorder], epochs=1, batch_size=8, **overrides)
     if start is not None:
         s.restore_state(start[1]["strategy"])
         set_rng_state(start[1]["rng"])
@@ -149,9 +153,9 @@ def run(tiny, stream, start=None):
 
 
 @pytest.fixture(scope="module")
-def ease_run(tiny, stream):
+def ease_run(tiny):
     before = {k: v.clone() for k, v in tiny.model.state_dict().items()}
-    out = run(tiny, stream)
+    out = run_stream("ease", tiny)
     return (*out, before)
 
 
@@ -173,10 +177,10 @@ def test_end_to_end(ease_run, tiny):
     assert all(not b._forward_hooks for b in tiny.model.blocks)
 
 
-def test_resumes_to_the_same_numbers(ease_run, tiny, stream):
+def test_resumes_to_the_same_numbers(ease_run, tiny):
     s, recorder, saved, _ = ease_run
     state = torch.load(io.BytesIO(saved[1]), weights_only=False)
-    resumed, resumed_recorder, _ = run(tiny, stream, start=(1, state))
+    resumed, resumed_recorder, _ = run_stream("ease", tiny, start=(1, state))
     assert resumed_recorder.acc_matrix == recorder.acc_matrix
     for name, value in s.model.state_dict().items():
         assert torch.equal(resumed.model.state_dict()[name], value), name

@@ -9,8 +9,12 @@ runner's frozen ViT, on images.
 * adapters on every block's MLP, width ``ffn``, scale 0.1, dropout 0.1, "lora"
   init: the EASE and MOS configs (``get_backbone`` in both official repositories);
 * at each training experience the model learns the task index and its classes
-  (``begin_task``), then the optimizer and schedule are rebuilt from the card
-  (:class:`~cl_bench.strategies.optim.PerTaskTemplate`).
+  (``begin_task``: ``task_of_class``, the task of every class row, -1 for classes
+  not seen yet, and ``current``, the classes being trained), then the optimizer and
+  schedule are rebuilt from the card
+  (:class:`~cl_bench.strategies.optim.PerTaskTemplate`);
+* logits cover all classes of the run, -inf where a class may not be predicted
+  (:meth:`AdapterModel.spread`).
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ class AdapterModel(nn.Module):
         self.params = params
         self.sets = nn.ModuleList([self.new_set()])  # the first task's, built with the model
         self.task = -1
+        # plain tensors, saved through state_attrs: bookkeeping, not what the method stores
+        self.task_of_class = torch.full((0,), -1, dtype=torch.long)
+        self.current = torch.zeros(0, dtype=torch.long)
 
     def new_set(self) -> AdapterSet:
         """A fresh set on every block, as both official backbones build it (the
@@ -52,6 +59,24 @@ class AdapterModel(nn.Module):
     def begin_task(self, task: int, classes: list[int]) -> None:
         """Called before training task ``task`` on ``classes``; subclasses extend it."""
         self.task = task
+        self.current = torch.tensor(classes, dtype=torch.long)
+        rows = max(len(self.task_of_class), max(classes) + 1)
+        grown = torch.full((rows,), -1, dtype=torch.long)
+        grown[:len(self.task_of_class)] = self.task_of_class
+        grown[self.current] = task
+        self.task_of_class = grown
+
+    @property
+    def seen(self) -> torch.Tensor:
+        """The class ids seen so far (the current task's included), ascending."""
+        return (self.task_of_class >= 0).nonzero().squeeze(1)
+
+    def spread(self, values: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+        """(B, n_classes) logits: ``values`` (B, len(columns)) in ``columns``, -inf
+        elsewhere."""
+        out = values.new_full((values.shape[0], self.n_classes), float("-inf"))
+        out[:, columns.to(values.device)] = values
+        return out
 
     def prepare_restore(self, state: dict[str, torch.Tensor]) -> None:
         """Add the sets a per-task checkpoint's state dict holds (values loaded after)."""
@@ -71,7 +96,7 @@ class AdapterStrategy(AutocastForward, PerTaskTemplate):
 
     spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=False, schedule=Schedule.PER_TASK)
     model_class: type[AdapterModel] = AdapterModel
-    state_attrs = ("model.task",)
+    state_attrs = ("model.task", "model.task_of_class", "model.current")
 
     @classmethod
     def check_params(cls, params: dict, backbone: Backbone) -> None:

@@ -84,9 +84,6 @@ class EaseNet(AdapterModel):
         self.offset = int(params["use_init_ptm"])
         self.register_buffer("protos", torch.zeros(0, self.offset, vit.dim))
         self.proxy: CosineClassifier | None = None
-        # plain tensors, saved through state_attrs: bookkeeping, not what the method stores
-        self.task_of_class = torch.full((0,), -1, dtype=torch.long)
-        self.current = torch.zeros(0, dtype=torch.long)
 
     @property
     def n_subspaces(self) -> int:
@@ -100,12 +97,6 @@ class EaseNet(AdapterModel):
             self.sets.append(self.new_set().to(self.protos.device))
         self.proxy = CosineClassifier(self.vit.dim)
         self.proxy.grow(len(classes))
-        self.current = torch.tensor(classes, dtype=torch.long)
-        rows = max(len(self.task_of_class), max(classes) + 1)
-        grown = torch.full((rows,), -1, dtype=torch.long)
-        grown[:len(self.task_of_class)] = self.task_of_class
-        grown[self.current] = task
-        self.task_of_class = grown
 
     def prepare_restore(self, state: dict[str, torch.Tensor]) -> None:
         super().prepare_restore(state)
@@ -126,21 +117,14 @@ class EaseNet(AdapterModel):
         """Images in [0, 1] -> logits over all classes (-inf where not allowed)."""
         x = self.normalize(x)
         if self.training:
-            out = self.proxy(self.cls(x, self.sets[-1]))
-            logits = out.new_full((x.shape[0], self.n_classes), float("-inf"))
-            logits[:, self.current.to(x.device)] = out
-            return logits
+            return self.spread(self.proxy(self.cls(x, self.sets[-1])), self.current)
         p = self.params
         cos = torch.einsum("bsd,csd->bcs", F.normalize(self.subspaces(x).float(), dim=-1),
                            F.normalize(self.protos, dim=-1))
         w = subspace_weights(self.task_of_class, self.n_subspaces, p["alpha"], p["beta"],
                              self.offset).to(x.device)
-        scores = (cos * w).sum(-1)
-        logits = scores.new_full((x.shape[0], self.n_classes), float("-inf"))
-        seen = (self.task_of_class >= 0).to(x.device)
-        rows = torch.arange(len(seen), device=x.device)[seen]
-        logits[:, rows] = scores[:, seen]
-        return logits
+        seen = self.seen.to(x.device)
+        return self.spread((cos * w).sum(-1)[:, seen], seen)
 
     @torch.no_grad()
     def set_prototypes(self, dataset, device: torch.device, precision: str) -> None:
@@ -163,7 +147,6 @@ class Ease(AdapterStrategy):
     """EASE as an Avalanche strategy on images."""
 
     model_class = EaseNet
-    state_attrs = ("model.task", "model.task_of_class", "model.current")
 
     def _after_training_exp(self, **kwargs) -> None:
         self.model.eval()
