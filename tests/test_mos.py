@@ -169,7 +169,7 @@ def test_parameters_at_vit_b_width():
 @pytest.fixture(scope="module")
 def mos_run(tiny):
     before = {k: v.clone() for k, v in tiny.model.state_dict().items()}
-    out = run_stream("mos", tiny, ca_epochs=2)
+    out = run_stream("mos", tiny)
     return (*out, before)
 
 
@@ -187,9 +187,10 @@ def test_end_to_end(mos_run, tiny):
     per_class = 192 + 192 * 192 + 192
     assert recorder.stored == [k * SET_192 + head + c * per_class
                                for k, c in ((1, 2), (2, 3), (3, 4))]
-    # every test image of 4 classes (chance 25%): well above chance at the end
-    assert recorder.acc_seen[-1] >= 75.0, recorder.acc_seen
-    assert all(r is not None for r in recorder.routing_acc)
+    # all 16 test images of the 4 classes (chance: 25%) right at the end, every one
+    # retrieved through its own task's adapter set
+    assert recorder.acc_seen[-1] == 100.0, recorder.acc_seen
+    assert recorder.routing_acc[-1] == 100.0, recorder.routing_acc
     for name, value in tiny.model.state_dict().items():
         assert torch.equal(value, before[name]), name
     assert all(not b._forward_hooks for b in tiny.model.blocks)
@@ -198,7 +199,7 @@ def test_end_to_end(mos_run, tiny):
 def test_resumes_to_the_same_numbers(mos_run, tiny):
     s, recorder, saved, _ = mos_run
     state = torch.load(io.BytesIO(saved[1]), weights_only=False)
-    resumed, resumed_recorder, _ = run_stream("mos", tiny, start=(1, state), ca_epochs=2)
+    resumed, resumed_recorder, _ = run_stream("mos", tiny, start=(1, state))
     assert resumed_recorder.acc_matrix == recorder.acc_matrix
     for name, value in s.model.state_dict().items():
         assert torch.equal(resumed.model.state_dict()[name], value), name
@@ -214,4 +215,4 @@ def test_account_counts_t_passes():
     assert rows[0][1:5] == [f"{SET_192 + head:,}", f"{SET_192 + head + 2 * per_class:,}",
                             f"{SET_192 + 2 * per_class:,}",
                             f"{3 * SET_192 + head + 6 * per_class:,}"]
-    assert 3.0 < float(rows[0][6]) < 3.1  # three adapted passes (ffn 16 adds ~1.5%)
+    assert float(rows[0][6]) == 3.041  # three adapted passes (ffn 16 adds ~1.4% each)
