@@ -33,11 +33,18 @@ class AutocastForward:
         return super().forward()
 
 
-def make_optimizer(params: dict, parameters: Iterable[nn.Parameter]
+def make_optimizer(params: dict, parameters: Iterable[nn.Parameter] | Iterable[dict]
                    ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler | None]:
     """Optimizer (``optimizer``: sgd | adam | adamw) and per-epoch scheduler
-    (``scheduler``: cosine | constant) from a method's resolved params."""
-    parameters = [p for p in parameters if p.requires_grad]
+    (``scheduler``: cosine | constant) from a method's resolved params. ``parameters``:
+    parameters, or torch's parameter groups (dicts, e.g. with their own ``lr``);
+    frozen parameters are left out."""
+    parameters = list(parameters)
+    if parameters and isinstance(parameters[0], dict):
+        parameters = [dict(g, params=[p for p in g["params"] if p.requires_grad])
+                      for g in parameters]
+    else:
+        parameters = [p for p in parameters if p.requires_grad]
     name, lr, wd = params["optimizer"], params["lr"], params.get("weight_decay", 0.0)
     if name == "sgd":
         opt = torch.optim.SGD(parameters, lr=lr, momentum=params.get("momentum", 0.9),
