@@ -2,7 +2,7 @@
 
 A checkout's ``methods/``, ``benchmarks/`` and ``results/baselines/`` stay where they
 are, the one copy of the cards; the wheel carries them as ``cl_bench/_cards/...``
-(package data, read through importlib.resources by :mod:`cl_bench.sources`), so an
+(package data, read through importlib.resources by :mod:`cl_bench.cards.sources`), so an
 installed cl-bench finds its cards from any folder. setuptools can map a package to
 another folder only for packages it is told by name, hence this file instead of
 ``[tool.setuptools.packages.find]``: the library's packages are still found, the three

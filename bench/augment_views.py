@@ -23,7 +23,7 @@ VIEWS = [0, 5, 20]
 
 
 def main() -> dict:
-    from cl_bench.runner import RunRequest, execute
+    from cl_bench.engine.runner import RunRequest, execute
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CL_BENCH_CACHE"] = str(Path(tmp) / "cache")

@@ -13,7 +13,7 @@ from bench.common import timed
 def main() -> dict:
     import os
 
-    from cl_bench.runner import RunRequest, execute
+    from cl_bench.engine.runner import RunRequest, execute
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CL_BENCH_CACHE"] = str(Path(tmp) / "cache")
 

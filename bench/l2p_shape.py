@@ -24,11 +24,11 @@ import torch  # noqa: E402
 
 from bench.common import peak_rss_gb  # noqa: E402
 from cl_bench.backbones import load_backbone  # noqa: E402
-from cl_bench.config import load_method  # noqa: E402
-from cl_bench.environment import resolve_precision  # noqa: E402
-from cl_bench.features import FeatureStore  # noqa: E402
-from cl_bench.recording import Recorder  # noqa: E402
-from cl_bench.runner import quiet_evaluator  # noqa: E402
+from cl_bench.cards.config import load_method  # noqa: E402
+from cl_bench.engine.environment import resolve_precision  # noqa: E402
+from cl_bench.engine.features import FeatureStore  # noqa: E402
+from cl_bench.engine.recording import Recorder  # noqa: E402
+from cl_bench.engine.runner import quiet_evaluator  # noqa: E402
 from cl_bench.scenarios.stream import build_stream  # noqa: E402
 from cl_bench.strategies.l2p import L2P  # noqa: E402
 

@@ -7,11 +7,11 @@ import torch
 from torch import nn
 
 from bench.common import timed
-from cl_bench.config import load_method
-from cl_bench.recording import Recorder
-from cl_bench.runner import quiet_evaluator
+from cl_bench.cards.config import load_method
+from cl_bench.engine.recording import Recorder
+from cl_bench.engine.runner import quiet_evaluator
 from cl_bench.scenarios.stream import build_stream
-from cl_bench.strategies.optim import make_optimizer
+from cl_bench.strategies.per_task import make_optimizer
 from cl_bench.strategies.tosca import Tosca, ToscaNet
 
 

@@ -21,9 +21,9 @@ import torch
 
 from bench.common import timed
 from bench.loop_overhead import avalanche_loop, data
-from cl_bench.config import load_method
-from cl_bench.environment import threads
-from cl_bench.launch import usable_cores
+from cl_bench.cards.config import load_method
+from cl_bench.commands.launch import usable_cores
+from cl_bench.engine.environment import threads
 
 SPIN_LIMIT_S = 600  # a competitor that outlives its parent stops by itself
 

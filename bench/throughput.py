@@ -47,7 +47,7 @@ def images_per_second(precision: str, batch: int = 16, batches: int = 3,
 
 
 def fmnist_accuracy(precision: str) -> dict:
-    from cl_bench.runner import RunRequest, execute
+    from cl_bench.engine.runner import RunRequest, execute
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CL_BENCH_CACHE"] = str(Path(tmp) / "cache")
         req = RunRequest(methods=["tosca", "simplecil"], precision=precision,

@@ -1,6 +1,6 @@
 """cl-bench: continual-learning benchmark suite for pretrained vision models.
 
-The Python API (:mod:`cl_bench.api`, :mod:`cl_bench.records`)::
+The Python API (:mod:`cl_bench.api`, :mod:`cl_bench.store.records`)::
 
     import cl_bench
     done = cl_bench.run(["tosca"], scenario="fmnist", settings={"tosca.epochs": 5})
@@ -20,12 +20,12 @@ __version__ = "0.1.0"
 # import time that no QP solver is installed: noise in every cl-bench command.
 warnings.filterwarnings("ignore", message="no QP solver found", category=UserWarning)
 
-# public name -> (module, attribute); ``report``'s module is the callable cl_bench.report
+# public name -> (module, attribute)
 _LAZY = {
     "run": ("cl_bench.api", "run"),
     "load_results": ("cl_bench.api", "load_results"),
-    "report": ("cl_bench.report", None),
-    "Result": ("cl_bench.records", "Result"),
+    "report": ("cl_bench.api", "report"),
+    "Result": ("cl_bench.store.records", "Result"),
     "scenario": ("cl_bench.scenarios.avalanche", "scenario"),
 }
 

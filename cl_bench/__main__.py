@@ -1,3 +1,3 @@
-from cl_bench.cli import main
+from cl_bench.commands.cli import main
 
 main()

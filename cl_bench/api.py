@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cl_bench.errors import UserError
-from cl_bench.records import Result
+from cl_bench.store.records import Result
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from cl_bench.runner import RunRequest
+    from cl_bench.engine.runner import RunRequest
 
 __all__ = ["RunsFailed", "SkippedResultWarning", "load_results", "plan", "report", "run",
            "run_requests", "settings_as_sets"]
@@ -59,7 +59,7 @@ def _names(value: str | Iterable[str], what: str) -> list[str]:
 
 
 def _seeds(seeds: int | Iterable[int]) -> list[int]:
-    from cl_bench.preflight import check_seeds
+    from cl_bench.engine.preflight import check_seeds
     seed_list = [seeds] if isinstance(seeds, int) else list(seeds)
     if any(isinstance(s, bool) or not isinstance(s, int) for s in seed_list):
         raise UserError(f"seeds must be integers, e.g. seeds=[1993, 1994]; got {seed_list!r}.")
@@ -98,9 +98,9 @@ def plan(methods: str | Sequence[str] | None = None, scenario: str | Sequence[st
          ) -> list[RunRequest]:
     """One request per scenario, the arguments checked that need no card: what
     :func:`run` runs, and what ``cl-bench run`` runs or hands to a launcher. A request
-    without a backbone gets its scenario's (:func:`cl_bench.protocol.resolve_backbone`)."""
-    from cl_bench.protocol import check_protocol
-    from cl_bench.runner import RunRequest, default_methods
+    without a backbone gets its scenario's (:func:`cl_bench.cards.protocol.resolve_backbone`)."""
+    from cl_bench.cards.protocol import check_protocol
+    from cl_bench.engine.runner import RunRequest, default_methods
     seed_list = _seeds(seeds)
     scenarios = _names(scenario, "scenario")
     if not scenarios:
@@ -129,7 +129,7 @@ def run_requests(requests: list[RunRequest], echo: Echo | None = print) -> list[
     """Run every missing method x seed of the requests in this process, skipping finished
     runs; the results of all (a run another process is computing now is left out).
     Raises :class:`RunsFailed` after the last run when some failed on the way."""
-    from cl_bench.runner import execute, preflight
+    from cl_bench.engine.runner import execute, preflight
     say = echo or (lambda _: None)
     if len(requests) > 1:
         preflight(requests)  # a bad last request stops the command before anything runs
@@ -179,7 +179,7 @@ def load_results(folder: str | Path = "results", *, scenarios: Iterable[str] = (
 
     A file that is not a valid record is left out with a :class:`SkippedResultWarning`
     (or ``on_skip(path, why)``); a folder without finished runs is a UserError."""
-    from cl_bench.report import load_runs
+    from cl_bench.reporting.report import load_runs
     runs, skipped = load_runs(Path(folder), list(scenarios), list(methods))
     for path, why in skipped:
         (on_skip or _warn)(path, why)
@@ -194,8 +194,8 @@ def report(folder: str | Path = "results", out: str | Path = "reports/latest", *
     ``cl-bench report`` does: ``formats`` of md, tex, csv, html and plot ``images`` png,
     svg (None: all of them; empty: none). Returns the files written. Invalid result
     files are skipped as in :func:`load_results`."""
-    from cl_bench.preflight import writable_dir
-    from cl_bench.report import FORMATS, IMAGE_FORMATS, write_report
+    from cl_bench.engine.preflight import writable_dir
+    from cl_bench.reporting.report import FORMATS, IMAGE_FORMATS, write_report
     out = Path(out)
     writable_dir(out, "--out")
     written, skipped = write_report(

@@ -63,7 +63,7 @@ What a method declares:
   :class:`Bookkeeping` (measurement and data plumbing, such as the recorder). A
   plugin that keeps the method's state (EWC's importances) is an ordinary plugin.
 
-A ``PER_TASK`` strategy that also derives from :class:`cl_bench.state.Resumable`
+A ``PER_TASK`` strategy that also derives from :class:`cl_bench.engine.state.Resumable`
 (all shipped ones do) is checkpointed after every task, so a killed run resumes at
 its next task with the numbers of an uninterrupted run; one that does not starts
 over when killed.

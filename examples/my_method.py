@@ -9,7 +9,7 @@ from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
 from cl_bench.contract import Inputs, Method, MethodSpec, Schedule
-from cl_bench.state import Resumable
+from cl_bench.engine.state import Resumable
 from cl_bench.strategies.heads import class_means
 
 

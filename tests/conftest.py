@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cl_bench.cli import app
+from cl_bench.commands.cli import app
 
 FAST = ["--scenario", "synthetic", "--no-progress", "--set", "tosca.epochs=3"]
 

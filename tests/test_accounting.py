@@ -7,8 +7,8 @@ import pytest
 import timm
 import torch
 
-from cl_bench.accounting import counting, stored_params
-from cl_bench.accounting_run import account
+from cl_bench.accounting.count import counting, stored_params
+from cl_bench.accounting.placeholder_run import account
 from cl_bench.contract import Bookkeeping
 from cl_bench.strategies.luca import LuCA
 
@@ -135,7 +135,7 @@ def test_prompt_parameters_allocated_once_and_stored(prompt_methods):
 
 def test_l2p_on_200_classes_of_vit_base_has_199_880_trainable():
     from cl_bench.backbones import load_backbone
-    from cl_bench.config import load_method
+    from cl_bench.cards.config import load_method
     from cl_bench.strategies.l2p import L2P
     backbone = load_backbone("vit_base_patch16_224", "random", 32)
     strategy = L2P(params=load_method("l2p").params, backbone=backbone, n_classes=200,

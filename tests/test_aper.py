@@ -11,11 +11,11 @@ from conftest import invoke
 from test_resume import VIT, assert_same_numbers, cl_bench, kill_and_resume, records
 
 from cl_bench.backbones import load_backbone
-from cl_bench.config import load_method, load_scenario
+from cl_bench.cards.config import load_method, load_scenario
 from cl_bench.contract import AdaptedStream, drive
-from cl_bench.features import FeatureStore
-from cl_bench.recording import Recorder
-from cl_bench.runner import features_stream, quiet_evaluator
+from cl_bench.engine.features import FeatureStore
+from cl_bench.engine.recording import Recorder
+from cl_bench.engine.runner import features_stream, quiet_evaluator
 from cl_bench.scenarios import load_data, scenario_order
 from cl_bench.scenarios.order import task_split
 from cl_bench.scenarios.stream import build_stream

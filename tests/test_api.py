@@ -19,7 +19,7 @@ from conftest import invoke
 import cl_bench
 from cl_bench import api
 from cl_bench.errors import UserError
-from cl_bench.records import InvalidResult, Result
+from cl_bench.store.records import InvalidResult, Result
 
 METHODS = ["simplecil", "tosca"]
 SETTINGS = {"tosca.epochs": 1}

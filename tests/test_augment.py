@@ -11,10 +11,10 @@ import torch
 from conftest import invoke
 from PIL import Image
 
-from cl_bench import features
-from cl_bench.features import FeatureStore
-from cl_bench.recording import Recorder
-from cl_bench.runner import quiet_evaluator
+from cl_bench.engine import features
+from cl_bench.engine.features import FeatureStore
+from cl_bench.engine.recording import Recorder
+from cl_bench.engine.runner import quiet_evaluator
 from cl_bench.scenarios.augment import RATIO, SCALE, AugmentedView, crop_box
 from cl_bench.scenarios.stream import build_stream
 from cl_bench.scenarios.transforms import ToModelInput

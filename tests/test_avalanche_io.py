@@ -17,10 +17,10 @@ from conftest import invoke
 from test_contract import ADVICE
 from test_validation import refused
 
-from cl_bench.config import ROOT
+from cl_bench.cards.config import ROOT
 from cl_bench.errors import UserError
 from cl_bench.scenarios.avalanche import scenario
-from cl_bench.scenarios.datasets import LOADERS
+from cl_bench.scenarios.loaders import LOADERS
 from cl_bench.scenarios.transforms import ToModelInput
 
 EXAMPLES = ROOT / "examples"

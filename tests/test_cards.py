@@ -16,8 +16,8 @@ import pytest
 from conftest import invoke
 from test_validation import refused
 
-from cl_bench import config
-from cl_bench.config import ROOT
+from cl_bench.cards import config
+from cl_bench.cards.config import ROOT
 
 EXAMPLES = ROOT / "examples"
 SYN = ["--scenario", "synthetic", "--no-progress"]
@@ -209,7 +209,7 @@ def test_wheel_works_outside_the_checkout(tmp_path):
 
     probe = subprocess.run(
         [venv / "bin" / "python", "-c",
-         "from cl_bench import config, regress\n"
+         "from cl_bench.cards import config\nfrom cl_bench.commands import regress\n"
          "path = regress.default_baseline('ci', writing=False)\n"
          "regress.read_baseline(path, regress.load_suite('ci'))\n"
          "print(config.CHECKOUT, path)"],

@@ -7,7 +7,8 @@ import json
 import pytest
 from conftest import invoke
 
-from cl_bench import config, regress
+from cl_bench.cards import config
+from cl_bench.commands import regress
 
 SUITE = """
 name: mini

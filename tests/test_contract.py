@@ -10,8 +10,8 @@ import pytest
 from avalanche.training.supervised import Naive
 from conftest import invoke
 
-from cl_bench import config
-from cl_bench.config import import_object, load_method, method_names
+from cl_bench.cards import config
+from cl_bench.cards.config import import_object, load_method, method_names
 from cl_bench.contract import Inputs, Method, MethodSpec, Schedule, drive, spec_of
 from cl_bench.errors import UserError
 

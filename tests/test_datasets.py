@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from cl_bench.errors import UserError
-from cl_bench.scenarios import datasets
-from cl_bench.scenarios.data import ImageData
-from cl_bench.scenarios.datasets import (
+from cl_bench.scenarios import loaders as datasets
+from cl_bench.scenarios.image_data import ImageData
+from cl_bench.scenarios.loaders import (
     FMNIST_CLASSES,
     FMNIST_FILES,
     FMNIST_SYSTEM_DIR,

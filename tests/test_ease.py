@@ -14,11 +14,11 @@ from conftest import invoke
 from test_prompt_methods import one_thread, strategy, vit_backbone  # noqa: F401
 from torch.testing import assert_close
 
-from cl_bench.checkpoint import rng_state, set_rng_state
 from cl_bench.contract import drive
-from cl_bench.environment import seed_everything
-from cl_bench.recording import Recorder
-from cl_bench.scenarios.datasets import synthetic
+from cl_bench.engine.checkpoint import rng_state, set_rng_state
+from cl_bench.engine.environment import seed_everything
+from cl_bench.engine.recording import Recorder
+from cl_bench.scenarios.loaders import synthetic
 from cl_bench.scenarios.order import task_split
 from cl_bench.scenarios.stream import Stream, build_stream
 from cl_bench.scenarios.transforms import ToModelInput

@@ -14,9 +14,9 @@ import pytest
 import torch
 from conftest import invoke
 
-from cl_bench import features
-from cl_bench.feature_cache import Damaged, read_entry, sidecar, write_entry
-from cl_bench.features import FeatureStore
+from cl_bench.engine import features
+from cl_bench.engine.feature_cache import Damaged, read_entry, sidecar, write_entry
+from cl_bench.engine.features import FeatureStore
 
 CPU = torch.device("cpu")
 KEY = "('fake', 'train')"

@@ -10,18 +10,18 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 from cl_bench.backbones.base import Backbone
-from cl_bench.config import load_method
+from cl_bench.cards.config import load_method
 from cl_bench.contract import Bookkeeping, drive
-from cl_bench.environment import seed_everything
-from cl_bench.recording import Recorder
-from cl_bench.runner import quiet_evaluator
-from cl_bench.scenarios.datasets import synthetic
+from cl_bench.engine.environment import seed_everything
+from cl_bench.engine.recording import Recorder
+from cl_bench.engine.runner import quiet_evaluator
+from cl_bench.scenarios.loaders import synthetic
 from cl_bench.scenarios.order import task_split
 from cl_bench.scenarios.stream import Stream, build_stream
 from cl_bench.scenarios.transforms import ToModelInput
+from cl_bench.strategies.backbone_copy import FinetuneNet
 from cl_bench.strategies.ewc import EWC
 from cl_bench.strategies.finetune import Finetune
-from cl_bench.strategies.finetuning import FinetuneNet
 from cl_bench.strategies.joint import Joint
 
 CPU = torch.device("cpu")

@@ -14,10 +14,10 @@ from conftest import invoke
 from PIL import Image
 
 from cl_bench.backbones import load_backbone
-from cl_bench.config import load_scenario
+from cl_bench.cards.config import load_scenario
 from cl_bench.errors import UserError
 from cl_bench.scenarios import load_data, scenario_order
-from cl_bench.scenarios.data import FileList
+from cl_bench.scenarios.image_data import FileList
 from cl_bench.scenarios.transforms import FileTransform
 
 FOLDERS = {"cub": "cub", "imagenet-r": "imagenet-r", "imagenet-a": "imagenet-a",

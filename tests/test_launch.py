@@ -27,9 +27,12 @@ import pytest
 import torch
 from conftest import invoke
 
-from cl_bench import config, features, launch, results
-from cl_bench.environment import resolve_precision
-from cl_bench.runner import SharedFeatureStore
+from cl_bench.cards import config
+from cl_bench.commands import launch
+from cl_bench.engine import features
+from cl_bench.engine.environment import resolve_precision
+from cl_bench.engine.runner import SharedFeatureStore
+from cl_bench.store import results
 
 PROBE_MODULE = '''
 import os
@@ -71,11 +74,11 @@ defaults:
 DRIVER = """import sys
 from pathlib import Path
 
-import cl_bench.config
+import cl_bench.cards.config
 
 if __name__ == "__main__":
-    cl_bench.config.METHODS_DIR = Path(sys.argv[1])
-    from cl_bench.cli import app
+    cl_bench.cards.config.METHODS_DIR = Path(sys.argv[1])
+    from cl_bench.commands.cli import app
     app(sys.argv[2:], prog_name="cl-bench")
 """
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from cl_bench.accounting import backbone_flops
+from cl_bench.accounting.count import backbone_flops
 from cl_bench.backbones import load_backbone
-from cl_bench.runner import RunRequest, load_shared, resolve_cards
+from cl_bench.engine.runner import RunRequest, load_shared, resolve_cards
 
 CPU = torch.device("cpu")
 

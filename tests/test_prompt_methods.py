@@ -13,13 +13,13 @@ from torch.testing import assert_close
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT
-from cl_bench.config import import_object, load_method
+from cl_bench.cards.config import import_object, load_method
 from cl_bench.contract import drive
-from cl_bench.environment import seed_everything
+from cl_bench.engine.environment import seed_everything
+from cl_bench.engine.recording import Recorder
+from cl_bench.engine.runner import quiet_evaluator
 from cl_bench.errors import UserError
-from cl_bench.recording import Recorder
-from cl_bench.runner import quiet_evaluator
-from cl_bench.scenarios.datasets import synthetic
+from cl_bench.scenarios.loaders import synthetic
 from cl_bench.scenarios.order import task_split
 from cl_bench.scenarios.stream import Stream, build_stream
 from cl_bench.scenarios.transforms import ToModelInput

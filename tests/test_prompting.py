@@ -17,7 +17,7 @@ from cl_bench.errors import UserError
 from cl_bench.strategies.coda_prompt import CodaNet, attention_weights, orthonormal_rows
 from cl_bench.strategies.dualprompt import gather_e_prompts
 from cl_bench.strategies.l2p import L2PNet
-from cl_bench.strategies.prompting import (
+from cl_bench.strategies.prompt_matching import (
     PromptKeys,
     class_mask,
     cosine,

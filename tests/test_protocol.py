@@ -14,11 +14,12 @@ import yaml
 from conftest import invoke
 from test_validation import refused
 
-from cl_bench import config, record_check, results
-from cl_bench.config import load_method, method_names
-from cl_bench.protocol import apply_protocol, paper_settings, run_scenario
-from cl_bench.report import aggregate, load_runs
-from cl_bench.runner import RunRequest, resolve_cards
+from cl_bench.cards import config
+from cl_bench.cards.config import load_method, method_names
+from cl_bench.cards.protocol import apply_protocol, paper_settings, run_scenario
+from cl_bench.engine.runner import RunRequest, resolve_cards
+from cl_bench.reporting.report import aggregate, load_runs
+from cl_bench.store import record_check, results
 
 MISSION = ["run", "--methods", "tosca,l2p", "--scenario", "imagenet-a", "--dry-run"]
 VIT_B = "backbone vit_base_patch16_224, weights vit_base_patch16_224.augreg_in21k"

@@ -14,7 +14,7 @@ from test_resume import VIT, assert_same_numbers, cl_bench, kill_and_resume, rec
 from torch import nn
 
 from cl_bench.backbones.base import Backbone
-from cl_bench.runner import quiet_evaluator
+from cl_bench.engine.runner import quiet_evaluator
 from cl_bench.strategies.ranpac import RanPAC
 from cl_bench.strategies.ridge import CANDIDATES, choose_ridge, solve_ridge
 

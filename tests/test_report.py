@@ -16,10 +16,10 @@ import pytest
 from conftest import invoke
 from PIL import Image
 
-from cl_bench import results
 from cl_bench.metrics import summarize
-from cl_bench.report import METRICS, _tex, aggregate, grid, load_runs
-from cl_bench.report_plots import PIXELS
+from cl_bench.reporting.plots import PIXELS
+from cl_bench.reporting.report import METRICS, _tex, aggregate, grid, load_runs
+from cl_bench.store import results
 
 VIT = ("vit_base_patch16_224", "vit_base_patch16_224.augreg_in21k")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 from conftest import invoke
 
-from cl_bench import results
-from cl_bench.record_check import problems, reason
-from cl_bench.records import Result
-from cl_bench.runner import RunRequest
-from cl_bench.summary import summary_table
+from cl_bench.engine.runner import RunRequest
+from cl_bench.reporting.summary import summary_table
+from cl_bench.store import results
+from cl_bench.store.record_check import problems, reason
+from cl_bench.store.records import Result
 
 RUN = ["--scenario", "synthetic", "--no-progress", "--methods", "simplecil"]
 NUMBERS = ("acc_matrix", "acc_seen", "avg_acc", "last_acc", "acc_task_mean",

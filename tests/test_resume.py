@@ -27,9 +27,10 @@ from conftest import invoke
 from submitit.core.utils import DelayedSubmission
 from submitit.helpers import Checkpointable
 
-from cl_bench import checkpoint, launch
-from cl_bench.checkpoint import KILL_ENV, Damaged, RunCheckpoint, rng_state
-from cl_bench.results import checkpoint_path
+from cl_bench.commands import launch
+from cl_bench.engine import checkpoint
+from cl_bench.engine.checkpoint import KILL_ENV, Damaged, RunCheckpoint, rng_state
+from cl_bench.store.results import checkpoint_path
 
 REPO = Path(__file__).resolve().parents[1]
 SYNTHETIC = ["--scenario", "synthetic", "--no-progress"]

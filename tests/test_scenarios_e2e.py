@@ -14,10 +14,10 @@ import torch.nn.functional as F
 from conftest import invoke
 
 from cl_bench import scenarios
-from cl_bench.feature_cache import read_entry
-from cl_bench.features import extract
-from cl_bench.scenarios.data import ImageData
-from cl_bench.scenarios.datasets import FMNIST_FILES, FMNIST_SYSTEM_DIR, LOADERS
+from cl_bench.engine.feature_cache import read_entry
+from cl_bench.engine.features import extract
+from cl_bench.scenarios.image_data import ImageData
+from cl_bench.scenarios.loaders import FMNIST_FILES, FMNIST_SYSTEM_DIR, LOADERS
 from cl_bench.scenarios.transforms import ToModelInput
 
 CPU = torch.device("cpu")

@@ -10,9 +10,9 @@ import pytest
 import torch
 from avalanche.training.templates import SupervisedTemplate
 
-from cl_bench import features
-from cl_bench.environment import threads
-from cl_bench.runner import RunRequest, execute
+from cl_bench.engine import features
+from cl_bench.engine.environment import threads
+from cl_bench.engine.runner import RunRequest, execute
 
 
 @pytest.fixture(autouse=True)

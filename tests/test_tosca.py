@@ -13,10 +13,10 @@ from avalanche.benchmarks.utils.classification_dataset import (
 )
 from torch.testing import assert_close
 
-from cl_bench.config import load_method
+from cl_bench.cards.config import load_method
 from cl_bench.contract import drive
-from cl_bench.recording import Recorder
-from cl_bench.runner import quiet_evaluator
+from cl_bench.engine.recording import Recorder
+from cl_bench.engine.runner import quiet_evaluator
 from cl_bench.scenarios.order import class_order, task_split
 from cl_bench.scenarios.stream import build_stream, remap_labels
 from cl_bench.strategies.heads import CosineClassifier, class_means, set_prototypes

@@ -13,8 +13,10 @@ import pytest
 from conftest import invoke
 from PIL import Image
 
-from cl_bench import config, environment, results
-from cl_bench.config import ROOT, load_method, load_scenario, method_names, scenario_names
+from cl_bench.cards import config
+from cl_bench.cards.config import ROOT, load_method, load_scenario, method_names, scenario_names
+from cl_bench.engine import environment
+from cl_bench.store import results
 
 SYN = ["--scenario", "synthetic", "--no-progress"]
 VIT = ["--backbone", "vit_tiny_patch16_224", "--weights", "random"]
@@ -84,7 +86,7 @@ def test_seed_out_of_numpy_range(tmp_path, seeds):
 
 
 def test_seed_range_edges_accepted():
-    from cl_bench.preflight import check_seeds
+    from cl_bench.engine.preflight import check_seeds
     check_seeds([0, 2**32 - 1])
 
 
@@ -294,8 +296,8 @@ def test_every_card_loads_and_bounds_every_number():
                      if k not in rules["bounds"] and k not in rules["positive"]]
         assert unbounded == [], f"{card.path}: {unbounded}"
         assert card.problems() == []
-    from cl_bench.regress import load_suite
-    from cl_bench.runner import RunRequest, resolve_cards
+    from cl_bench.commands.regress import load_suite
+    from cl_bench.engine.runner import RunRequest, resolve_cards
     for entry in load_suite("ci")["runs"]:
         resolve_cards(RunRequest(methods=entry["methods"], scenario=entry["scenario"],
                                  backbone=entry["backbone"], sets=entry.get("sets", [])))

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cl_bench.config import Card
+from cl_bench.cards.config import Card
 from cl_bench.errors import UserError, unknown
-from cl_bench.scenarios.data import ImageData
-from cl_bench.scenarios.datasets import LOADERS as MEMORY_LOADERS
 from cl_bench.scenarios.folders import cifar100, imagefolder
+from cl_bench.scenarios.image_data import ImageData
+from cl_bench.scenarios.loaders import LOADERS as MEMORY_LOADERS
 from cl_bench.scenarios.order import class_order
 
 # loaders of data on disk also take the scenario's name (for messages) and --download

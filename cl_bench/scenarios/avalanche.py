@@ -30,8 +30,8 @@ from pathlib import Path
 from avalanche.benchmarks.scenarios.generic_scenario import CLScenario
 
 from cl_bench.backbones import DEFAULT_BACKBONE, backbone_kind, load_backbone
-from cl_bench.config import load_scenario
-from cl_bench.preflight import check_image_size, check_seeds
+from cl_bench.cards.config import load_scenario
+from cl_bench.engine.preflight import check_image_size, check_seeds
 from cl_bench.scenarios import load_data, scenario_order
 from cl_bench.scenarios.order import task_split
 from cl_bench.scenarios.stream import build_stream

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from cl_bench.config import Card
+from cl_bench.cards.config import Card
 from cl_bench.errors import UserError
 from cl_bench.scenarios.folders import list_split, need_root
 from cl_bench.scenarios.transforms import load_rgb

@@ -19,7 +19,7 @@ import torch
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from cl_bench.errors import UserError
-from cl_bench.scenarios.data import FileList, ImageData
+from cl_bench.scenarios.image_data import FileList, ImageData
 
 ARCHIVES = ("the pre-sampled archives linked from LAMDA-PILOT's README "
             "(https://github.com/LAMDA-CL/LAMDA-PILOT#datasets)")

@@ -26,7 +26,7 @@ from avalanche.benchmarks.utils.classification_dataset import (
 )
 from torch.utils.data import Dataset
 
-from cl_bench.scenarios.data import FileList
+from cl_bench.scenarios.image_data import FileList
 from cl_bench.scenarios.order import tasks_of
 
 

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 
 from cl_bench.backbones.base import autocast
 from cl_bench.backbones.prompted import PromptedViT
-from cl_bench.strategies.adapting import AdapterModel, AdapterStrategy, Normalize
+from cl_bench.strategies.adapter_template import AdapterModel, AdapterStrategy, Normalize
 from cl_bench.strategies.heads import CosineClassifier, class_means
 
 

@@ -1,7 +1,7 @@
 """The strategy shape APER and RanPAC share: adapt on the first task, then fit a
 classifier on features, task by task, without training anything again.
 
-Task 1 (its training images): the adaptation (:mod:`cl_bench.strategies.adaptation`)
+Task 1 (its training images): the adaptation (:mod:`cl_bench.strategies.first_session_adapt`)
 and a cosine head over the task's classes on the adapted feature are trained with
 cross-entropy (SGD, cosine schedule: the official ``_init_train``); the head is then
 discarded, the adaptation frozen, and the method's classifier is fitted on the task's
@@ -20,15 +20,15 @@ from torch.utils.data import DataLoader
 
 from cl_bench.backbones.base import Backbone, autocast
 from cl_bench.contract import Inputs, MethodSpec, Schedule
-from cl_bench.strategies.adaptation import (
+from cl_bench.strategies.backbone_copy import dataset_classes
+from cl_bench.strategies.first_session_adapt import (
     adapted_backbone,
     check_variant,
     make_adaptation,
     resolve_variant,
 )
-from cl_bench.strategies.finetuning import dataset_classes
 from cl_bench.strategies.heads import CosineClassifier
-from cl_bench.strategies.optim import AutocastForward, PerTaskTemplate, make_optimizer
+from cl_bench.strategies.per_task import AutocastForward, PerTaskTemplate, make_optimizer
 
 
 class FirstSessionNet(nn.Module):

@@ -1,5 +1,5 @@
 """L2P: Wang et al., "Learning to Prompt for Continual Learning" (CVPR 2022).
-REFERENCE.md section 2; the shared pieces are in prompting.py and prompt_base.py.
+REFERENCE.md section 2; the shared pieces are in prompt_matching.py and prompt_template.py.
 
 A pool of M prompts P_m (L x D) with keys k_m. For an image x with frozen query
 q(x) (final [CLS], no prompts):
@@ -22,8 +22,8 @@ from __future__ import annotations
 import torch
 
 from cl_bench.backbones.prompted import PromptedViT
-from cl_bench.strategies.prompt_base import Normalize, PromptModel, PromptStrategy
-from cl_bench.strategies.prompting import PromptKeys, uniform_parameter
+from cl_bench.strategies.prompt_matching import PromptKeys, uniform_parameter
+from cl_bench.strategies.prompt_template import Normalize, PromptModel, PromptStrategy
 
 
 class L2PNet(PromptModel):

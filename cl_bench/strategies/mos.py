@@ -42,8 +42,8 @@ from torch.utils.data import DataLoader
 from cl_bench.backbones.adapters import merge
 from cl_bench.backbones.base import autocast
 from cl_bench.backbones.prompted import PromptedViT
-from cl_bench.strategies.adapting import AdapterModel, AdapterStrategy, Normalize
-from cl_bench.strategies.optim import make_optimizer
+from cl_bench.strategies.adapter_template import AdapterModel, AdapterStrategy, Normalize
+from cl_bench.strategies.per_task import make_optimizer
 
 JITTER = 1e-4  # added to every class covariance (official _compute_mean)
 

@@ -35,7 +35,7 @@ from torch import nn
 
 from cl_bench.contract import Inputs, Method, MethodSpec, Schedule
 from cl_bench.errors import UserError
-from cl_bench.strategies.optim import make_optimizer
+from cl_bench.strategies.per_task import make_optimizer
 
 CONTRACT_KEYS = ("inputs", "trains_backbone", "schedule", "model")
 NEEDED_SETTINGS = ("epochs", "batch_size", "optimizer", "lr")

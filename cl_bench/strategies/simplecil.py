@@ -13,7 +13,7 @@ from torch import nn
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.contract import Inputs, Method, MethodSpec, Schedule
-from cl_bench.state import Resumable
+from cl_bench.engine.state import Resumable
 from cl_bench.strategies.heads import CosineClassifier, set_prototypes
 
 

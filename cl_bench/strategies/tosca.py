@@ -21,7 +21,7 @@ from cl_bench.backbones.base import Backbone
 from cl_bench.contract import Inputs, MethodSpec, Schedule
 from cl_bench.strategies.heads import CosineClassifier, set_prototypes
 from cl_bench.strategies.luca import LuCA, select_module
-from cl_bench.strategies.optim import PerTaskTemplate
+from cl_bench.strategies.per_task import PerTaskTemplate
 
 
 class ToscaNet(nn.Module):

@@ -1,0 +1,1 @@
+"""Parameters and FLOPs: counting, and `cl-bench account` without data."""

@@ -1,0 +1,105 @@
+"""``cl-bench account``: parameters and FLOPs of methods at the end of a stream,
+without data or training.
+
+Each method is driven through T tasks of placeholder data (one random sample
+per task, labelled with the task's last class) with one optimisation step of
+batch 1 per task, so that every module, prompt, head row and plugin state
+exists exactly as after a real run; counts do not depend on weight values or
+data, so random backbone weights are fine.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from cl_bench.accounting.count import TrainFlops, backbone_flops, inference_flops
+from cl_bench.backbones import load_backbone
+from cl_bench.cards.config import load_method, strategy_of
+from cl_bench.contract import AdaptedStream, Inputs, drive, spec_of
+from cl_bench.engine.recording import Recorder
+from cl_bench.errors import UserError
+from cl_bench.scenarios.order import task_split
+from cl_bench.scenarios.stream import Stream, build_stream
+
+
+def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
+    card = load_method(name)
+    cls = strategy_of(card)
+    if card.raw.get("backbones", "any") not in ("any", backbone.kind):
+        raise UserError(f"{name} needs a ViT backbone; {backbone.name} is a CNN.")
+    params = dict(card.params, epochs=1, batch_size=1)
+    cls.resolve_params(params, backbone)
+    cls.check_params(params, backbone)
+    features_only = spec_of(cls).inputs is Inputs.FEATURES
+    per_task = n_classes // n_tasks
+    sizes = task_split(n_classes, per_task, per_task)
+    # one sample per task, labelled with the task's last class: heads and prototypes grow
+    # to their full size, and per-task passes (EWC's importances) stay one image long
+    y = torch.tensor(sizes).cumsum(0) - 1
+    g = torch.Generator().manual_seed(0)
+    if features_only:
+        x = torch.randn(len(y), backbone.dim, generator=g)
+    else:
+        x = torch.rand(len(y), 3, backbone.input_size, backbone.input_size, generator=g)
+    stream = build_stream(x, y, x, y, list(range(n_classes)), sizes, test_shuffle=False,
+                          seed=0)
+    task_of_label = stream.task_of_label
+    if spec_of(cls).inputs is Inputs.ADAPTED_FEATURES:
+        def features(backbones: list) -> Stream:
+            f = torch.cat([b.features(x) for b in backbones], dim=1)
+            return build_stream(f, y, f, y, list(range(n_classes)), sizes, test_shuffle=False,
+                                seed=0)
+        stream = AdaptedStream(stream, backbone, features)
+    if params.get("n_tasks") == 0:
+        params["n_tasks"] = len(sizes)
+    recorder = Recorder(task_of_label, backbone, progress=False)
+    meter = TrainFlops(stop_after_first=True)
+    from cl_bench.engine.runner import quiet_evaluator
+    strategy = cls(params=params, backbone=backbone, n_classes=n_classes,
+                   device=torch.device("cpu"), plugins=[recorder, meter],
+                   evaluator=quiet_evaluator())
+    drive(strategy, stream, evaluate=False)
+    bb = backbone_flops(backbone)
+    inf = inference_flops(strategy, backbone)
+    return {
+        "method": name, "backbone": backbone.name, "tasks": len(sizes),
+        "classes": n_classes,
+        "backbone_params": sum(p.numel() for p in backbone.model.parameters()),
+        "trainable_last_task": recorder.trainable[-1],
+        "added_per_task": [b - a for a, b in
+                           zip([0, *recorder.stored[:-1]], recorder.stored, strict=True)],
+        "stored_at_end": recorder.stored[-1],
+        "backbone_gflops_per_pass": bb / 1e9,
+        "inference_gflops_per_image": inf / 1e9,
+        "inference_backbone_passes": inf / bb,
+        "train_gflops_per_sample": max(meter.per_sample, default=0.0) / 1e9,
+    }
+
+
+def account(methods: list[str], backbone_name: str, weights: str | None, n_tasks: int,
+            n_classes: int, image_size: int | None = None) -> list[dict]:
+    if n_tasks < 1 or n_classes < n_tasks:
+        raise UserError(f"--tasks {n_tasks} and --classes {n_classes}: need at least one task "
+                        "and at least as many classes as tasks.")
+    backbone = load_backbone(backbone_name, weights or "random", image_size)
+    return [account_method(m, backbone, n_tasks, n_classes) for m in methods]
+
+
+def account_table(rows: list[dict]) -> str:
+    head = ("method", "trainable", "added task 1", "added later", "stored@end", "inf GFLOPs",
+            "passes", "train GFLOPs/sample")
+    body = [(r["method"], f"{r['trainable_last_task']:,}", f"{r['added_per_task'][0]:,}",
+             f"{r['added_per_task'][-1]:,}",
+             f"{r['stored_at_end']:,}", f"{r['inference_gflops_per_image']:.3f}",
+             f"{r['inference_backbone_passes']:.3f}", f"{r['train_gflops_per_sample']:.3f}")
+            for r in rows]
+    widths = [max(len(row[i]) for row in (head, *body)) for i in range(len(head))]
+    fmt = [lambda c, w: c.ljust(w)] + [lambda c, w: c.rjust(w)] * (len(head) - 1)
+    lines = ["  ".join(f(c, w) for f, c, w in zip(fmt, row, widths, strict=True))
+             for row in (head, *body)]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    r0 = rows[0] if rows else None
+    title = (f"{r0['backbone']}: {r0['backbone_params']:,} parameters, "
+             f"{r0['backbone_gflops_per_pass']:.2f} GFLOPs per pass; {r0['tasks']} tasks, "
+             f"{r0['classes']} classes" if r0 else "")
+    return title + "\n" + "\n".join(lines)

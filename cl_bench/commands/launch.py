@@ -1,0 +1,378 @@
+"""Send a grid's runs to worker processes: on this machine or on SLURM.
+
+One job is one method x scenario x seed. The parent validates the whole grid
+first (names, ``--set``, data, weights: a bad command writes nothing), plans
+every result path, records the grid (``<out>/runs/_grids/``) and submits only the
+runs that are neither finished nor running elsewhere. Each worker loads data
+and backbone itself, takes the run's lock, checks that its own backbone and
+data give the planned result path, and calls the single-run code path
+(:func:`cl_bench.engine.runner.run_one`); features come from the shared on-disk
+cache. What a worker hands back serves only the progress lines; what counts
+is in the results folder, so a killed parent, worker or node loses nothing
+but the runs in flight, and the same command resumes the grid.
+
+Engines: ``slurm`` is submitit (one job array, ``--slurm-array-parallelism``
+caps how many run at once). ``local`` is the standard library's process pool
+with ``--jobs`` workers, not submitit's LocalExecutor: that one starts every
+job at once, with no cap; it serves as the stand-in for SLURM in the tests,
+where it runs the same submitit code path (pickles, job folders, results).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import multiprocessing
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+from submitit.helpers import Checkpointable
+
+from cl_bench.cards.config import Card, make_importable
+from cl_bench.engine.environment import (
+    check_precision_name,
+    make_deterministic,
+    resolve_device,
+    resolve_precision,
+)
+from cl_bench.engine.runner import (
+    RunRequest,
+    Shared,
+    check_request,
+    describe,
+    done_line,
+    load_shared,
+    plan_runs,
+    resolved_config,
+    run_one,
+)
+from cl_bench.errors import UserError, unknown
+from cl_bench.store import results
+
+LAUNCHERS = ("local", "slurm")
+DEFAULT_SLURM_TIME_MIN = 240
+POLL_S = {"slurm": 15.0, "local": 0.5}  # submitit clusters: SLURM, or its local stand-in
+
+Echo = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """``--launcher`` and its settings; ``launcher=None`` runs in-process as before."""
+
+    launcher: str | None = None
+    jobs: int | None = None
+    slurm_partition: str | None = None
+    slurm_gpus: int | None = None
+    slurm_cpus: int | None = None
+    slurm_time: int | None = None
+    slurm_array_parallelism: int | None = None
+    wait: bool = True
+    slurm_requeue: bool = False
+
+    def slurm_given(self) -> list[str]:
+        names = {"--slurm-partition": self.slurm_partition, "--slurm-gpus": self.slurm_gpus,
+                 "--slurm-cpus": self.slurm_cpus, "--slurm-time": self.slurm_time,
+                 "--slurm-array-parallelism": self.slurm_array_parallelism,
+                 "--slurm-requeue": self.slurm_requeue or None}
+        return [name for name, value in names.items() if value is not None]
+
+
+def check_options(opts: LaunchOptions) -> None:
+    """Every launcher mistake is a one-paragraph error before anything loads or runs."""
+    if opts.launcher is None:
+        given = opts.slurm_given() + (["--jobs"] if opts.jobs is not None else []) + (
+            [] if opts.wait else ["--no-wait"])
+        if given:
+            raise UserError(f"{', '.join(given)} only apply with --launcher local (--jobs) or "
+                            "--launcher slurm (--slurm-*, --no-wait); add the launcher, e.g. "
+                            "--launcher local --jobs 4.")
+        return
+    if opts.launcher not in LAUNCHERS:
+        raise unknown("launcher", opts.launcher, LAUNCHERS)
+    if opts.launcher == "local" and (opts.slurm_given() or not opts.wait):
+        extra = opts.slurm_given() + ([] if opts.wait else ["--no-wait"])
+        raise UserError(f"{', '.join(extra)} only apply with --launcher slurm; --launcher local "
+                        "takes --jobs N (parallel worker processes on this machine).")
+    if opts.launcher == "slurm" and opts.jobs is not None:
+        raise UserError("--jobs is for --launcher local; on SLURM every run is one job of an "
+                        "array and --slurm-array-parallelism caps how many run at once.")
+    for name, value, low in (("--jobs", opts.jobs, 1), ("--slurm-gpus", opts.slurm_gpus, 0),
+                             ("--slurm-cpus", opts.slurm_cpus, 1),
+                             ("--slurm-time", opts.slurm_time, 1),
+                             ("--slurm-array-parallelism", opts.slurm_array_parallelism, 1)):
+        if value is not None and value < low:
+            raise UserError(f"{name} must be at least {low}, not {value}.")
+    if opts.launcher == "slurm":
+        slurm_cluster()
+
+
+def slurm_cluster() -> str:
+    """The submitit cluster behind ``--launcher slurm``. The one seam the tests
+    replace, with ``"local"``: submitit's LocalExecutor on this machine."""
+    missing = [tool for tool in ("sbatch", "srun") if shutil.which(tool) is None]
+    if missing:
+        raise UserError(f"--launcher slurm submits through submitit with sbatch and srun, but "
+                        f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not on "
+                        "PATH here. Run the command on a SLURM login node (where `sbatch "
+                        "--version` works), or use --launcher local --jobs N on this machine.")
+    return "slurm"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run as a worker receives it. Plain data (cards are parsed YAML), a few kB
+    pickled; the cards travel resolved, so a job that waits in a queue runs what was
+    planned even if a card file changes meanwhile."""
+
+    req: RunRequest  # device and precision resolved for the worker, paths absolute
+    method: Card
+    scenario: Card
+    seed: int
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return f"{self.scenario.name}/{self.method.name}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} seed {self.seed}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a worker reports back: ``ran``, ``done`` (finished meanwhile) or ``running``
+    (held elsewhere). The result itself is read from the results folder."""
+
+    state: str
+    holder: dict | None = None
+
+
+_SHARED: dict[str, Shared] = {}  # a pool worker reuses data and backbone across its jobs
+
+
+def work(job: Job) -> Outcome:
+    """The worker's entry point (pickled by reference into every job)."""
+    attempt = results.run_once(job.path, functools.partial(_compute, job))
+    return Outcome(attempt.state, attempt.holder)
+
+
+class Requeued(Checkpointable):
+    """:func:`work` as a submitit Checkpointable (``--slurm-requeue``): when SLURM
+    preempts the job or it reaches its time limit, submitit calls ``checkpoint(job)``,
+    which resubmits the same call, and requeues the job; the requeued job resumes the
+    run from its last per-task checkpoint (:mod:`cl_bench.engine.checkpoint`)."""
+
+    def __call__(self, job: Job) -> Outcome:
+        return work(job)
+
+
+def _compute(job: Job) -> dict:
+    """Runs under the run's lock: load (or reuse) data and backbone, re-check the
+    plan, train and evaluate."""
+    req = job.req
+    make_deterministic(req.threads)
+    make_importable(job.method)  # a strategy beside its card, in a process of its own
+    device = resolve_device(req.device)
+    key = json.dumps([req.backbone, req.weights, req.image_size, str(req.data_root),
+                      req.download, req.device, req.precision, job.scenario.name,
+                      job.scenario.params], sort_keys=True, default=str)
+    if key not in _SHARED:
+        _SHARED.clear()
+        _SHARED[key] = load_shared(req, job.scenario, [job.method], device, req.precision)
+    shared = _SHARED[key]
+    config = resolved_config(job.method, job.scenario, shared.backbone, req.precision,
+                             shared.data.on_disk)
+    path = results.run_path(req.out, job.scenario.name, job.method.name, job.seed, config)
+    if path != job.path:
+        raise UserError(f"{job.label}: this worker's backbone weights or data differ from those "
+                        f"the grid was planned with (result {path.name}, planned "
+                        f"{job.path.name}). Make the same weights and data visible to every "
+                        "node, or re-run the command to plan again.")
+    return run_one(job.method, job.scenario, shared.data, shared.backbone, shared.store,
+                   job.seed, device, req.progress, job.path)
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+
+
+def worker_target(req: RunRequest, opts: LaunchOptions) -> tuple[str, str, int | None]:
+    """Device, precision and torch threads of the workers. SLURM workers run on other
+    machines, so ``auto`` is decided from the request (``--slurm-gpus``), not from
+    this login node; the choice is part of each result's path, hence fixed here."""
+    if opts.launcher == "local":
+        device = resolve_device(req.device)
+        jobs = opts.jobs or (usable_cores() if device.type == "cpu" else 1)
+        return (device.type, resolve_precision(req.precision, device),
+                req.threads or max(1, usable_cores() // jobs))
+    if req.device not in ("auto", "cpu", "cuda"):
+        resolve_device(req.device)  # the usual error for an unknown name
+    device = req.device if req.device != "auto" else "cuda" if opts.slurm_gpus else "cpu"
+    if device == "cuda" and not opts.slurm_gpus:
+        raise UserError("--device cuda on SLURM needs GPUs in each job: add --slurm-gpus 1.")
+    check_precision_name(req.precision)  # the nodes' hardware is not this login node's
+    precision = (("bf16" if device == "cuda" else "fp32") if req.precision == "auto"
+                 else req.precision)
+    return device, precision, req.threads or opts.slurm_cpus
+
+
+def plan(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo) -> list[Job]:
+    """Validate every scenario's request and turn it into jobs; loads each scenario's
+    data and backbone once here (on the CPU) and drops them again."""
+    jobs = []
+    for req in reqs:
+        methods, scenario = check_request(req)
+        device, precision, threads = worker_target(req, opts)
+        req = replace(req, out=req.out.resolve(), progress=False, device=device,
+                      precision=precision, threads=threads,
+                      data_root=req.data_root.resolve() if req.data_root else None)
+        shared = load_shared(req, scenario, methods, torch.device("cpu"), precision)
+        for line in describe(req, methods, scenario, shared, device, precision):
+            echo(line)
+        jobs += [Job(replace(req, methods=[run.card.name], seeds=[run.seed]), run.card,
+                     run.scenario, run.seed, run.path)
+                 for run in plan_runs(req, methods, scenario, shared.backbone, precision,
+                                      shared.data.on_disk)]
+    return jobs
+
+
+@dataclass
+class GridResult:
+    """Finished records (planned order) and the runs that did not finish."""
+
+    records: list[dict] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (label, error line)
+    interrupted: list[tuple[str, str]] = field(default_factory=list)
+    running: list[str] = field(default_factory=list)  # computed by another invocation now
+    pending: list[str] = field(default_factory=list)  # left unfinished by another invocation
+    queued: int = 0  # submitted to SLURM with --no-wait
+
+
+def failure_stamp(job: Job) -> tuple[int, int] | None:
+    """Identifies the run's failure record: every write replaces the file (new inode),
+    so a changed stamp is a new failure, whatever the clocks of nodes and file server."""
+    try:
+        st = results.failure_path(job.path).stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def launch(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo = print) -> GridResult:
+    """Plan, submit what is missing, follow it to the end, read the results back."""
+    jobs = plan(reqs, opts, echo)
+    out = jobs[0].req.out
+    results.write_grid(out, [j.path for j in jobs])
+    grid, todo = GridResult(), []
+    for job in jobs:
+        lock = results.probe_lock(job.path)
+        if results.is_done(job.path):
+            echo(f"  skip {job.label}: finished ({job.path})")
+        elif lock and lock.held:
+            echo(f"  skip {job.label}: running in {results.held_by(lock.holder)}")
+        else:
+            todo.append(job)
+    stamps = {job.path: failure_stamp(job) for job in todo}
+    engine: Iterator[tuple[Job, Outcome | BaseException]] = iter(())
+    if todo and opts.launcher == "local":
+        engine = run_pool(todo, opts, echo)
+    elif todo:
+        submitted, cluster = submit(todo, opts, out, echo)
+        if opts.wait:
+            engine = wait(submitted, todo, POLL_S[cluster], out, echo)
+        else:
+            grid.queued = len(todo)
+    for k, (job, outcome) in enumerate(engine, 1):
+        echo(f"  [{k}/{len(todo)}] {follow(job, outcome, stamps[job.path], grid)}")
+    accounted = {label for label, _ in grid.failed + grid.interrupted} | (
+        {job.label for job in todo} if grid.queued else set())
+    for job in jobs:
+        if results.is_done(job.path):
+            grid.records.append(results.load(job.path))
+        elif (lock := results.probe_lock(job.path)) and lock.held:
+            grid.running.append(job.label)
+        elif job.label not in accounted:
+            grid.pending.append(job.label)
+    return grid
+
+
+def follow(job: Job, outcome: Outcome | BaseException, stamp: tuple[int, int] | None,
+           grid: GridResult) -> str:
+    """One progress line per finished job; files failures and interruptions in ``grid``
+    (``stamp``: the run's failure record before the job started)."""
+    if isinstance(outcome, Outcome):
+        if outcome.state == "running":
+            return f"skip {job.label}: running in {results.held_by(outcome.holder)}"
+        if outcome.state == "done":
+            return f"skip {job.label}: finished ({job.path})"
+        return done_line(job.name, job.seed, results.load(job.path), job.path)
+    if failure_stamp(job) != stamp and (record := results.read_failure(job.path)):
+        grid.failed.append((job.label, record["error"]["last_line"]))
+        return f"FAILED {job.label}: {record['error']['last_line']}"
+    # ended without a word (OOM killer, a dead pool worker): pending again, not failed
+    line = results.error_line(outcome)
+    grid.interrupted.append((job.label, line))
+    return f"INTERRUPTED {job.label}: {line}"
+
+
+def run_pool(todo: list[Job], opts: LaunchOptions, echo: Echo
+             ) -> Iterator[tuple[Job, Outcome | BaseException]]:
+    """``--jobs`` fresh worker processes (spawned, not forked from a parent that holds a
+    backbone and torch's thread pools), jobs handed out in planned order. Ctrl-C drops
+    the runs not yet started instead of waiting for the whole queue."""
+    n = min(opts.jobs or (usable_cores() if todo[0].req.device == "cpu" else 1), len(todo))
+    echo(f"running {len(todo)} runs in {n} local worker processes, torch threads per "
+         f"worker: {todo[0].req.threads}")
+    pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        futures = {pool.submit(work, job): job for job in todo}
+        for future in as_completed(futures):
+            error = future.exception()
+            yield futures[future], error if error is not None else future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def submit(todo: list[Job], opts: LaunchOptions, out: Path, echo: Echo) -> tuple[list, str]:
+    """One submitit job array, one job per run; returns the jobs and the cluster."""
+    import submitit
+    cluster = slurm_cluster()
+    logs = out / "runs" / "_submitit"
+    executor = submitit.AutoExecutor(folder=logs / "%j", cluster=cluster)
+    executor.update_parameters(
+        name="cl-bench", timeout_min=opts.slurm_time or DEFAULT_SLURM_TIME_MIN,
+        gpus_per_node=opts.slurm_gpus, cpus_per_task=opts.slurm_cpus,
+        slurm_partition=opts.slurm_partition,
+        slurm_array_parallelism=opts.slurm_array_parallelism)
+    submitted = executor.map_array(Requeued() if opts.slurm_requeue else work, todo)
+    echo(f"submitted {len(todo)} runs to {cluster} as job {submitted[0].job_id.split('_')[0]}; "
+         f"logs in {logs}")
+    if not opts.wait:
+        echo(f"not waiting: follow with `cl-bench status --out {out}`; the same command "
+             "prints the summary once they are done (finished runs are skipped).")
+    return submitted, cluster
+
+
+def wait(submitted: list, todo: list[Job], poll_s: float, out: Path, echo: Echo
+         ) -> Iterator[tuple[Job, Outcome | BaseException]]:
+    """Yield each job as submitit sees it end. Ctrl-C stops the waiting, not the jobs."""
+    import submitit
+    by_id = {job.job_id: run for job, run in zip(submitted, todo, strict=True)}
+    try:
+        for job in submitit.helpers.as_completed(submitted, poll_frequency=poll_s):
+            try:
+                yield by_id[job.job_id], job.result()
+            except Exception as e:  # the run failed or the job died; the folder says which
+                yield by_id[job.job_id], e
+    except KeyboardInterrupt:
+        echo(f"stopped waiting; the jobs keep running: follow with `cl-bench status --out "
+             f"{out}`, re-run the command to collect them.")
+        raise

@@ -1,0 +1,211 @@
+"""Accuracy regression gate: run a suite, compare with a committed baseline.
+
+A suite (``benchmarks/<suite>.yaml``) is a list of entries, each one
+``cl-bench run`` invocation (scenario, backbone, methods, seeds, --set
+values). A result is keyed ``<entry>/<method>``; the baseline file holds per
+key and metric the value, a tolerance and the provenance of the numbers.
+A drop by more than the tolerance, or a key the run did not produce, fails
+the check; an improvement beyond tolerance is reported so that the baseline
+is raised on purpose (``--update-baseline``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from cl_bench.cards import config, sources
+from cl_bench.cards.config import read_yaml
+from cl_bench.errors import UserError
+from cl_bench.store import results
+from cl_bench.store.records import Result
+
+METRICS = ("avg_acc", "last_acc")
+
+
+@dataclass
+class Row:
+    key: str
+    metric: str
+    baseline: float | None
+    now: float | None
+    tolerance: float
+
+    @property
+    def delta(self) -> float | None:
+        if self.baseline is None or self.now is None:
+            return None
+        return self.now - self.baseline
+
+    @property
+    def status(self) -> str:
+        if self.now is None:
+            return "MISSING"
+        if self.baseline is None:
+            return "NEW"
+        if self.delta < -self.tolerance:
+            return "DROP"
+        if self.delta > self.tolerance:
+            return "IMPROVED"
+        return "ok"
+
+
+def load_suite(name: str) -> dict:
+    found = config.card_index()["suite"].get(name)
+    if found is None:
+        raise UserError(f'Unknown suite "{name}"; suites: '
+                        f'{", ".join(sorted(config.card_index()["suite"]))} (card files with a '
+                        f"runs: list, in {config.BENCHMARKS_DIR} or a --cards folder).")
+    path = found.path
+    suite = read_yaml(path)
+    suite.setdefault("name", name)
+    if not isinstance(suite.get("runs"), list) or not suite["runs"]:
+        raise UserError(f"{path} needs a non-empty `runs:` list of entries.")
+    for entry in suite["runs"]:
+        if "name" not in entry or "methods" not in entry:
+            raise UserError(f"{path}: every entry of runs: needs a name and methods.")
+    return suite
+
+
+def run_suite(suite: dict, out: Path, echo: Callable[[str], None], progress: bool
+              ) -> dict[str, dict[str, float]]:
+    """Run (or reuse) every entry; return key -> metric -> mean over seeds."""
+    from cl_bench.engine.runner import RunRequest, execute, preflight
+    measured: dict[str, dict[str, float]] = {}
+    reqs = [RunRequest(methods=list(entry["methods"]), scenario=entry.get("scenario", "fmnist"),
+                       seeds=list(entry.get("seeds", [1993])),
+                       backbone=entry.get("backbone"),  # None: the scenario's default
+                       protocol=entry.get("protocol", "fair"),
+                       weights=entry.get("weights"), image_size=entry.get("image_size"),
+                       precision=entry.get("precision", "auto"),
+                       sets=list(entry.get("sets", [])), out=out, progress=progress,
+                       threads=suite.get("threads")) for entry in suite["runs"]]
+    preflight(reqs)  # a bad last entry is refused before the first one writes anything
+    for entry, req in zip(suite["runs"], reqs, strict=True):
+        done = [Result.from_run(record, out) for record in execute(req, echo=echo)]
+        for method in entry["methods"]:
+            mine = [r for r in done if r.method == method]
+            if mine:  # a run computed elsewhere right now is absent: reported as MISSING
+                measured[f"{entry['name']}/{method}"] = {
+                    m: statistics.mean(getattr(r, m) for r in mine) for m in METRICS}
+    return measured
+
+
+def cpu_capability() -> str:
+    """The instruction set torch's CPU kernels dispatch to ("AVX2", "AVX512", ...). Full
+    fine-tuning gives the same numbers on every CPU of one capability, not across them
+    (the reduction order of the kernels differs), so a baseline may hold a value per
+    capability (``by_cpu``) beside the value of the CPU that made it."""
+    import torch
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def expected(base: dict, cpu: str) -> float:
+    """A baseline metric's value on a CPU of capability ``cpu``."""
+    return base.get("by_cpu", {}).get(cpu, base["value"])
+
+
+def compare(baseline: dict, measured: dict[str, dict[str, float]],
+            tolerance: float | None, cpu: str | None = None) -> list[Row]:
+    """One row per run and metric; ``cpu`` (default: this machine's capability) picks a
+    metric's ``by_cpu`` value where the baseline has one."""
+    cpu = cpu or cpu_capability()
+    rows = []
+    entries = baseline.get("metrics", {})
+    for key in sorted(set(entries) | set(measured)):
+        for metric in METRICS:
+            base = entries.get(key, {}).get(metric)
+            tol = tolerance if tolerance is not None else (base or {}).get("tolerance", 1.0)
+            rows.append(Row(key, metric, None if base is None else expected(base, cpu),
+                            measured.get(key, {}).get(metric), tol))
+    return rows
+
+
+def table(rows: list[Row]) -> str:
+    def num(v: float | None, sign: bool = False) -> str:
+        if v is None:
+            return "-"
+        v = round(v, 2) + 0.0  # no "-0.00"
+        return f"{v:+.2f}" if sign else f"{v:.2f}"
+    body = [("run / method", "metric", "baseline", "now", "delta", "tol", "status")]
+    body += [(r.key, r.metric, num(r.baseline), num(r.now), num(r.delta, True),
+              f"{r.tolerance:.2f}", r.status) for r in rows]
+    widths = [max(len(b[i]) for b in body) for i in range(len(body[0]))]
+    lines = ["  ".join(c.ljust(w) if i < 2 or i == 6 else c.rjust(w)
+                       for i, (c, w) in enumerate(zip(b, widths, strict=True))).rstrip()
+             for b in body]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def suite_keys(suite: dict) -> list[str]:
+    """``<entry>/<method>`` for every run of the suite: the baseline's keys."""
+    return [f"{entry['name']}/{method}" for entry in suite["runs"] for method in entry["methods"]]
+
+
+def default_baseline(name: str, writing: bool) -> Path:
+    """A suite's baseline when --baseline is not given: a built-in suite's is the
+    package's (``results/baselines/`` of a checkout); another suite's is
+    ``baselines/<suite>.json`` beside the suite's file. An installed package's own
+    baseline is read, never rewritten."""
+    found = config.card_index()["suite"][name]
+    if found.origin != sources.BUILTIN:
+        return found.path.parent / "baselines" / f"{name}.json"
+    if writing and config.CHECKOUT is None:
+        raise UserError(f"The baseline of suite {name} is part of the installed cl-bench "
+                        f"({config.BASELINES_DIR}) and is not rewritten; give the file to "
+                        "write with --baseline PATH (and compare with it the same way).")
+    return config.BASELINES_DIR / f"{name}.json"
+
+
+def read_baseline(path: Path, suite: dict) -> dict:
+    """The baseline, verified before the suite runs: it exists, is JSON and holds a
+    value for every metric of every run of the suite."""
+    import json
+    fix = f"Recreate it with `cl-bench check --suite {suite['name']} --update-baseline " \
+          f"--baseline {path}`."
+    if not path.is_file():
+        raise UserError(f"Baseline {path} does not exist. {fix}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as e:
+        raise UserError(f"Baseline {path} is not readable JSON ({e}). {fix}") from None
+    metrics = data.get("metrics") if isinstance(data, dict) else None
+    if not isinstance(metrics, dict):
+        raise UserError(f"Baseline {path} has no `metrics` mapping. {fix}")
+    lacking = [f"{key} {m}" for key in suite_keys(suite) for m in METRICS
+               if not isinstance(metrics.get(key), dict) or not isinstance(
+                   metrics[key].get(m), dict) or not isinstance(metrics[key][m].get("value"),
+                                                                 (int, float))]
+    lacking += [f"{key} {m} by_cpu" for key, entry in metrics.items() if isinstance(entry, dict)
+                for m, v in entry.items() if isinstance(v, dict) and "by_cpu" in v and not (
+                    isinstance(v["by_cpu"], dict) and all(isinstance(x, (int, float))
+                                                          for x in v["by_cpu"].values()))]
+    if lacking:
+        raise UserError(f"Baseline {path} has no value for {', '.join(lacking[:4])}"
+                        f"{' ...' if len(lacking) > 4 else ''} of suite {suite['name']}. {fix}")
+    return data
+
+
+def new_baseline(suite: dict, measured: dict[str, dict[str, float]], tolerance: float
+                 ) -> dict:
+    from cl_bench.engine.environment import git_commit, resolve_device, versions
+    env = versions(resolve_device("auto"), config.CHECKOUT)
+    return {
+        "suite": suite["name"],
+        "notes": {e["name"]: e["note"] for e in suite["runs"] if e.get("note")},
+        "provenance": {"commit": git_commit(config.CHECKOUT), "date": time.strftime("%Y-%m-%d"),
+                       "torch": env["torch"], "timm": env["timm"],
+                       "avalanche": env["avalanche"], "device": env["device"],
+                       "platform": env["platform"], "cpu_capability": cpu_capability()},
+        "metrics": {key: {m: {"value": v, "tolerance": tolerance}
+                          for m, v in values.items()}
+                    for key, values in sorted(measured.items())},
+    }
+
+
+def write_baseline(path: Path, data: dict) -> None:
+    results.write_atomic(path, data)

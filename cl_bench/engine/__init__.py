@@ -1,0 +1,1 @@
+"""What runs: planning, one run of a method over a stream, features, checkpoints."""

@@ -1,0 +1,198 @@
+"""``cl-bench run --dry-run``: the plan of a command, without data, weights or network.
+
+For every run it prints the method, seed, result path and whether the run is done,
+running, failed or pending, under a line per scenario with the backbone, weights,
+protocol, device and precision; below each run, every resolved setting that differs
+from the cards' own values, with where it comes from (the protocol, ``--set``, or
+the stream, as CODA-Prompt's task count); then the sources of the paper settings.
+
+The result path is the hash of the run's resolved config (:func:`runner.resolved_config`),
+which names the backbone by what a loaded one would report. Here it is built
+without weights: timm creates the architecture on the ``meta`` device (shapes, no
+values, no download), which gives the feature width, input size and the weights'
+normalisation; the weights are named and digested as the loaders do it (a pinned
+tag by its name, a local file by its bytes). Two things a dry run may lack make a
+path unknown, shown with the reason instead of a guess: a ``--weights`` file that
+is absent on this machine, and the class count of a dataset whose card does not
+state it (only needed by a method that sizes itself by the task count).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import timm
+import torch
+
+from cl_bench.backbones import backbone_kind, use_weights_normalization
+from cl_bench.backbones.base import Backbone
+from cl_bench.cards.config import Card, import_object, parse_sets
+from cl_bench.cards.protocol import (
+    SCENARIO_PREFIX,
+    changed_settings,
+    paper_settings,
+    run_scenario,
+)
+from cl_bench.commands.launch import LaunchOptions, worker_target
+from cl_bench.engine.environment import resolve_device, resolve_precision
+from cl_bench.engine.runner import RunRequest, check_request, resolved_config
+from cl_bench.scenarios.order import task_split
+from cl_bench.store import results
+
+FILE_DATASETS = ("imagefolder",)  # loaders whose images stay files on disk (FileList)
+FIXED_CLASSES = {"fmnist": 10, "fmnist-full": 10, "digits": 10, "cifar100": 100}
+
+
+class Unknown(Exception):
+    """A result path that cannot be known without loading something; the reason."""
+
+
+def planned_backbone(name: str, weights: str | None, img_size: int | None) -> Backbone:
+    """The backbone as a result's config records it, with its architecture on the meta
+    device (no memory, no weights). Raises :class:`Unknown` for an absent weights file."""
+    if weights not in (None, "random", "pretrained") and not Path(weights).expanduser(
+            ).is_file():
+        raise Unknown(f"the weights file {weights} is not on this machine (its digest "
+                      "names the result)")
+    if backbone_kind(name) == "vit":
+        from cl_bench.backbones.vit import PINNED_TAGS, weights_identity
+        tag = PINNED_TAGS[name]
+        with torch.device("meta"):
+            model = timm.create_model(tag if weights is None else tag.split(".")[0],
+                                      pretrained=False, num_classes=0,
+                                      **({"img_size": img_size} if img_size else {}))
+        record, digest = weights_identity(name, weights)
+        return Backbone(name=name, model=model, dim=model.num_features,
+                        input_size=model.patch_embed.img_size[0], kind="vit",
+                        weights=record, weights_digest=digest)
+    from cl_bench.backbones import efficientnet as lite0
+    with torch.device("meta"):
+        model = timm.create_model(lite0.TIMM_NAME, pretrained=False)
+    record, digest = lite0.weights_identity(weights or "pretrained")
+    return Backbone(name=name, model=model, dim=lite0.DIM,
+                    input_size=img_size or lite0.INPUT_SIZE, kind="cnn", weights=record,
+                    weights_digest=digest, mean=lite0.MEAN, std=lite0.STD)
+
+
+def class_count(scenario: Card) -> int | None:
+    """The scenario's number of classes as its card states it (or as the dataset fixes
+    it), or None."""
+    args = scenario.params.get("dataset_args") or {}
+    return args.get("n_classes") or FIXED_CLASSES.get(scenario.params["dataset"])
+
+
+def size_by_stream(methods: list[Card], scenario: Card) -> None:
+    """Settings that mean "the stream's number of tasks" (``n_tasks: 0``), resolved as
+    :func:`runner.load_shared` does; :class:`Unknown` without a class count."""
+    sized = [card for card in methods if card.params.get("n_tasks") == 0]
+    if not sized:
+        return
+    n_classes = class_count(scenario)
+    if n_classes is None:
+        raise Unknown(f"{', '.join(c.name for c in sized)} sizes itself by the task count, "
+                      f"and {scenario.path} does not state dataset_args.n_classes")
+    tasks = len(task_split(n_classes, scenario.params["init_cls"], scenario.params["increment"]))
+    for card in sized:
+        card.params["n_tasks"] = tasks
+
+
+def run_state(path: Path) -> str:
+    if results.is_done(path):
+        return "done"
+    lock = results.probe_lock(path)
+    if lock and lock.held:
+        return "running"
+    return "failed" if results.read_failure(path) else "pending"
+
+
+def show(value: Any) -> str:
+    """A setting as it is written in a card or after --set."""
+    return str(value).lower() if isinstance(value, bool) or value is None else str(value)
+
+
+def origins(req: RunRequest, card: Card, scenario: Card) -> dict[str, str]:
+    """Where each changed setting of ``card``'s runs comes from, by key."""
+    out = {}
+    if card.protocol == "paper":
+        out.update({s.key: "paper" for s in paper_settings(card)})
+    for owner, key, _ in parse_sets(req.sets, [*req.methods, "scenario"]):
+        if owner == card.name:
+            out[key] = "--set"
+        elif owner == "scenario":
+            out[SCENARIO_PREFIX + key] = "--set"
+    out.setdefault("n_tasks", "the stream's task count")
+    return out
+
+
+def plan_request(req: RunRequest, device: str, precision: str) -> tuple[list[str], list[str]]:
+    """The lines of one scenario's plan, and the state of each of its runs."""
+    methods, scenario = check_request(req)
+    head = (f"{scenario.name}: backbone {req.backbone}, weights {{}}, protocol {req.protocol}, "
+            f"{device}/{precision}, seeds {', '.join(map(str, req.seeds))}")
+    try:
+        size_by_stream(methods, scenario)
+        backbone = planned_backbone(req.backbone, req.weights, req.image_size)
+        if scenario.params.get("normalize", "none") == "backbone":
+            use_weights_normalization(backbone)
+        for card in methods:
+            import_object(card.raw["strategy"]).check_params(card.params, backbone)
+        lines = [head.format(backbone.weights)]
+    except Unknown as e:
+        backbone, lines = None, [head.format(req.weights or "pinned"), f"  result paths "
+                                 f"unknown: {e}"]
+    states = []
+    on_disk = scenario.params["dataset"] in FILE_DATASETS
+    for seed in req.seeds:
+        for card in methods:
+            mine = run_scenario(card, scenario)
+            if backbone is None:
+                states.append("unknown")
+                lines.append(f"  unknown  {card.name} seed {seed}")
+            else:
+                path = results.run_path(req.out, scenario.name, card.name, seed,
+                                        resolved_config(card, mine, backbone, precision,
+                                                        on_disk))
+                states.append(run_state(path))
+                lines.append(f"  {states[-1]:8s} {card.name} seed {seed}  {path}")
+            where = origins(req, card, scenario)
+            changed = [f"{k}={show(v)}" + (f" ({where[k]})" if k in where else "")
+                       for k, v in changed_settings(card, mine)]
+            lines.append(f"           {', '.join(changed) if changed else 'card defaults'}")
+    return lines, states
+
+
+def sources(methods: list[str]) -> list[str]:
+    """Each method's paper settings with their sources, once per command."""
+    from cl_bench.cards.config import load_method
+    lines = []
+    for name in methods:
+        card = load_method(name)
+        settings = paper_settings(card)
+        lines.append(f"  {name}:" + ("" if settings else " its card defaults (paper: {})"))
+        lines += [f"    {s.key}={show(s.value)}: {s.source}" for s in settings]
+    return lines
+
+
+def target(req: RunRequest, opts: LaunchOptions) -> tuple[str, str]:
+    """(device, precision) of the request's runs, decided as the launcher decides them
+    (both are part of every result path)."""
+    if opts.launcher is not None:
+        return worker_target(req, opts)[:2]
+    device = resolve_device(req.device)
+    return device.type, resolve_precision(req.precision, device)
+
+
+def dry_run(reqs: list[RunRequest], opts: LaunchOptions) -> list[str]:
+    """The plan of every request, as ``cl-bench run`` with ``opts`` would run it."""
+    lines, states = ["dry run: nothing is loaded, trained or written"], []
+    for req in reqs:
+        more, found = plan_request(req, *target(req, opts))
+        lines, states = lines + more, states + found
+    if any(req.protocol == "paper" for req in reqs):
+        lines += ["paper settings and their sources:",
+                  *sources(list(dict.fromkeys(m for req in reqs for m in req.methods)))]
+    counts = {s: states.count(s) for s in ("done", "running", "failed", "pending", "unknown")}
+    lines.append(f"{len(states)} runs planned: " + ", ".join(
+        f"{n} {s}" for s, n in counts.items() if n or s in ("done", "pending")))
+    return lines

@@ -1,0 +1,71 @@
+"""Checks of a command's input that need no data or backbone: seeds, image size,
+and whether the folders it will write to can be written.
+
+They run before anything is written, so that a refused command leaves no grid
+file, lock or failure record behind (see :mod:`cl_bench.engine.runner`).
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+import tempfile
+from pathlib import Path
+
+from cl_bench.errors import UserError
+
+SEED_MAX = 2**32 - 1  # numpy's RandomState takes seeds in 0..2**32-1
+
+
+def check_seeds(seeds: list[int]) -> None:
+    bad = [s for s in seeds if not 0 <= s <= SEED_MAX]
+    if bad:
+        raise UserError(f"--seeds {', '.join(map(str, bad))}: a seed must be an integer from 0 "
+                        f"to {SEED_MAX} (numpy's seed range), e.g. --seeds 1993,1994.")
+
+
+def patch_size(backbone: str) -> int | None:
+    """The patch size in a ViT's timm name (``vit_base_patch16_224`` -> 16), else None."""
+    match = re.search(r"_patch(\d+)_", backbone)
+    return int(match.group(1)) if match else None
+
+
+def check_image_size(backbone: str, kind: str, size: int | None) -> None:
+    """``--image-size``: positive for every backbone; for a ViT a multiple of its patch
+    size (timm cuts the image into whole patches, so 7 px or 20 px would be cut or fail)."""
+    if size is None:
+        return
+    if size < 1:
+        raise UserError(f"--image-size {size}: the input resolution must be a positive number "
+                        "of pixels, e.g. --image-size 224 (omit it for the backbone's own, "
+                        "224).")
+    patch = patch_size(backbone) if kind == "vit" else None
+    if patch and size % patch:
+        low = max(patch, size // patch * patch)
+        raise UserError(f"--image-size {size}: {backbone} cuts images into {patch}x{patch} "
+                        f"patches, so the size must be a multiple of {patch} (e.g. {low} or "
+                        f"{low + patch}).")
+
+
+def writable_dir(path: Path, what: str) -> None:
+    """Refuse unless ``path`` is a folder this process can create files in, or can be
+    created (its nearest existing parent is such a folder). Probed with a nameless
+    temporary file, which leaves nothing behind, because permission bits say nothing
+    for root or on a read-only mount."""
+    path = Path(path)
+    existing = path
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "is" if existing == path else f"lies under {existing}, which is"
+        raise UserError(f"{what} {path} {where} a file, not a folder. Choose another path.")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as e:
+        reason = "read-only" if e.errno == errno.EROFS else e.strerror or str(e)
+        made = "" if existing == path else f" (it would be created in {existing})"
+        raise UserError(f"{what} {path} cannot be written{made}: {reason}. Choose a folder "
+                        "you can write to, or fix its permissions.") from None

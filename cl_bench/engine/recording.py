@@ -1,0 +1,87 @@
+"""Avalanche plugin recording the accuracy matrix, routing and time per phase.
+
+Avalanche's accuracy metrics report per-experience numbers and a stream
+average; we need per-sample predictions on the seen-classes test set to fill
+a whole row of the matrix from one evaluation pass, so we collect them here.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from avalanche.core import SupervisedPlugin
+from tqdm.auto import tqdm
+
+from cl_bench.accounting.count import stored_params, trainable_params
+from cl_bench.backbones.base import Backbone
+from cl_bench.contract import Bookkeeping
+from cl_bench.engine.state import Stateful
+
+
+def percent(hits: torch.Tensor) -> float:
+    """100 * share of True, from exact integer counts (no float32 rounding)."""
+    return 100.0 * int(hits.sum()) / hits.numel()
+
+
+class Recorder(Bookkeeping, Stateful, SupervisedPlugin):
+    """Fills ``acc_matrix``, ``acc_seen``, ``routing_acc`` (from the strategy's
+    :meth:`~cl_bench.contract.Method.routing`), timings and the per-task parameter
+    counts while the strategy trains and evaluates. Bookkeeping: not part of what the
+    method stores (see accounting.stored_params)."""
+
+    state_attrs = ("acc_matrix", "acc_seen", "routing_acc", "train_s", "eval_s", "trainable",
+                   "stored")
+
+    def __init__(self, task_of_label: torch.Tensor, backbone: Backbone | None = None,
+                 label: str = "", progress: bool = True) -> None:
+        super().__init__()
+        self.task_of_label, self.backbone = task_of_label, backbone
+        self.label, self.progress = label, progress
+        self.acc_matrix: list[list[float]] = []
+        self.acc_seen: list[float] = []
+        self.routing_acc: list[float | None] = []
+        self.train_s: list[float] = []
+        self.eval_s: list[float] = []
+        self.trainable: list[int] = []
+        self.stored: list[int] = []
+        self._bar = None
+
+    def before_training_exp(self, strategy, **kwargs) -> None:
+        self._t0 = time.perf_counter()
+        self.trainable.append(trainable_params(strategy))
+        i, n = strategy.experience.current_experience, len(self.task_of_label.unique())
+        total = strategy.train_epochs * len(strategy.dataloader)
+        self._bar = tqdm(total=total, desc=f"{self.label} task {i + 1}/{n}", leave=False,
+                         disable=not self.progress or total == 0, unit="it")
+
+    def after_training_iteration(self, strategy, **kwargs) -> None:
+        self._bar.update(1)
+        if self._bar.n % 20 == 0:
+            self._bar.set_postfix(loss=f"{float(strategy.loss.detach()):.3f}")
+
+    def after_training_exp(self, strategy, **kwargs) -> None:
+        self._bar.close()
+        self.train_s.append(time.perf_counter() - self._t0)
+        self.stored.append(stored_params(strategy, self.backbone))
+
+    def before_eval_exp(self, strategy, **kwargs) -> None:
+        self._t0 = time.perf_counter()
+        self._pred, self._y, self._route = [], [], []
+
+    def after_eval_iteration(self, strategy, **kwargs) -> None:
+        self._pred.append(strategy.mb_output.argmax(1).cpu())
+        self._y.append(strategy.mb_y.cpu())
+        routing = strategy.routing()
+        if routing is not None:
+            self._route.append(routing.cpu())
+
+    def after_eval_exp(self, strategy, **kwargs) -> None:
+        pred, y = torch.cat(self._pred), torch.cat(self._y)
+        task = self.task_of_label[y]
+        correct = pred == y
+        step = int(task.max())
+        self.acc_matrix.append([percent(correct[task == j]) for j in range(step + 1)])
+        self.acc_seen.append(percent(correct))
+        self.routing_acc.append(percent(torch.cat(self._route) == task) if self._route else None)
+        self.eval_s.append(time.perf_counter() - self._t0)

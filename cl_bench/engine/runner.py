@@ -1,0 +1,464 @@
+"""Expand methods x scenario x seeds, skip what is finished, run the rest.
+
+Everything a run could fail on because of the user's input (names, --set
+keys, data, weights, method/backbone fit) is checked before the first run
+starts, so a bad command writes nothing. Each run is computed under its lock
+(:func:`cl_bench.store.results.run_once`), here or in the workers of
+:mod:`cl_bench.commands.launch`, so two invocations never compute the same run at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from avalanche.training.plugins import EvaluationPlugin
+
+from cl_bench.accounting.count import TrainFlops, backbone_flops, inference_flops
+from cl_bench.backbones import (
+    backbone_kind,
+    load_backbone,
+    use_weights_normalization,
+)
+from cl_bench.backbones.base import Backbone
+from cl_bench.cards.config import (
+    CHECKOUT,
+    Card,
+    load_method,
+    load_scenario,
+    parse_sets,
+    strategy_of,
+)
+from cl_bench.cards.protocol import (
+    DEFAULT_PROTOCOL,
+    apply_protocol,
+    config_tag,
+    resolve_backbone,
+    run_scenario,
+)
+from cl_bench.contract import AdaptedStream, Inputs, drive, spec_of
+from cl_bench.engine.checkpoint import RunCheckpoint
+from cl_bench.engine.environment import (
+    make_deterministic,
+    peak_memory,
+    resolve_device,
+    resolve_precision,
+    seed_everything,
+    threads,
+    versions,
+)
+from cl_bench.engine.features import FeatureStore
+from cl_bench.engine.recording import Recorder
+from cl_bench.engine.state import Resumable
+from cl_bench.errors import UserError
+from cl_bench.metrics import summarize
+from cl_bench.scenarios import load_data, scenario_order
+from cl_bench.scenarios.image_data import ImageData
+from cl_bench.scenarios.order import task_split, tasks_of
+from cl_bench.scenarios.stream import Stream, build_stream
+from cl_bench.scenarios.transforms import eval_transform, train_transform
+from cl_bench.store import results
+from cl_bench.store.filelock import held
+from cl_bench.strategies.views import EpochView, ViewClock, evaluation_view
+
+DEFAULT_SCENARIO = "fmnist"
+DEFAULT_SEEDS = (1993,)
+
+
+@dataclass
+class RunRequest:
+    """One ``cl-bench run`` invocation on one scenario. ``backbone`` None: the
+    scenario card's default backbone (and its weights, unless ``weights`` is given)."""
+
+    methods: list[str]
+    scenario: str = DEFAULT_SCENARIO
+    seeds: list[int] = field(default_factory=lambda: list(DEFAULT_SEEDS))
+    backbone: str | None = None
+    weights: str | None = None
+    image_size: int | None = None
+    data_root: Path | None = None
+    download: bool = False
+    device: str = "auto"
+    precision: str = "auto"
+    out: Path = Path("results")
+    sets: list[str] = field(default_factory=list)
+    progress: bool = True
+    threads: int | None = None
+    protocol: str = DEFAULT_PROTOCOL
+
+    def __post_init__(self) -> None:
+        # a method or seed named twice is one run, not two samples of the mean
+        self.methods = list(dict.fromkeys(self.methods))
+        self.seeds = list(dict.fromkeys(self.seeds))
+        if self.backbone is None:
+            self.backbone, self.weights = resolve_backbone(self.scenario, None, self.weights)
+
+
+def default_methods(backbone: str) -> list[str]:
+    """Methods in the default run: cards marked ``default_run`` that fit the backbone."""
+    from cl_bench.cards.config import method_names
+    kind = backbone_kind(backbone)
+    cards = [load_method(n) for n in method_names()]
+    return [c.name for c in cards if c.raw.get("default_run") and fits(c, kind)]
+
+
+def fits(card: Card, kind: str) -> bool:
+    return card.raw.get("backbones", "any") in ("any", kind)
+
+
+def resolve_cards(req: RunRequest) -> tuple[list[Card], Card]:
+    """Load the cards, set the protocol, then apply ``--set`` (which wins over the
+    protocol's settings); every naming error surfaces here."""
+    kind = backbone_kind(req.backbone)
+    methods = [load_method(m) for m in req.methods]
+    scenario = load_scenario(req.scenario)
+    for card in methods:
+        if not fits(card, kind):
+            raise UserError(f'{card.name} needs a {card.raw["backbones"].upper()} backbone '
+                            f'(it injects prompts into transformer blocks), but "{req.backbone}" '
+                            "is a CNN. Choose a ViT with --backbone (e.g. vit_base_patch16_224) "
+                            f"or drop {card.name} from --methods.")
+    apply_protocol(req.protocol, methods)
+    owners = {c.name: c for c in methods} | {"scenario": scenario}
+    for owner, key, value in parse_sets(req.sets, list(owners)):
+        owners[owner].override(key, value)
+        for card in methods if owner == "scenario" else []:
+            card.scenario_sets.pop(key, None)
+    for card in owners.values():
+        card.check()  # rules between settings, e.g. top_k <= pool_size
+    return methods, scenario
+
+
+def check_request(req: RunRequest) -> tuple[list[Card], Card]:
+    """Everything checkable before data and backbone load: cards, settings and their
+    bounds, image size, and the folders the runs will write (results, feature cache)."""
+    from cl_bench.engine.features import cache_dir
+    from cl_bench.engine.preflight import check_image_size, check_seeds, writable_dir
+    check_seeds(req.seeds)
+    check_image_size(req.backbone, backbone_kind(req.backbone), req.image_size)
+    methods, scenario = resolve_cards(req)
+    writable_dir(req.out, "--out")
+    if any(uses_feature_cache(card) for card in methods):
+        writable_dir(cache_dir(), "The feature cache ($CL_BENCH_CACHE)")
+    return methods, scenario
+
+
+def uses_feature_cache(card: Card) -> bool:
+    return spec_of(strategy_of(card)).reads_feature_cache
+
+
+def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: str,
+                    on_disk: bool) -> dict:
+    """Everything that changes a run's numbers (and a non-default protocol's name);
+    hashed into its file name. ``scenario``: as the run sees it (:func:`run_scenario`).
+    Of ``backbone`` only the attributes recorded here are read (the dry run passes
+    one without weights)."""
+    return {
+        "method": {"name": card.name, **card.params},
+        "scenario": {"name": scenario.name, **scenario.params},
+        "backbone": {"name": backbone.name, "weights": backbone.weights,
+                     "weights_digest": backbone.weights_digest,
+                     "input_size": backbone.input_size, "dim": backbone.dim,
+                     "normalization": backbone.normalization, "precision": precision},
+        "transform": {"train": train_transform(on_disk, backbone.input_size).id,
+                      "eval": eval_transform(on_disk, backbone.input_size).id},
+        **config_tag(card),
+    }
+
+
+def quiet_evaluator() -> EvaluationPlugin:
+    """No Avalanche metrics or loggers: the Recorder plugin records what we report."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return EvaluationPlugin(loggers=[])
+
+
+def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
+            store: FeatureStore, seed: int, device: torch.device, progress: bool,
+            result: Path | None = None) -> dict:
+    """Train and evaluate one method on one seed; returns the result record. With
+    ``result`` (its path), a checkpoint after each task lets a killed run resume."""
+    t_start = time.perf_counter()
+    seed_everything(seed)
+    order = scenario_order(scenario, data.n_classes, seed)
+    sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
+    cls = strategy_of(card)
+    spec = spec_of(cls)
+    loader_args = {}
+    before, hits = store.seconds, store.hits
+    train_query = test_query = None
+    plugins = []
+    if spec.inputs is Inputs.FEATURES:
+        train_x, test_x = store.get(backbone, data, "train"), store.get(backbone, data, "test")
+        train_tf = eval_tf = None
+        if views := card.params.get("augment_views", 0):
+            train_x = store.get_views(backbone, data, views)
+            train_tf, eval_tf = EpochView(), evaluation_view
+            plugins.append(ViewClock(train_tf))
+    else:
+        train_x, test_x = data.train_x, data.test_x
+        train_tf = train_transform(data.on_disk, backbone.input_size)
+        eval_tf = eval_transform(data.on_disk, backbone.input_size)
+        loader_args = {"num_workers": store.workers}
+        if spec.inputs is Inputs.IMAGES_WITH_QUERY:
+            # the query is the frozen feature of the image as the model sees it: cached
+            # for test images, and for training images when training does not augment
+            test_query = store.get(backbone, data, "test")
+            if train_tf.id == eval_tf.id:
+                train_query = store.get(backbone, data, "train")
+    stream = build_stream(train_x, data.train_y, test_x, data.test_y, order, sizes,
+                          test_shuffle=scenario.params["test_shuffle"], seed=seed,
+                          train_transform=train_tf, eval_transform=eval_tf,
+                          train_query=train_query, test_query=test_query)
+    driven = stream if spec.inputs is not Inputs.ADAPTED_FEATURES else AdaptedStream(
+        stream, backbone, functools.partial(features_stream, store, data, order, sizes,
+                                            scenario.params["test_shuffle"], seed))
+
+    def build() -> tuple:
+        recorder = Recorder(stream.task_of_label, backbone, label=card.name, progress=progress)
+        train_flops = TrainFlops()
+        return cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
+                   device=device, plugins=[recorder, train_flops, *plugins],
+                   evaluator=quiet_evaluator()), recorder, train_flops
+    # a strategy that cannot save its state is not checkpointed: a killed run starts over
+    checkpoint = RunCheckpoint(result if issubclass(cls, Resumable) else None,
+                               {"method": card.name, "seed": seed, "tasks": len(stream.train)})
+    strategy, recorder, train_flops = checkpoint.start(build)
+    extract_threads = torch.get_num_threads()  # backbone passes: the configured count
+    with threads(1 if spec.inputs is Inputs.FEATURES else None) as train_threads:
+        drive(strategy, driven, start=checkpoint.done, loader_args=loader_args,
+              after_task=lambda done: checkpoint.save(strategy, done,
+                                                      time.perf_counter() - t_start))
+    features_s = store.seconds - before  # an adapted backbone's features: during the drive
+    uses_features = spec.inputs in (Inputs.FEATURES, Inputs.ADAPTED_FEATURES) or (
+        test_query is not None)
+    features_from = None if not uses_features else (
+        "extracted" if features_s > 0 else "disk cache" if store.hits > hits else "memory")
+    precision = store.precision
+    return {
+        "schema_version": results.SCHEMA_VERSION,
+        "method": card.name,
+        "scenario": scenario.name,
+        "seed": seed,
+        "status": "done",
+        "config": resolved_config(card, scenario, backbone, precision, data.on_disk),
+        "class_order": order,
+        "class_names": [data.class_names[c] for c in order],
+        "tasks": [[order[p] for p in t] for t in tasks_of(sizes)],
+        "protocol": {
+            "name": card.protocol,
+            "selection": card.params.get("selection"),
+            "batchwise": card.params.get("batchwise"),
+            "augment_views": card.params.get("augment_views"),
+            "test_shuffle": scenario.params["test_shuffle"],
+            "eval_batch_size": card.params.get("eval_batch_size"),
+        },
+        "env": versions(device, CHECKOUT),
+        "acc_matrix": recorder.acc_matrix,
+        "acc_seen": recorder.acc_seen,
+        **summarize(recorder.acc_matrix, recorder.acc_seen),
+        "routing_acc": recorder.routing_acc if any(
+            r is not None for r in recorder.routing_acc) else None,
+        "accounting": accounting_block(strategy, backbone, recorder, train_flops),
+        "timing": {
+            "features_s": features_s,
+            "features_from": features_from,
+            "train_s": recorder.train_s,
+            "eval_s": recorder.eval_s,
+            "total_s": checkpoint.elapsed_s + time.perf_counter() - t_start,
+            "resumed_from_task": checkpoint.resumed_from,
+            "threads": {"features": extract_threads, "train_eval": train_threads},
+        },
+        "memory": peak_memory(device),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def features_stream(store: FeatureStore, data: ImageData, order: list[int], sizes: list[int],
+                    test_shuffle: bool, seed: int, backbones: list[Backbone]) -> Stream:
+    """The stream of ``backbones``' concatenated features (an adapted method's, after
+    its first task), with the same class order, split and test order as its images."""
+    def split(name: str) -> torch.Tensor:
+        return torch.cat([store.get(b, data, name) for b in backbones], dim=1)
+    return build_stream(split("train"), data.train_y, split("test"), data.test_y, order, sizes,
+                        test_shuffle=test_shuffle, seed=seed)
+
+
+def accounting_block(strategy, backbone: Backbone, recorder: Recorder,
+                     train_flops: TrainFlops) -> dict:
+    """Parameters per task (from the recorder) and FLOPs at the end of the stream."""
+    bb_params = sum(p.numel() for p in backbone.model.parameters())
+    stored = recorder.stored
+    return {
+        "backbone_params": bb_params,
+        "backbone_frozen": sum(p.numel() for p in backbone.model.parameters()
+                               if not p.requires_grad),
+        "trainable_per_task": recorder.trainable,
+        "added_per_task": [b - a for a, b in zip([0, *stored[:-1]], stored, strict=True)],
+        "stored_per_task": stored,
+        "stored_at_end": stored[-1],
+        "backbone_gflops_per_pass": backbone_flops(backbone) / 1e9,
+        "inference_gflops_per_image": inference_flops(strategy, backbone) / 1e9,
+        "train_gflops_per_sample": (max(train_flops.per_sample) / 1e9
+                                    if train_flops.per_sample else 0.0),
+    }
+
+
+class SharedFeatureStore(FeatureStore):
+    """The feature cache for concurrent workers: one process extracts a missing key
+    while the others wait on its lock and then read the file, instead of all of them
+    extracting the same features at once. (Cache files are written atomically, so
+    this saves work; it is not needed for correctness.)"""
+
+    def _load(self, backbone: Backbone, data: ImageData, split: str,
+              view: int | None) -> torch.Tensor:
+        if not self.use_disk:
+            return super()._load(backbone, data, split, view)
+        with held(self.path(self.key(backbone, data, split, view)).with_suffix(".lock")):
+            return super()._load(backbone, data, split, view)
+
+
+def trains_backbone(card: Card) -> bool:
+    """Whether the method trains a copy of the backbone (it then needs fp32 weights)."""
+    return spec_of(strategy_of(card)).trains_backbone
+
+
+@dataclass
+class Shared:
+    """What every run of one scenario shares inside one process: the data, the
+    backbone and the features extracted from it."""
+
+    data: ImageData
+    backbone: Backbone
+    store: FeatureStore
+
+
+def load_shared(req: RunRequest, scenario: Card, methods: list[Card], device: torch.device,
+                precision: str) -> Shared:
+    """Load data and backbone; a missing dataset or weight fails here, before any run."""
+    data = load_data(scenario, req.data_root, req.download)
+    sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
+    for card in methods:
+        if card.params.get("n_tasks") == 0:  # "0: the stream's number of tasks" (CODA-Prompt)
+            card.params["n_tasks"] = len(sizes)
+    backbone = load_backbone(req.backbone, req.weights, req.image_size).to(device)
+    backbone.precision = precision
+    for card in methods:
+        strategy_of(card).resolve_params(card.params, backbone)
+        strategy_of(card).check_params(card.params, backbone)
+    if precision == "bf16" and not any(trains_backbone(card) for card in methods):
+        backbone.store_matmul_weights_in_bf16()  # same outputs, half the weight memory
+    if scenario.params.get("normalize", "none") == "backbone":
+        use_weights_normalization(backbone)
+    workers = (min(8, os.cpu_count() or 1) if device.type == "cuda" else 1) if data.on_disk else 0
+    store = SharedFeatureStore(device, precision=precision, progress=req.progress,
+                               workers=workers, batch_size=32 if device.type == "cpu" else 256)
+    return Shared(data, backbone, store)
+
+
+@dataclass
+class PlannedRun:
+    card: Card
+    seed: int
+    path: Path
+    scenario: Card  # as this run sees it (:func:`cl_bench.cards.protocol.run_scenario`)
+
+
+def plan_runs(req: RunRequest, methods: list[Card], scenario: Card, backbone: Backbone,
+              precision: str, on_disk: bool) -> list[PlannedRun]:
+    """Every method x seed of the request with its result path, seed-major."""
+    return [PlannedRun(card, seed, results.run_path(
+                req.out, scenario.name, card.name, seed,
+                resolved_config(card, run_scenario(card, scenario), backbone, precision,
+                                on_disk)), run_scenario(card, scenario))
+            for seed in req.seeds for card in methods]
+
+
+def describe(req: RunRequest, methods: list[Card], scenario: Card, shared: Shared,
+             device: str, precision: str) -> list[str]:
+    """The lines printed before a scenario's runs start."""
+    lines = []
+    backbone = shared.backbone
+    if backbone.weights == "random":
+        lines.append(f"warning: {backbone.name} has RANDOM weights (asked for with --weights "
+                     "random): its numbers are change detectors, not results; the result "
+                     "files record it.")
+    lines.append(f"cl-bench: {', '.join(c.name for c in methods)} on {scenario.name} "
+                 f"({shared.data.n_classes} classes), backbone {backbone.name} "
+                 f"[{backbone.weights}], seeds {', '.join(map(str, req.seeds))}, "
+                 f"{device}/{precision}")
+    return lines
+
+
+def done_line(name: str, seed: int, record: dict, path: Path) -> str:
+    return (f"{name} seed {seed}: avg {record['avg_acc']:.2f}  last "
+            f"{record['last_acc']:.2f}  ({record['timing']['total_s']:.1f} s) -> {path}")
+
+
+def execute(req: RunRequest, echo: Callable[[str], None] = print,
+            failed: list[str] | None = None) -> list[dict]:
+    """Run every missing method x seed of the request in this process; return its
+    results (a run another process is computing right now is skipped and left out).
+    With ``failed``, a run that meets bad data only while it runs (a corrupt image:
+    files are only stat-ed up front) fails alone: its failure is recorded beside
+    its result, it is listed in ``failed`` and the next run starts."""
+    methods, scenario = check_request(req)
+    device = resolve_device(req.device)
+    make_deterministic(req.threads)
+    precision = resolve_precision(req.precision, device)
+    shared = load_shared(req, scenario, methods, device, precision)
+    for line in describe(req, methods, scenario, shared, device.type, precision):
+        echo(line)
+    runs = plan_runs(req, methods, scenario, shared.backbone, precision, shared.data.on_disk)
+    results.write_grid(req.out, [r.path for r in runs])
+    out = []
+    for run in runs:
+        name, seed, path = run.card.name, run.seed, run.path
+        if results.is_done(path):
+            echo(f"  skip {name} seed {seed}: finished ({path})")
+            out.append(results.load(path))
+            continue
+        try:
+            attempt = results.run_once(path, functools.partial(
+                run_one, run.card, run.scenario, shared.data, shared.backbone, shared.store, seed,
+                device, req.progress, path))
+        except UserError as e:
+            if failed is None:
+                raise
+            echo(f"  FAILED {name} seed {seed}: {e.paragraph()}")
+            failed.append(f"{scenario.name}/{name} seed {seed}")
+            continue
+        if attempt.state == "running":
+            echo(f"  skip {name} seed {seed}: running in {results.held_by(attempt.holder)}")
+            continue
+        if attempt.state == "done":
+            echo(f"  skip {name} seed {seed}: finished ({path})")
+        else:
+            echo(f"  {done_line(name, seed, attempt.record, path)}")
+        out.append(attempt.record)
+    return out
+
+
+def preflight(reqs: list[RunRequest]) -> None:
+    """Check every request and load each one's data and backbone once (then drop them),
+    so that a bad setting, dataset or weight of the last one stops the command before
+    the first run writes anything, as it does for a single request."""
+    for req in reqs:
+        methods, scenario = check_request(req)
+        device = resolve_device(req.device)
+        load_shared(req, scenario, methods, device, resolve_precision(req.precision, device))
+
+
+def execute_all(reqs: list[RunRequest], echo: Callable[[str], None] = print,
+                failed: list[str] | None = None) -> list[dict]:
+    """:func:`execute` for each scenario's request, after :func:`preflight` when
+    there are several."""
+    if len(reqs) > 1:
+        preflight(reqs)
+    return [record for req in reqs for record in execute(req, echo, failed)]

@@ -1,0 +1,1 @@
+"""What is read back from results: reports, plots, status, run summaries."""

@@ -1,0 +1,377 @@
+"""``cl-bench report``: result files -> comparison tables (md, tex, csv, html) and plots.
+
+Everything is computed from result JSON files; the only other input is the
+``published`` block of each method's card, shown beside the measured numbers
+with its protocol. A table row is one configuration: runs are grouped by the
+hash of their resolved config, so runs that differ in protocol (TOSCA
+``selection``, prompt ``batchwise``, test shuffling), backbone, weights or any
+other setting are never averaged together; the label names the protocol.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pandas as pd
+
+from cl_bench.errors import UserError, suggest, unknown
+from cl_bench.store import results
+from cl_bench.store.records import InvalidResult, Result
+
+FORMATS = ("md", "tex", "csv", "html")
+IMAGE_FORMATS = ("png", "svg")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A table column: ``key`` in the runs frame; best = max if ``higher`` else min."""
+
+    key: str
+    title: str
+    higher: bool
+    decimals: int
+    spread: bool  # show +- std (seed-dependent numbers); counts and FLOPs are not
+
+
+METRICS = (
+    Metric("avg_acc", "avg acc", True, 2, True),
+    Metric("last_acc", "last acc", True, 2, True),
+    Metric("forgetting", "forgetting", False, 2, True),
+    Metric("added_params", "added params/task", False, 0, False),
+    Metric("stored_params", "stored params", False, 0, False),
+    Metric("gflops", "GFLOPs/image", False, 3, False),
+    Metric("train_s", "train s", False, 1, False),
+)
+PUBLISHED = {"avg_acc": "paper avg", "last_acc": "paper last"}
+
+LEGEND = (
+    ("selection=sample", "TOSCA picks the lowest-entropy module for each test image "
+                         "(no task identity used)."),
+    ("selection=batch", "TOSCA picks one module per test batch by mean entropy (official "
+                        "code); with ordered test batches this uses the fact that a batch "
+                        "comes from one task."),
+    ("batchwise / per-image prompts", "prompt methods choose prompts once per test batch, "
+                                      "or per image."),
+    ("ordered test", "test batches follow the class order (scenario.test_shuffle=false) "
+                     "instead of being shuffled."),
+    ("batches of N", "evaluation batch size, shown when a batch-level rule makes it matter."),
+    ("columns", "avg acc: mean over tasks of top-1 on all seen classes; last acc: after the "
+                "final task; forgetting: best earlier minus final per-task accuracy; added "
+                "params/task: parameters the last task added; stored params: everything kept "
+                "beyond the backbone; GFLOPs/image: inference at the end; train s: training "
+                "time summed over tasks (shared, cached feature extraction excluded). "
+                "Accuracies in %, mean ± std over seeds (n = seed count); best per column "
+                "in bold."),
+)
+
+
+def load_runs(results_dir: Path, scenarios: Iterable[str] = (),
+              methods: Iterable[str] = ()) -> tuple[pd.DataFrame, list[tuple[Path, str]]]:
+    """Finished runs under ``results_dir/runs`` as one row each, labelled; also the
+    files skipped (not a valid record: torn, damaged, foreign, of another schema), each
+    with why."""
+    scenarios, methods = list(scenarios), list(methods)
+    rows, skipped = [], []
+    for path in results.find(results_dir):
+        try:
+            rows.append(Result.from_file(path).row(results_dir))
+        except (OSError, InvalidResult) as e:
+            skipped.append((path, str(e)))
+    if not rows:
+        invalid = (f" ({len(skipped)} result file(s) are not valid records, e.g. "
+                   f"{skipped[0][0]}: {skipped[0][1]}.)" if skipped else "")
+        raise UserError(f"No finished runs in {Path(results_dir) / 'runs'}.{invalid} Run some "
+                        f"first, e.g. `cl-bench run --out {results_dir}`, or point --results "
+                        "at the folder `cl-bench run --out` wrote to.")
+    runs = pd.DataFrame(rows)
+    for column, wanted in (("scenario", scenarios), ("method", methods)):
+        present = sorted(runs[column].unique())
+        for name in wanted:
+            if name not in present:
+                raise UserError(f'No runs of {column} "{name}" in {results_dir}.'
+                                f"{suggest(name, present)} It has: {', '.join(present)}.")
+        if wanted:
+            runs = runs[runs[column].isin(wanted)]
+    runs = runs.sort_values(["scenario", "method", "config", "seed"]).reset_index(drop=True)
+    runs["label"] = _labels(runs)
+    return runs, skipped
+
+
+def _labels(runs: pd.DataFrame) -> pd.Series:
+    """'tosca (selection=batch, ordered test)'; the backbone joins the label when a
+    scenario has several, and any other differing setting when labels still collide."""
+    keys = runs.drop_duplicates(["scenario", "method", "config"])
+    label_of: dict[tuple, str] = {}
+    for scenario, group in keys.groupby("scenario"):
+        several_backbones = group[["backbone", "weights"]].drop_duplicates().shape[0] > 1
+        base = {row.config: _base_label(row, several_backbones) for row in group.itertuples()}
+        for label in set(base.values()):
+            clash = group[group["config"].map(base) == label]
+            extra = _differing(clash["flat_config"].tolist()) if len(clash) > 1 else [{}]
+            for row, diff in zip(clash.itertuples(), extra, strict=True):
+                suffix = ", ".join(f"{k}={v}" for k, v in diff.items())
+                full = f"{label[:-1]}; {suffix})" if label.endswith(")") else f"{label} ({suffix})"
+                label_of[(scenario, row.config)] = full if suffix else label
+    return pd.Series([label_of[(s, c)] for s, c in zip(runs["scenario"], runs["config"],
+                                                        strict=True)], index=runs.index)
+
+
+def _given(value) -> bool:
+    """Set in the result (pandas turns a None among strings or numbers into NaN)."""
+    return value is not None and not pd.isna(value)
+
+
+def _base_label(row, several_backbones: bool) -> str:
+    parts = []
+    if _given(row.selection):
+        parts.append(f"selection={row.selection}")
+    if _given(row.batchwise):
+        parts.append("batchwise" if row.batchwise else "per-image prompts")
+    if _given(row.test_shuffle) and not row.test_shuffle:
+        parts.append("ordered test")
+    if _given(row.eval_batch):
+        parts.append(f"batches of {int(row.eval_batch)}")
+    if several_backbones:
+        parts.append(row.backbone + ("" if row.weights == "pretrained" else f" {row.weights}"))
+    return f"{row.method} ({', '.join(parts)})" if parts else row.method
+
+
+def _differing(configs: list[dict]) -> list[dict]:
+    """Per config, the settings whose values differ across ``configs`` (short keys)."""
+    keys = sorted({k for c in configs for k in c
+                   if len({repr(other.get(k)) for other in configs}) > 1})
+    return [{k.removeprefix("method."): c.get(k) for k in keys} for c in configs]
+
+
+@cache
+def published(method: str, scenario: str) -> tuple[float | None, float | None, str] | None:
+    """(avg, last, protocol) from the method card's ``published`` block, or None."""
+    from cl_bench.cards.config import load_method
+    try:
+        block = load_method(method).raw.get("published") or {}
+    except UserError:
+        return None
+    numbers = (block.get("results") or {}).get(scenario)
+    if not numbers:
+        return None
+    return numbers.get("avg_acc"), numbers.get("last_acc"), str(block.get("protocol", ""))
+
+
+def aggregate(runs: pd.DataFrame,
+              published_for: Callable[[str, str], tuple | None] = published) -> pd.DataFrame:
+    """One row per (scenario, configuration): mean, std (ddof=1) and n over seeds of
+    every metric, plus the published numbers and their protocol."""
+    keys = ["scenario", "method", "config", "label"]
+    stats = runs.groupby(keys, sort=False)[[m.key for m in METRICS]].agg(["mean", "std"])
+    stats.columns = [f"{k}_{s}" for k, s in stats.columns]
+    stats["n"] = runs.groupby(keys, sort=False)["seed"].nunique()
+    table = stats.reset_index()
+    pub = [published_for(m, s) or (None, None, None)
+           for m, s in zip(table["method"], table["scenario"], strict=True)]
+    table["pub_avg_acc"], table["pub_last_acc"], table["pub_protocol"] = zip(*pub, strict=True)
+    return table.sort_values(["scenario", "method", "label"]).reset_index(drop=True)
+
+
+@dataclass
+class Grid:
+    """A rendered-format-neutral table: header, rows of (text, best) cells, notes."""
+
+    header: list[str]
+    rows: list[list[tuple[str, bool]]]
+    notes: list[str]
+
+
+def _number(value: float | None, decimals: int) -> str:
+    return "–" if value is None or pd.isna(value) else f"{value:,.{decimals}f}"
+
+
+def grid(table: pd.DataFrame) -> Grid:
+    """The cells of one scenario's table: measured numbers with the best per column
+    marked (compared as displayed, so ties are all marked), published numbers beside
+    them with a note naming their protocol."""
+    has_pub = table["pub_protocol"].notna().any()
+    header = ["method", "seeds"]
+    for m in METRICS:
+        header.append(m.title + (" (%)" if m.spread else ""))
+        if has_pub and m.key in PUBLISHED:
+            header.append(PUBLISHED[m.key])
+    notes: list[str] = []
+    best = {}
+    for m in METRICS:  # a column where every row shows the same value has no best
+        shown = table[f"{m.key}_mean"].round(m.decimals)
+        best[m.key] = (shown.max() if m.higher else shown.min()) if shown.nunique() > 1 \
+            else None
+    rows = []
+    for row in table.itertuples():
+        cells = [(row.label, False), (f"n={row.n}", False)]
+        ref = ""
+        if isinstance(row.pub_protocol, str):
+            note = f"{row.method}: {row.pub_protocol}"
+            notes += [] if note in notes else [note]
+            ref = f" [{notes.index(note) + 1}]"
+        for m in METRICS:
+            mean, std = getattr(row, f"{m.key}_mean"), getattr(row, f"{m.key}_std")
+            text = _number(mean, m.decimals)
+            if m.spread and not pd.isna(std) and not pd.isna(mean):
+                text += f" ± {std:.{m.decimals}f}"
+            cells.append((text, best[m.key] is not None and round(mean, m.decimals)
+                          == best[m.key]))
+            if has_pub and m.key in PUBLISHED:
+                value = getattr(row, f"pub_{m.key}")
+                cells.append((_number(value, m.decimals) + ("" if pd.isna(value) else ref),
+                              False))
+        rows.append(cells)
+    return Grid(header, rows, [f"[{i}] published: {n}" for i, n in enumerate(notes, 1)])
+
+
+def _md_cell(text: str, bold: bool) -> str:
+    text = text.replace("|", r"\|")
+    return f"**{text}**" if bold else text
+
+
+def to_markdown(tables: dict[str, Grid], images: dict[str, list[tuple[str, str]]]) -> str:
+    """GitHub Markdown: a table per scenario, its notes, links to its PNG plots."""
+    out = ["# cl-bench report", ""]
+    for scenario, g in tables.items():
+        out += [f"## {scenario}", "", "| " + " | ".join(g.header) + " |",
+                "|" + "|".join(["---"] + ["--:"] * (len(g.header) - 1)) + "|"]
+        out += ["| " + " | ".join(_md_cell(t, b) for t, b in row) + " |" for row in g.rows]
+        out += [""] + [f"{n}  " for n in g.notes] + ([""] if g.notes else [])
+        out += [f"![{caption}]({name})" for name, caption in images.get(scenario, [])]
+        out.append("")
+    out += ["## Protocols and columns", ""] + [f"- **{k}**: {v}" for k, v in LEGEND]
+    return "\n".join(out) + "\n"
+
+
+_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+        "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+        "±": r"$\pm$", "–": "--"}
+
+
+def _tex(text: str) -> str:
+    """Escape in one pass, so an inserted escape is never escaped again."""
+    return re.sub("|".join(map(re.escape, _TEX)), lambda m: _TEX[m.group()], text)
+
+
+def to_latex(tables: dict[str, Grid]) -> str:
+    """One booktabs ``table`` per scenario (needs ``\\usepackage{booktabs}``)."""
+    out = ["% cl-bench report; needs \\usepackage{booktabs}"]
+    for scenario, g in tables.items():
+        out += [r"\begin{table}[t]", r"\centering", r"\footnotesize",
+                rf"\caption{{{_tex(scenario)}: mean $\pm$ std over seeds; best in bold.}}",
+                r"\begin{tabular}{l" + "r" * (len(g.header) - 1) + "}", r"\toprule",
+                " & ".join(_tex(h) for h in g.header) + r" \\", r"\midrule"]
+        out += [" & ".join(rf"\textbf{{{_tex(t)}}}" if b else _tex(t) for t, b in row) + r" \\"
+                for row in g.rows]
+        out += [r"\bottomrule", r"\end{tabular}"]
+        out += [r"\par\smallskip " + _tex(n) for n in g.notes]
+        out += [r"\end{table}", ""]
+    return "\n".join(out)
+
+
+def to_csv(runs: pd.DataFrame) -> str:
+    """Long format: one row per run and metric, with everything that identifies the run."""
+    ids = ["scenario", "method", "label", "seed", "backbone", "weights", "selection",
+           "batchwise", "test_shuffle", "eval_batch", "config", "file"]
+    long = runs.melt(id_vars=ids, value_vars=[m.key for m in METRICS], var_name="metric")
+    return long.sort_values(["scenario", "label", "seed", "metric"]).to_csv(index=False)
+
+
+_CSS = """body{font-family:system-ui,sans-serif;max-width:75em;margin:2em auto;padding:0 1em}
+table{border-collapse:collapse;margin:1em 0;border-top:2px solid;border-bottom:2px solid}
+th,td{padding:.3em .6em;text-align:right;white-space:nowrap}thead{border-bottom:1px solid}
+th:first-child,td:first-child{text-align:left;white-space:normal}.notes{font-size:.9em}
+figure{display:inline-block;margin:.5em}img{max-width:100%;height:auto}"""
+
+
+def to_html(tables: dict[str, Grid], images: dict[str, list[tuple[str, str, bytes]]]) -> str:
+    """One self-contained page: tables, PNG plots as data URIs, the protocol legend."""
+    e = html.escape
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           "<title>cl-bench report</title>", '<link rel="icon" href="data:,">',
+           f"<style>{_CSS}</style></head><body>", "<h1>cl-bench report</h1>"]
+    for scenario, g in tables.items():
+        out += [f"<h2>{e(scenario)}</h2>", "<table><thead><tr>"
+                + "".join(f"<th>{e(h)}</th>" for h in g.header) + "</tr></thead><tbody>"]
+        out += ["<tr>" + "".join(f"<td><strong>{e(t)}</strong></td>" if b else f"<td>{e(t)}</td>"
+                                 for t, b in row) + "</tr>" for row in g.rows]
+        out.append("</tbody></table>")
+        out += [f'<p class="notes">{e(n)}</p>' for n in g.notes]
+        for _, caption, png in images.get(scenario, []):
+            data = base64.b64encode(png).decode()
+            out.append(f'<figure><img src="data:image/png;base64,{data}" alt="{e(caption)}">'
+                       f"<figcaption>{e(caption)}</figcaption></figure>")
+    out += ["<h2>Protocols and columns</h2>", "<dl>"]
+    out += [f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in LEGEND]
+    out += ["</dl>", "</body></html>"]
+    return "\n".join(out) + "\n"
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Temp file in the same folder, then rename: an interrupted report leaves the old
+    file or the new one, never half of one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp makes it owner-only; a report is for reading
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_report(results_dir: Path, out: Path, scenarios: Iterable[str] = (),
+                 methods: Iterable[str] = (), formats: Iterable[str] = FORMATS,
+                 image_formats: Iterable[str] = IMAGE_FORMATS
+                 ) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Write the report into ``out``; returns (files written, result files skipped and
+    why)."""
+    from cl_bench.reporting import plots
+    formats, image_formats = list(formats), list(image_formats)
+    for name in formats:
+        if name not in FORMATS:
+            raise unknown("report format", name, FORMATS)
+    for name in image_formats:
+        if name not in IMAGE_FORMATS:
+            raise unknown("image format", name, IMAGE_FORMATS)
+    if not formats and not image_formats:
+        raise UserError("Nothing to write: give --format (md,tex,csv,html) or --images "
+                        "(png,svg).")
+    runs, skipped = load_runs(results_dir, scenarios, methods)
+    table = aggregate(runs)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+
+    def save(name: str, data: bytes) -> None:
+        write_atomic(out / name, data)
+        written.append(out / name)
+
+    grids, figures = {}, {}
+    for scenario, part in table.groupby("scenario", sort=True):
+        grids[scenario] = grid(part)
+        figures[scenario] = []
+        if image_formats or "html" in formats:
+            for fig in plots.figures(runs[runs["scenario"] == scenario], part):
+                png = plots.render(fig.figure, "png")
+                for fmt in image_formats:
+                    save(f"{fig.name}.{fmt}", png if fmt == "png"
+                         else plots.render(fig.figure, fmt))
+                figures[scenario].append((f"{fig.name}.png", fig.caption, png))
+    links = {s: [(n, c) for n, c, _ in f] for s, f in figures.items()} \
+        if "png" in image_formats else {}
+    renderers = {"md": lambda: to_markdown(grids, links), "tex": lambda: to_latex(grids),
+                 "csv": lambda: to_csv(runs), "html": lambda: to_html(grids, figures)}
+    for fmt in formats:
+        save(f"report.{fmt}" if fmt != "csv" else "runs.csv", renderers[fmt]().encode())
+    return written, skipped
+

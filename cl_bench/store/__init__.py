@@ -1,0 +1,1 @@
+"""Results on disk: paths, atomic writes, locks, validation, typed records."""

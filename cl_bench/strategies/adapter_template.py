@@ -1,0 +1,128 @@
+"""What the adapter methods (EASE, MOS) share: one adapter set per task in the
+runner's frozen ViT, on images.
+
+* the backbone is the runner's, wrapped by
+  :class:`~cl_bench.backbones.prompted.PromptedViT` (no copy; activation
+  checkpointing through ``checkpoint_blocks``); the adapter sets live in the
+  method's model (:class:`AdapterModel`), so they are what it stores, and one set
+  is active per backbone pass (:mod:`cl_bench.backbones.adapters`);
+* adapters on every block's MLP, width ``ffn``, scale 0.1, dropout 0.1, "lora"
+  init: the EASE and MOS configs (``get_backbone`` in both official repositories);
+* at each training experience the model learns the task index and its classes
+  (``begin_task``: ``task_of_class``, the task of every class row, -1 for classes
+  not seen yet, and ``current``, the classes being trained), then the optimizer and
+  schedule are rebuilt from the card
+  (:class:`~cl_bench.strategies.per_task.PerTaskTemplate`);
+* logits cover all classes of the run, -inf where a class may not be predicted
+  (:meth:`AdapterModel.spread`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from cl_bench.backbones.adapters import AdapterSet
+from cl_bench.backbones.base import Backbone
+from cl_bench.backbones.prompted import PromptedViT
+from cl_bench.contract import Inputs, MethodSpec, Schedule
+from cl_bench.errors import UserError
+from cl_bench.strategies.per_task import AutocastForward, PerTaskTemplate
+
+Normalize = Callable[[torch.Tensor], torch.Tensor]
+
+
+class AdapterModel(nn.Module):
+    """Adapter sets (``sets``, one per task) on a frozen, shared PromptedViT."""
+
+    def __init__(self, vit: PromptedViT, normalize: Normalize, n_classes: int,
+                 params: dict) -> None:
+        super().__init__()
+        # Not a submodule: the frozen backbone belongs to the runner and is shared.
+        self.__dict__["vit"] = vit
+        self.normalize = normalize
+        self.n_classes = n_classes
+        self.params = params
+        self.sets = nn.ModuleList([self.new_set()])  # the first task's, built with the model
+        self.task = -1
+        # plain tensors, saved through state_attrs: bookkeeping, not what the method stores
+        self.task_of_class = torch.full((0,), -1, dtype=torch.long)
+        self.current = torch.zeros(0, dtype=torch.long)
+
+    def new_set(self) -> AdapterSet:
+        """A fresh set on every block, as both official backbones build it (the
+        first one with the model, as they do)."""
+        return AdapterSet(self.vit.dim, self.params["ffn"], range(self.vit.depth))
+
+    def begin_task(self, task: int, classes: list[int]) -> None:
+        """Called before training task ``task`` on ``classes``; subclasses extend it."""
+        self.task = task
+        self.current = torch.tensor(classes, dtype=torch.long)
+        rows = max(len(self.task_of_class), max(classes) + 1)
+        grown = torch.full((rows,), -1, dtype=torch.long)
+        grown[:len(self.task_of_class)] = self.task_of_class
+        grown[self.current] = task
+        self.task_of_class = grown
+
+    @property
+    def seen(self) -> torch.Tensor:
+        """The class ids seen so far (the current task's included), ascending."""
+        return (self.task_of_class >= 0).nonzero().squeeze(1)
+
+    def spread(self, values: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+        """(B, n_classes) logits: ``values`` (B, len(columns)) in ``columns``, -inf
+        elsewhere."""
+        out = values.new_full((values.shape[0], self.n_classes), float("-inf"))
+        out[:, columns.to(values.device)] = values
+        return out
+
+    def prepare_restore(self, state: dict[str, torch.Tensor]) -> None:
+        """Add the sets a per-task checkpoint's state dict holds (values loaded after)."""
+        count = len({name.split(".")[1] for name in state if name.startswith("sets.")})
+        device = next(iter(state.values())).device if state else None
+        while len(self.sets) < count:
+            self.sets.append(self.new_set().to(device))
+
+    def cls(self, x: torch.Tensor, adapters: AdapterSet | None) -> torch.Tensor:
+        """Final-norm [CLS] of normalised images with ``adapters`` active (None: the
+        frozen pretrained model)."""
+        return self.vit(x, adapters=adapters).cls
+
+
+class AdapterStrategy(AutocastForward, PerTaskTemplate):
+    """Avalanche strategy around an :class:`AdapterModel` (module docstring)."""
+
+    spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=False, schedule=Schedule.PER_TASK)
+    model_class: type[AdapterModel] = AdapterModel
+    state_attrs = ("model.task", "model.task_of_class", "model.current")
+
+    @classmethod
+    def check_params(cls, params: dict, backbone: Backbone) -> None:
+        """Settings that only the backbone can validate (before any run starts)."""
+        if backbone.kind != "vit":
+            raise UserError(f"{cls.__name__} puts adapters into transformer blocks and needs a "
+                            f'ViT backbone, not "{backbone.name}".')
+        depth = len(backbone.model.blocks)
+        if params["checkpoint_blocks"] > depth:
+            raise UserError(f"{cls.__name__}: checkpoint_blocks = "
+                            f"{params['checkpoint_blocks']}, but {backbone.name} has "
+                            f"{depth} blocks; use 0 to {depth} (--set "
+                            f"<method>.checkpoint_blocks=...).")
+
+    def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
+                 device: torch.device, plugins: list, evaluator) -> None:
+        self.check_params(params, backbone)
+        self.precision = backbone.precision
+        vit = PromptedViT(backbone.model, checkpoint_blocks=params["checkpoint_blocks"])
+        model = self.model_class(vit, backbone.normalize, n_classes, params)
+        super().__init__(params=params, model=model, device=device, plugins=plugins,
+                         evaluator=evaluator)
+
+    def model_adaptation(self, model=None):
+        model = self.model if model is None else model
+        if self.is_training:
+            classes = sorted(int(c) for c in self.experience.dataset.targets.uniques)
+            model.begin_task(self.experience.current_experience, classes)
+        return model.to(self.device)

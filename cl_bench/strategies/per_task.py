@@ -1,0 +1,94 @@
+"""Per-task optimizer and scheduler, rebuilt at every task (official behaviour
+of TOSCA and of the prompt baselines): one place, read from a method's params;
+and the mixed-precision forward shared by the methods that run the backbone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from avalanche.training.templates import SupervisedTemplate
+from torch import nn
+
+from cl_bench.backbones.base import autocast
+from cl_bench.contract import Method
+from cl_bench.engine.state import Resumable
+from cl_bench.errors import UserError
+
+
+class AutocastForward:
+    """Strategy mixin: the model's forward under the backbone's precision (bf16
+    autocast where the hardware has bf16 units), logits returned in fp32 so the
+    loss is computed in full precision. Set ``self.precision`` in the constructor."""
+
+    precision = "fp32"
+
+    def forward(self):
+        with autocast(self.device, self.precision):
+            return self.forward_model().float()
+
+    def forward_model(self):
+        """The template's forward; a strategy that passes more than the images
+        overrides this."""
+        return super().forward()
+
+
+def make_optimizer(params: dict, parameters: Iterable[nn.Parameter] | Iterable[dict]
+                   ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler | None]:
+    """Optimizer (``optimizer``: sgd | adam | adamw) and per-epoch scheduler
+    (``scheduler``: cosine | constant) from a method's resolved params. ``parameters``:
+    parameters, or torch's parameter groups (dicts, e.g. with their own ``lr``);
+    frozen parameters are left out."""
+    parameters = list(parameters)
+    if parameters and isinstance(parameters[0], dict):
+        parameters = [dict(g, params=[p for p in g["params"] if p.requires_grad])
+                      for g in parameters]
+    else:
+        parameters = [p for p in parameters if p.requires_grad]
+    name, lr, wd = params["optimizer"], params["lr"], params.get("weight_decay", 0.0)
+    if name == "sgd":
+        opt = torch.optim.SGD(parameters, lr=lr, momentum=params.get("momentum", 0.9),
+                              weight_decay=wd)
+    elif name == "adam":
+        opt = torch.optim.Adam(parameters, lr=lr, weight_decay=wd)
+    elif name == "adamw":
+        opt = torch.optim.AdamW(parameters, lr=lr, weight_decay=wd)
+    else:
+        raise UserError(f'optimizer "{name}" is not supported; use sgd, adam or adamw.')
+    sched = params.get("scheduler", "constant")
+    if sched == "cosine":
+        return opt, torch.optim.lr_scheduler.CosineAnnealingLR(
+            opt, T_max=params["epochs"], eta_min=params.get("eta_min", 0.0))
+    if sched == "constant":
+        return opt, None
+    raise UserError(f'scheduler "{sched}" is not supported; use cosine or constant.')
+
+
+class PerTaskTemplate(Method, Resumable, SupervisedTemplate):
+    """SupervisedTemplate with the card's batch sizes and epochs, cross-entropy, and an
+    optimizer and per-epoch schedule rebuilt at every task from the method's params
+    (``build_optimizer``; a method with its own schedule overrides it). Nothing of the
+    optimizer outlives a task, so a per-task checkpoint need not save it."""
+
+    def __init__(self, *, params: dict, model: nn.Module, device: torch.device,
+                 plugins: list, evaluator, **kwargs) -> None:
+        self.params = params
+        optimizer, self.scheduler = self.build_optimizer(model)
+        super().__init__(model=model, optimizer=optimizer, criterion=nn.CrossEntropyLoss(),
+                         train_mb_size=params["batch_size"], train_epochs=params["epochs"],
+                         eval_mb_size=params["eval_batch_size"], device=device,
+                         plugins=plugins, evaluator=evaluator, **kwargs)
+
+    def build_optimizer(self, model: nn.Module):
+        """Optimizer and per-epoch schedule over the trainable parameters."""
+        return make_optimizer(self.params, model.parameters())
+
+    def make_optimizer(self, **kwargs) -> None:
+        """A fresh optimizer and schedule per task (momentum is not carried over)."""
+        self.optimizer, self.scheduler = self.build_optimizer(self.model)
+        self.optimized_param_id = {}  # tells Avalanche the optimizer is built
+
+    def _after_training_epoch(self, **kwargs) -> None:
+        if self.scheduler is not None:
+            self.scheduler.step()
+        super()._after_training_epoch(**kwargs)

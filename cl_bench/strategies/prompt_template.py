@@ -1,0 +1,143 @@
+"""The per-task logic L2P, DualPrompt and CODA-Prompt share, as an Avalanche strategy.
+
+A method supplies a :class:`PromptModel` subclass (its prompts and how they
+enter the frozen ViT) and names it in ``model_class``; this module does the
+rest the same way for all three, as PILOT and the official codes do:
+
+* one frozen ViT in memory: the runner's backbone wrapped by
+  :class:`~cl_bench.backbones.prompted.PromptedViT`, run twice per image (query
+  without prompts, then the prompted pass); the query is the backbone's frozen
+  feature, so when the input transform is deterministic (test images; training
+  images held in memory) the runner reads it from the feature cache and gives it
+  with the batch: one query pass per image for the whole run, not per epoch and
+  evaluation;
+* a linear head over all ``n_classes`` of the scenario, masked as in
+  :mod:`cl_bench.strategies.prompt_matching` (current task only in training, seen
+  classes in evaluation);
+* at each training experience: the model learns the task index and classes
+  (``begin_task``), then a fresh optimizer and schedule (``per_task.make_optimizer``);
+* loss = cross-entropy + the model's ``regularizer`` (minus the pull
+  constraint, or the orthogonality penalty).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from cl_bench.backbones.base import Backbone
+from cl_bench.backbones.prompted import PromptedViT
+from cl_bench.contract import Inputs, MethodSpec, Schedule
+from cl_bench.errors import UserError
+from cl_bench.strategies.per_task import AutocastForward, PerTaskTemplate
+from cl_bench.strategies.prompt_matching import class_mask, mask_logits
+
+Normalize = Callable[[torch.Tensor], torch.Tensor]
+
+
+class PromptModel(nn.Module):
+    """Prompts + linear head on a frozen, shared :class:`PromptedViT`.
+
+    Subclasses implement ``embed(x, q)``: the pre-logit feature of normalised
+    images x given their query q, and set ``regularizer`` (training) and
+    ``routing`` (evaluation; methods that route only, read by their strategy's
+    :meth:`~cl_bench.contract.Method.routing`).
+    """
+
+    head_init = "timm"  # the ViT's own head init (truncated normal, std .02); "torch": nn.Linear's
+
+    def __init__(self, vit: PromptedViT, normalize: Normalize, n_classes: int,
+                 params: dict) -> None:
+        super().__init__()
+        # Not a submodule: the frozen backbone belongs to the runner and is shared,
+        # so it stays out of this model's parameter counts, state dict and train().
+        self.__dict__["vit"] = vit
+        self.normalize = normalize
+        self.params = params
+        self.head = nn.Linear(vit.dim, n_classes)
+        if self.head_init == "timm":
+            nn.init.trunc_normal_(self.head.weight, std=0.02)
+            nn.init.zeros_(self.head.bias)
+        # plain tensors, not buffers: bookkeeping, not part of what the method stores
+        self.current = class_mask(n_classes, [])
+        self.unseen = class_mask(n_classes, [])
+        self.task = 0
+        self.regularizer = torch.zeros(())
+        self.routing: torch.Tensor | None = None
+
+    def begin_task(self, task: int, classes: list[int]) -> None:
+        """Called before training task ``task`` on ``classes``; subclasses extend it."""
+        self.task = task
+        self.current = class_mask(len(self.current), classes)
+        self.unseen[classes] = False
+
+    def embed(self, x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor, query: torch.Tensor | None = None) -> torch.Tensor:
+        """Images in [0, 1] -> masked logits over all classes. ``query``: the images'
+        frozen [CLS] from the feature cache; computed here when not given."""
+        x = self.normalize(x)
+        if query is None:
+            query = self.vit.query(x)
+        logits = self.head(self.embed(x, query.to(x.device)))
+        mask = self.current if self.training else self.unseen
+        return mask_logits(logits, mask.to(logits.device))
+
+
+class PromptStrategy(AutocastForward, PerTaskTemplate):
+    """Avalanche strategy around a :class:`PromptModel` (see the module docstring)."""
+
+    # the runner passes the frozen queries from the feature cache
+    spec = MethodSpec(inputs=Inputs.IMAGES_WITH_QUERY, trains_backbone=False,
+                      schedule=Schedule.PER_TASK)
+    model_class: type[PromptModel] = PromptModel
+    state_attrs = ("model.task", "model.current", "model.unseen")
+
+    @classmethod
+    def check_params(cls, params: dict, backbone: Backbone) -> None:
+        """Settings that only the backbone can validate; the runner calls this
+        before any run starts, so a bad one writes nothing."""
+        if backbone.kind != "vit":
+            raise UserError(f"{cls.__name__} injects prompts into transformer blocks and "
+                            f'needs a ViT backbone, not "{backbone.name}".')
+        depth = len(backbone.model.blocks)
+        if params["checkpoint_blocks"] > depth:
+            raise UserError(f"{cls.__name__}: checkpoint_blocks = "
+                            f"{params['checkpoint_blocks']}, but {backbone.name} has "
+                            f"{depth} blocks; use 0 to {depth} (--set "
+                            f"<method>.checkpoint_blocks=...).")
+        for key in (k for k in params if k.endswith("layers")):
+            outside = [b for b in params[key] if not (isinstance(b, int) and 0 <= b < depth)]
+            if outside or len(set(params[key])) != len(params[key]):
+                raise UserError(f"{cls.__name__}: {key} = {params[key]} must list distinct "
+                                f"block indices 0 to {depth - 1} of {backbone.name}.")
+
+    def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
+                 device: torch.device, plugins: list, evaluator) -> None:
+        self.check_params(params, backbone)
+        self.precision = backbone.precision
+        vit = PromptedViT(backbone.model, checkpoint_blocks=params["checkpoint_blocks"])
+        model = self.model_class(vit, backbone.normalize, n_classes, params)
+        super().__init__(params=params, model=model, device=device, plugins=plugins,
+                         evaluator=evaluator)
+
+    def forward_model(self) -> torch.Tensor:
+        """Mini-batches are (images, labels, queries, task) when the runner gave the
+        stream cached queries (one backbone pass per image for the whole run), else
+        (images, labels, task) and the query pass runs here."""
+        query = self.mbatch[2] if len(self.mbatch) == 4 else None
+        return self.model(self.mb_x, query)
+
+    def model_adaptation(self, model=None):
+        model = self.model if model is None else model
+        if self.is_training:
+            classes = sorted(int(c) for c in self.experience.dataset.targets.uniques)
+            model.begin_task(self.experience.current_experience, classes)
+        return model.to(self.device)
+
+    def criterion(self) -> torch.Tensor:
+        loss = self._criterion(self.mb_output, self.mb_y)
+        return loss + self.model.regularizer if self.is_training else loss
