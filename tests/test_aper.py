@@ -8,7 +8,7 @@ import json
 
 import torch
 from conftest import invoke
-from test_resume import VIT, assert_same_numbers, cl_bench, kill_and_resume, records
+from test_resume import VIT_STREAM, assert_same_numbers, cl_bench, kill_and_resume, records
 
 from cl_bench.backbones import load_backbone
 from cl_bench.cards.config import load_method, load_scenario
@@ -115,7 +115,7 @@ def test_cnn_auto_means_finetune_counted_as_stored(tmp_path):
 
 
 def test_killed_run_resumes_with_identical_numbers(tmp_path):
-    args = [*VIT, "--set", "aper.epochs=1"]
+    args = [*VIT_STREAM, "--set", "aper.epochs=1"]
     reference = cl_bench(tmp_path / "reference", *args, "--methods", "aper")
     assert reference.returncode == 0, reference.stdout + reference.stderr
     final = kill_and_resume(tmp_path / "out", args, ["aper"], kill_after=0, tasks=3)

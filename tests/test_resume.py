@@ -35,11 +35,11 @@ from cl_bench.store.results import checkpoint_path
 REPO = Path(__file__).resolve().parents[1]
 SYNTHETIC = ["--scenario", "synthetic", "--no-progress"]
 FEATURES = [*SYNTHETIC, "--set", "tosca.epochs=3"]
-VIT = ["--scenario", "synthetic", "--backbone", "vit_tiny_patch16_224", "--weights", "random",
-       "--image-size", "32", "--precision", "fp32", "--no-progress",
-       "--set", "scenario.init_cls=4", "--set", "scenario.increment=3",  # 3 tasks: 4 + 3 + 3
-       "--set", "ewc.epochs=1", "--set", "l2p.epochs=1",
-       "--set", "scenario.dataset_args={train_per_class: 6, test_per_class: 3}"]
+VIT_STREAM = ["--scenario", "synthetic", "--backbone", "vit_tiny_patch16_224", "--weights",
+              "random", "--image-size", "32", "--precision", "fp32", "--no-progress",
+              "--set", "scenario.init_cls=4", "--set", "scenario.increment=3",  # 3 tasks: 4+3+3
+              "--set", "scenario.dataset_args={train_per_class: 6, test_per_class: 3}"]
+VIT = [*VIT_STREAM, "--set", "ewc.epochs=1", "--set", "l2p.epochs=1"]
 NUMBERS = ("acc_matrix", "acc_seen", "avg_acc", "last_acc", "avg_acc_task_mean", "forgetting",
            "bwt", "routing_acc", "accounting", "class_order", "config")
 
