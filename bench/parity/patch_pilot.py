@@ -84,8 +84,9 @@ timm.create_model = _parity_create_model
     ("utils/data.py", "    input_size = 224\n",
      '    input_size = int(__import__("os").environ.get("PARITY_IMG_SIZE", 224))\n'),
     # 5. top-5 accuracy when fewer than 5 classes are seen (PILOT crashes there)
-    ("models/base.py", "outputs, k=self.topk, dim=1",
-     "outputs, k=min(self.topk, outputs.shape[1]), dim=1"),
+    *[(f, "outputs, k=self.topk, dim=1", "outputs, k=min(self.topk, outputs.shape[1]), dim=1")
+      for f in ("models/base.py", "models/l2p.py", "models/dualprompt.py",
+                "models/coda_prompt.py")],
     ("models/base.py", "np.tile(y_true, (self.topk, 1))", "np.tile(y_true, (y_pred.shape[1], 1))"),
 ]
 # 6. no DataLoader worker processes on a 2-core machine (same batches, same order)
