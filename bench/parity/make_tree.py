@@ -18,7 +18,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from cl_bench.scenarios.datasets import fmnist
+from cl_bench.scenarios.loaders import fmnist
 
 
 def write_tree(out: Path, train_per_class: int, test_per_class: int) -> int:
