@@ -175,7 +175,11 @@ def test_records_are_validated(ran):
         Result.from_dict(record, done[0].path.with_name(f"1994-{done[0].config_hash}.json"))
     with pytest.raises(InvalidResult, match="^avg_acc is 'x', not a number$"):
         Result.from_dict({**record, "avg_acc": "x"})
-    paper = Result.from_dict({**record, "protocol": {**record["protocol"], "name": "paper"}})
+    named = {**record, "protocol": {**record["protocol"], "name": "paper"}}
+    with pytest.raises(InvalidResult, match="protocol.name is 'paper' but the config was run "
+                                            "under 'fair'"):
+        Result.from_dict(named)
+    paper = Result.from_dict({**named, "config": {**record["config"], "protocol": "paper"}})
     assert (paper.protocol_name, done[0].protocol_name) == ("paper", "fair")
     with pytest.raises(FileNotFoundError):
         Result.from_file(done[0].path.with_name("1993-0000000000.json"))

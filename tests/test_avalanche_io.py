@@ -152,7 +152,7 @@ def test_a_plain_class_whose_card_declares_nothing_is_refused(tmp_path, monkeypa
 @pytest.mark.parametrize(("old", "new", "sets", "needle"), [
     ("inputs: features", "inputs: pixels", [],
      "contract inputs 'pixels' / schedule 'per-task': inputs is one of features, images, "
-     "images+query, schedule one of per-task, joint."),
+     "images+query, adapted-features, schedule one of per-task, joint."),
     ("  model: plain_avalanche:linear_head", "", [],
      "`contract:` must be a mapping with exactly the keys inputs, trains_backbone, schedule, "
      "model; got {'inputs': 'features', 'trains_backbone': False, 'schedule': 'per-task'}."),

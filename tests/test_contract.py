@@ -35,6 +35,8 @@ SHIPPED = {
     "joint": (Inputs.IMAGES, True, Schedule.JOINT),
     "ranpac": (Inputs.ADAPTED_FEATURES, True, Schedule.PER_TASK),
     "aper": (Inputs.ADAPTED_FEATURES, True, Schedule.PER_TASK),
+    "ease": (Inputs.IMAGES, False, Schedule.PER_TASK),
+    "mos": (Inputs.IMAGES, False, Schedule.PER_TASK),
 }
 
 

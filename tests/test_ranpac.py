@@ -25,7 +25,7 @@ TINY = ["--scenario", "synthetic", "--backbone", "vit_tiny_patch16_224", "--weig
 def toy_ranpac(m: int, dim: int = 6) -> RanPAC:
     """RanPAC without adaptation on a stand-in backbone (``fit`` reads features only)."""
     backbone = Backbone("toy", nn.Identity(), dim, 4, "vit", "random", "toy")
-    params = {"adapt": "none", "M": m, "ffn_num": 4, "epochs": 1, "batch_size": 4,
+    params = {"adapt": "none", "M": m, "ffn": 4, "epochs": 1, "batch_size": 4,
               "eval_batch_size": 4, "optimizer": "sgd", "lr": 0.01, "momentum": 0.9,
               "weight_decay": 0.0, "scheduler": "cosine", "eta_min": 0.0}
     torch.manual_seed(0)

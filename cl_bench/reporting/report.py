@@ -1,11 +1,12 @@
 """``cl-bench report``: result files -> comparison tables (md, tex, csv, html) and plots.
 
 Everything is computed from result JSON files; the only other input is the
-``published`` block of each method's card, shown beside the measured numbers
-with its protocol. A table row is one configuration: runs are grouped by the
-hash of their resolved config, so runs that differ in protocol (TOSCA
-``selection``, prompt ``batchwise``, test shuffling), backbone, weights or any
-other setting are never averaged together; the label names the protocol.
+``published`` block of each method's card, shown beside the measured numbers of
+``--protocol paper`` runs with its protocol. A table row is one configuration:
+runs are grouped by the hash of their resolved config, so runs that differ in
+protocol (TOSCA ``selection``, prompt ``batchwise``, test shuffling), backbone,
+weights or any other setting are never averaged together; the label names the
+protocol.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ METRICS = (
 PUBLISHED = {"avg_acc": "paper avg", "last_acc": "paper last"}
 
 LEGEND = (
+    ("[paper]", "run with --protocol paper: each method as its published numbers were "
+                "measured (its card's paper: block); the published numbers stand beside "
+                "these rows only. Rows without a mark ran the fair protocol (the default)."),
     ("selection=sample", "TOSCA picks the lowest-entropy module for each test image "
                          "(no task identity used)."),
     ("selection=batch", "TOSCA picks one module per test batch by mean entropy (official "
@@ -130,6 +134,9 @@ def _given(value) -> bool:
 
 
 def _base_label(row, several_backbones: bool) -> str:
+    """'tosca (selection=sample)'; a run of a named protocol other than the default
+    says so: 'tosca [paper] (selection=batch, ...)'."""
+    method = row.method if row.protocol == "fair" else f"{row.method} [{row.protocol}]"
     parts = []
     if _given(row.selection):
         parts.append(f"selection={row.selection}")
@@ -141,7 +148,7 @@ def _base_label(row, several_backbones: bool) -> str:
         parts.append(f"batches of {int(row.eval_batch)}")
     if several_backbones:
         parts.append(row.backbone + ("" if row.weights == "pretrained" else f" {row.weights}"))
-    return f"{row.method} ({', '.join(parts)})" if parts else row.method
+    return f"{method} ({', '.join(parts)})" if parts else method
 
 
 def _differing(configs: list[dict]) -> list[dict]:
@@ -168,14 +175,16 @@ def published(method: str, scenario: str) -> tuple[float | None, float | None, s
 def aggregate(runs: pd.DataFrame,
               published_for: Callable[[str, str], tuple | None] = published) -> pd.DataFrame:
     """One row per (scenario, configuration): mean, std (ddof=1) and n over seeds of
-    every metric, plus the published numbers and their protocol."""
-    keys = ["scenario", "method", "config", "label"]
+    every metric, plus the published numbers and their protocol beside ``paper`` rows
+    (a ``fair`` row of the same method shows how far the protocol moves the number)."""
+    keys = ["scenario", "method", "protocol", "config", "label"]
     stats = runs.groupby(keys, sort=False)[[m.key for m in METRICS]].agg(["mean", "std"])
     stats.columns = [f"{k}_{s}" for k, s in stats.columns]
     stats["n"] = runs.groupby(keys, sort=False)["seed"].nunique()
     table = stats.reset_index()
-    pub = [published_for(m, s) or (None, None, None)
-           for m, s in zip(table["method"], table["scenario"], strict=True)]
+    pub = [(published_for(m, s) if p == "paper" else None) or (None, None, None)
+           for m, s, p in zip(table["method"], table["scenario"], table["protocol"],
+                              strict=True)]
     table["pub_avg_acc"], table["pub_last_acc"], table["pub_protocol"] = zip(*pub, strict=True)
     return table.sort_values(["scenario", "method", "label"]).reset_index(drop=True)
 
@@ -279,7 +288,7 @@ def to_latex(tables: dict[str, Grid]) -> str:
 
 def to_csv(runs: pd.DataFrame) -> str:
     """Long format: one row per run and metric, with everything that identifies the run."""
-    ids = ["scenario", "method", "label", "seed", "backbone", "weights", "selection",
+    ids = ["scenario", "method", "protocol", "label", "seed", "backbone", "weights", "selection",
            "batchwise", "test_shuffle", "eval_batch", "config", "file"]
     long = runs.melt(id_vars=ids, value_vars=[m.key for m in METRICS], var_name="metric")
     return long.sort_values(["scenario", "label", "seed", "metric"]).to_csv(index=False)

@@ -126,7 +126,7 @@ def make_adaptation(variant: str, backbone: Backbone, params: dict) -> nn.Module
         return None
     if variant == "finetune":
         return FullWeights(backbone)
-    return Adapters(backbone, params["ffn_num"])
+    return Adapters(backbone, params["ffn"])
 
 
 class _AsModel(nn.Module):
