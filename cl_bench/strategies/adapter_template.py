@@ -25,11 +25,10 @@ import torch
 from torch import nn
 
 from cl_bench.backbones.adapters import AdapterSet
-from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.contract import Inputs, MethodSpec, Schedule
-from cl_bench.errors import UserError
 from cl_bench.strategies.per_task import AutocastForward, PerTaskTemplate
+from cl_bench.strategies.shared_vit import OnSharedViT
 
 Normalize = Callable[[torch.Tensor], torch.Tensor]
 
@@ -91,34 +90,13 @@ class AdapterModel(nn.Module):
         return self.vit(x, adapters=adapters).cls
 
 
-class AdapterStrategy(AutocastForward, PerTaskTemplate):
+class AdapterStrategy(OnSharedViT, AutocastForward, PerTaskTemplate):
     """Avalanche strategy around an :class:`AdapterModel` (module docstring)."""
 
     spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=False, schedule=Schedule.PER_TASK)
     model_class: type[AdapterModel] = AdapterModel
+    injects = "puts adapters into transformer blocks"
     state_attrs = ("model.task", "model.task_of_class", "model.current")
-
-    @classmethod
-    def check_params(cls, params: dict, backbone: Backbone) -> None:
-        """Settings that only the backbone can validate (before any run starts)."""
-        if backbone.kind != "vit":
-            raise UserError(f"{cls.__name__} puts adapters into transformer blocks and needs a "
-                            f'ViT backbone, not "{backbone.name}".')
-        depth = len(backbone.model.blocks)
-        if params["checkpoint_blocks"] > depth:
-            raise UserError(f"{cls.__name__}: checkpoint_blocks = "
-                            f"{params['checkpoint_blocks']}, but {backbone.name} has "
-                            f"{depth} blocks; use 0 to {depth} (--set "
-                            f"<method>.checkpoint_blocks=...).")
-
-    def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
-                 device: torch.device, plugins: list, evaluator) -> None:
-        self.check_params(params, backbone)
-        self.precision = backbone.precision
-        vit = PromptedViT(backbone.model, checkpoint_blocks=params["checkpoint_blocks"])
-        model = self.model_class(vit, backbone.normalize, n_classes, params)
-        super().__init__(params=params, model=model, device=device, plugins=plugins,
-                         evaluator=evaluator)
 
     def model_adaptation(self, model=None):
         model = self.model if model is None else model

@@ -33,6 +33,7 @@ from cl_bench.contract import Inputs, MethodSpec, Schedule
 from cl_bench.errors import UserError
 from cl_bench.strategies.per_task import AutocastForward, PerTaskTemplate
 from cl_bench.strategies.prompt_matching import class_mask, mask_logits
+from cl_bench.strategies.shared_vit import OnSharedViT
 
 Normalize = Callable[[torch.Tensor], torch.Tensor]
 
@@ -87,42 +88,25 @@ class PromptModel(nn.Module):
         return mask_logits(logits, mask.to(logits.device))
 
 
-class PromptStrategy(AutocastForward, PerTaskTemplate):
+class PromptStrategy(OnSharedViT, AutocastForward, PerTaskTemplate):
     """Avalanche strategy around a :class:`PromptModel` (see the module docstring)."""
 
     # the runner passes the frozen queries from the feature cache
     spec = MethodSpec(inputs=Inputs.IMAGES_WITH_QUERY, trains_backbone=False,
                       schedule=Schedule.PER_TASK)
     model_class: type[PromptModel] = PromptModel
+    injects = "injects prompts into transformer blocks"
     state_attrs = ("model.task", "model.current", "model.unseen")
 
     @classmethod
     def check_params(cls, params: dict, backbone: Backbone) -> None:
-        """Settings that only the backbone can validate; the runner calls this
-        before any run starts, so a bad one writes nothing."""
-        if backbone.kind != "vit":
-            raise UserError(f"{cls.__name__} injects prompts into transformer blocks and "
-                            f'needs a ViT backbone, not "{backbone.name}".')
+        super().check_params(params, backbone)
         depth = len(backbone.model.blocks)
-        if params["checkpoint_blocks"] > depth:
-            raise UserError(f"{cls.__name__}: checkpoint_blocks = "
-                            f"{params['checkpoint_blocks']}, but {backbone.name} has "
-                            f"{depth} blocks; use 0 to {depth} (--set "
-                            f"<method>.checkpoint_blocks=...).")
         for key in (k for k in params if k.endswith("layers")):
             outside = [b for b in params[key] if not (isinstance(b, int) and 0 <= b < depth)]
             if outside or len(set(params[key])) != len(params[key]):
                 raise UserError(f"{cls.__name__}: {key} = {params[key]} must list distinct "
                                 f"block indices 0 to {depth - 1} of {backbone.name}.")
-
-    def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
-                 device: torch.device, plugins: list, evaluator) -> None:
-        self.check_params(params, backbone)
-        self.precision = backbone.precision
-        vit = PromptedViT(backbone.model, checkpoint_blocks=params["checkpoint_blocks"])
-        model = self.model_class(vit, backbone.normalize, n_classes, params)
-        super().__init__(params=params, model=model, device=device, plugins=plugins,
-                         evaluator=evaluator)
 
     def forward_model(self) -> torch.Tensor:
         """Mini-batches are (images, labels, queries, task) when the runner gave the
