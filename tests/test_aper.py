@@ -114,13 +114,16 @@ def test_cnn_auto_means_finetune_counted_as_stored(tmp_path):
     assert acc["stored_at_end"] == weights + stats + 1 + 10 * 2 * 1280
 
 
-def test_killed_run_resumes_with_identical_numbers(tmp_path):
-    args = [*VIT_STREAM, "--set", "aper.epochs=1"]
-    reference = cl_bench(tmp_path / "reference", *args, "--methods", "aper")
+def test_killed_runs_resume_with_identical_numbers(tmp_path):
+    """APER and RanPAC (first-session adaptation, then features) killed after task 1."""
+    args = [*VIT_STREAM, "--set", "aper.epochs=1", "--set", "ranpac.M=32",
+            "--set", "ranpac.epochs=1"]
+    reference = cl_bench(tmp_path / "reference", *args, "--methods", "aper,ranpac")
     assert reference.returncode == 0, reference.stdout + reference.stderr
-    final = kill_and_resume(tmp_path / "out", args, ["aper"], kill_after=0, tasks=3)
-    assert final["aper"]["timing"]["resumed_from_task"] == 1
-    assert_same_numbers(final["aper"], records(tmp_path / "reference")["aper"])
+    final = kill_and_resume(tmp_path / "out", args, ["aper", "ranpac"], kill_after=0, tasks=3)
+    for method in ("aper", "ranpac"):
+        assert final[method]["timing"]["resumed_from_task"] == 1
+        assert_same_numbers(final[method], records(tmp_path / "reference")[method])
 
 
 def test_learns_on_fmnist_features(tmp_path):

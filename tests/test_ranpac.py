@@ -10,7 +10,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import invoke
-from test_resume import VIT_STREAM, assert_same_numbers, cl_bench, kill_and_resume, records
 from torch import nn
 
 from cl_bench.backbones.base import Backbone
@@ -131,15 +130,6 @@ def test_cnn_auto_means_no_adaptation_and_adapter_is_refused(tmp_path):
     assert refused.exit_code == 2
     assert 'adapt = "adapter" inserts adapters into transformer blocks' in refused.output
     assert not tmp_path.exists() or not list(tmp_path.rglob("*.json"))
-
-
-def test_killed_run_resumes_with_identical_numbers(tmp_path):
-    args = [*VIT_STREAM, "--set", "ranpac.M=32", "--set", "ranpac.epochs=1"]
-    reference = cl_bench(tmp_path / "reference", *args, "--methods", "ranpac")
-    assert reference.returncode == 0, reference.stdout + reference.stderr
-    final = kill_and_resume(tmp_path / "out", args, ["ranpac"], kill_after=0, tasks=3)
-    assert final["ranpac"]["timing"]["resumed_from_task"] == 1
-    assert_same_numbers(final["ranpac"], records(tmp_path / "reference")["ranpac"])
 
 
 def test_learns_on_fmnist_features(tmp_path):
