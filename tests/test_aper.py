@@ -127,10 +127,15 @@ def test_killed_runs_resume_with_identical_numbers(tmp_path):
 
 
 def test_learns_on_fmnist_features(tmp_path):
-    """adapt: none (features only) on frozen EfficientNet-Lite0 features at 112 px."""
+    """Frozen EfficientNet-Lite0 features at 112 px (the CI setting), one command for
+    both first-session methods: APER with adapt: none, RanPAC with M = 2,000."""
     result = invoke("run", "--out", str(tmp_path), "--scenario", "fmnist", "--image-size", "112",
-                    "--precision", "fp32", "--no-progress", "--methods", "aper",
-                    "--set", "aper.adapt=none")
+                    "--precision", "fp32", "--no-progress", "--methods", "aper,ranpac",
+                    "--set", "aper.adapt=none", "--set", "ranpac.M=2000")
     assert result.exit_code == 0, result.output
-    [path] = tmp_path.glob("runs/fmnist/aper/*.json")
-    assert json.loads(path.read_text())["last_acc"] > 70.0  # chance: 10
+    [aper] = tmp_path.glob("runs/fmnist/aper/*.json")
+    assert json.loads(aper.read_text())["last_acc"] > 70.0  # chance: 10
+    [ranpac] = tmp_path.glob("runs/fmnist/ranpac/*.json")
+    record = json.loads(ranpac.read_text())
+    assert record["config"]["method"]["adapt"] == "none"  # auto on a CNN
+    assert record["last_acc"] > 70.0  # chance: 10
