@@ -48,7 +48,9 @@ What a method declares:
   run starts, so a bad setting writes nothing;
 * **what it fills in from the backbone** (:meth:`Method.resolve_params`): a setting
   whose value depends on the backbone (``adapt: auto``) is replaced by the value used
-  before the run's config is hashed, so the result records what ran;
+  before the run's config is hashed, so the result records what ran; the card's
+  ``defaults_when:`` values for the resolved value follow (:mod:`cl_bench.cards.resolve`,
+  the one place run, dry run and account settle a card);
 * **which backbone passes make its features** (:meth:`Method.feature_backbones`): the
   frozen backbone for a ``FEATURES`` method; the accounting counts one pass of each
   per test image;

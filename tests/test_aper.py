@@ -97,14 +97,22 @@ def test_accounting_of_an_adapted_run(tmp_path):
 
 
 def test_cnn_auto_means_finetune_counted_as_stored(tmp_path):
-    """EfficientNet-Lite0 (random, 32 px): the whole adapted copy is stored."""
-    result = invoke("run", "--out", str(tmp_path), "--scenario", "synthetic", "--weights",
-                    "random", "--image-size", "32", "--precision", "fp32", "--no-progress",
-                    "--methods", "aper", "--set", "aper.epochs=1")
+    """EfficientNet-Lite0 (random, 32 px): the whole adapted copy is stored; the
+    finetune variant's own defaults (batch 128, weight decay 0.05) are recorded under
+    the explicit epochs, and the dry run plans exactly that result (done)."""
+    args = ["run", "--out", str(tmp_path), "--scenario", "synthetic", "--weights", "random",
+            "--image-size", "32", "--precision", "fp32", "--no-progress", "--methods", "aper",
+            "--set", "aper.epochs=1"]
+    result = invoke(*args)
     assert result.exit_code == 0, result.output
     [path] = tmp_path.glob("runs/synthetic/aper/*.json")
     record = json.loads(path.read_text())
-    assert record["config"]["method"]["adapt"] == "finetune"
+    method = record["config"]["method"]
+    assert (method["adapt"], method["epochs"], method["batch_size"],
+            method["weight_decay"]) == ("finetune", 1, 128, 0.05)
+    plan = invoke(*args, "--dry-run")
+    assert plan.exit_code == 0, plan.output
+    assert f"  done     aper seed 1993  {path}" in plan.stdout.splitlines()
     bb = load_backbone("efficientnet_lite0", "random", 32).model
     head = sum(p.numel() for p in bb.get_classifier().parameters())
     weights = sum(p.numel() for p in bb.parameters()) - head

@@ -15,6 +15,7 @@ import torch
 from cl_bench.accounting.count import TrainFlops, backbone_flops, inference_flops
 from cl_bench.backbones import load_backbone
 from cl_bench.cards.config import load_method, strategy_of
+from cl_bench.cards.resolve import resolve_for_backbone
 from cl_bench.contract import AdaptedStream, Inputs, drive, spec_of
 from cl_bench.engine.recording import Recorder
 from cl_bench.errors import UserError
@@ -27,9 +28,8 @@ def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
     cls = strategy_of(card)
     if card.raw.get("backbones", "any") not in ("any", backbone.kind):
         raise UserError(f"{name} needs a ViT backbone; {backbone.name} is a CNN.")
+    resolve_for_backbone(card, backbone)
     params = dict(card.params, epochs=1, batch_size=1)
-    cls.resolve_params(params, backbone)
-    cls.check_params(params, backbone)
     features_only = spec_of(cls).inputs is Inputs.FEATURES
     per_task = n_classes // n_tasks
     sizes = task_split(n_classes, per_task, per_task)

@@ -152,6 +152,7 @@ class Card:
     origin: str = sources.BUILTIN  # where the card comes from (:mod:`cl_bench.cards.sources`)
     protocol: str = "fair"  # method cards: the named protocol (:mod:`cl_bench.cards.protocol`)
     scenario_sets: dict = field(default_factory=dict)  # ... and its per-run scenario settings
+    explicit: set = field(default_factory=set)  # keys set by --set or the protocol: they win
 
     @property
     def title(self) -> str:
@@ -166,6 +167,7 @@ class Card:
                 f"Its settings are: {', '.join(sorted(self.params))} (see {self.path})."
             )
         self.params[key] = coerce(text, self.params[key], f"{self.name}.{key}")
+        self.explicit.add(key)
         self.check(only=key)
 
     def rules(self) -> dict[str, dict]:
@@ -288,6 +290,15 @@ def coerce(text: str, default: Any, label: str) -> Any:
                     f"like the default ({default!r}), got {text!r}.")
 
 
+def same_type(value: Any, default: Any) -> bool:
+    """``value`` may stand where the card's default stands (an int for a float)."""
+    if default is None or isinstance(default, bool) or isinstance(value, bool):
+        return default is None or type(value) is type(default)
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    return isinstance(value, type(default))
+
+
 def load_method(name: str) -> Card:
     """A method card, checked whole: keys, strategy class, rules and defaults."""
     found = card_index()["method"].get(name)
@@ -307,6 +318,8 @@ def load_method(name: str) -> Card:
     check_rules(card, required=True)
     card.check(defaults=True)
     paper_settings(card)
+    from cl_bench.cards.resolve import check_defaults_when
+    check_defaults_when(card)
     return card
 
 

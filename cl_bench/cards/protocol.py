@@ -70,15 +70,6 @@ def check_protocol(name: str) -> str:
     return name
 
 
-def _same_type(value: Any, default: Any) -> bool:
-    """``value`` may stand where the card's default stands (an int for a float)."""
-    if default is None or isinstance(default, bool) or isinstance(value, bool):
-        return default is None or type(value) is type(default)
-    if isinstance(default, float):
-        return isinstance(value, (int, float))
-    return isinstance(value, type(default))
-
-
 def paper_settings(card: Card) -> list[PaperSetting]:
     """The card's ``paper:`` block, checked: every key a setting of the card (or a
     per-run scenario setting), every value of the default's type and within the
@@ -107,13 +98,13 @@ def paper_settings(card: Card) -> list[PaperSetting]:
 
 
 def _method_problem(card: Card, setting: PaperSetting) -> str | None:
-    from cl_bench.cards.config import lookup
+    from cl_bench.cards.config import lookup, same_type
     found, default = lookup(card.params, setting.key)
     if not found or "." in setting.key:
         return (f"{card.name} has no setting \"{setting.key}\".{suggest(setting.key, card.params)}"
                 f" Its settings are: {', '.join(sorted(card.params))}; a scenario setting is "
                 f"written {SCENARIO_PREFIX}<key> ({', '.join(RUN_SCENARIO_KEYS)})")
-    if not _same_type(setting.value, default):
+    if not same_type(setting.value, default):
         return (f"{setting.value!r} is not a {type(default).__name__} like the default "
                 f"({default!r})")
     trial = copy.deepcopy(card)
@@ -149,6 +140,7 @@ def apply_protocol(name: str, methods: list[Card]) -> None:
                 card.scenario_sets[setting.scenario_key] = setting.value
             else:
                 card.params[setting.key] = copy.deepcopy(setting.value)
+                card.explicit.add(setting.key)
 
 
 def run_scenario(card: Card, scenario: Card) -> Card:

@@ -27,13 +27,14 @@ import torch
 
 from cl_bench.backbones import backbone_kind, use_weights_normalization
 from cl_bench.backbones.base import Backbone
-from cl_bench.cards.config import Card, import_object, parse_sets
+from cl_bench.cards.config import Card, parse_sets
 from cl_bench.cards.protocol import (
     SCENARIO_PREFIX,
     changed_settings,
     paper_settings,
     run_scenario,
 )
+from cl_bench.cards.resolve import resolve_for_backbone
 from cl_bench.commands.launch import LaunchOptions, worker_target
 from cl_bench.engine.environment import resolve_device, resolve_precision
 from cl_bench.engine.runner import RunRequest, check_request, resolved_config
@@ -135,10 +136,10 @@ def plan_request(req: RunRequest, device: str, precision: str) -> tuple[list[str
         backbone = planned_backbone(req.backbone, req.weights, req.image_size)
         if scenario.params.get("normalize", "none") == "backbone":
             use_weights_normalization(backbone)
-        for card in methods:
-            import_object(card.raw["strategy"]).check_params(card.params, backbone)
+        resolved = {card.name: resolve_for_backbone(card, backbone) for card in methods}
         lines = [head.format(backbone.weights)]
     except Unknown as e:
+        resolved = {}
         backbone, lines = None, [head.format(req.weights or "pinned"), f"  result paths "
                                  f"unknown: {e}"]
     states = []
@@ -155,7 +156,7 @@ def plan_request(req: RunRequest, device: str, precision: str) -> tuple[list[str
                                                         on_disk))
                 states.append(run_state(path))
                 lines.append(f"  {states[-1]:8s} {card.name} seed {seed}  {path}")
-            where = origins(req, card, scenario)
+            where = resolved.get(card.name, {}) | origins(req, card, scenario)
             changed = [f"{k}={show(v)}" + (f" ({where[k]})" if k in where else "")
                        for k, v in changed_settings(card, mine)]
             lines.append(f"           {', '.join(changed) if changed else 'card defaults'}")

@@ -42,6 +42,7 @@ from cl_bench.cards.protocol import (
     resolve_backbone,
     run_scenario,
 )
+from cl_bench.cards.resolve import resolve_for_backbone
 from cl_bench.contract import AdaptedStream, Inputs, drive, spec_of
 from cl_bench.engine.checkpoint import RunCheckpoint
 from cl_bench.engine.environment import (
@@ -350,8 +351,7 @@ def load_shared(req: RunRequest, scenario: Card, methods: list[Card], device: to
     backbone = load_backbone(req.backbone, req.weights, req.image_size).to(device)
     backbone.precision = precision
     for card in methods:
-        strategy_of(card).resolve_params(card.params, backbone)
-        strategy_of(card).check_params(card.params, backbone)
+        resolve_for_backbone(card, backbone)
     if precision == "bf16" and not any(trains_backbone(card) for card in methods):
         backbone.store_matmul_weights_in_bf16()  # same outputs, half the weight memory
     if scenario.params.get("normalize", "none") == "backbone":
