@@ -63,6 +63,11 @@ PAPER_MERGE = '''    def reweight_adapter(self, adapter, idx, merge_step=False):
     def _official_reweight_adapter(self, adapter, idx):
 '''
 
+MOSNET = ("        super(MOSNet, self).__init__()\n"
+          "        self.backbone = get_backbone(args, pretrained)\n")
+MERGE_CALL = ("            self.cur_adapter = "
+              "self.reweight_adapter(self.cur_adapter, len(self.adapter_list)")
+
 # (file, anchor, replacement): the anchor must occur exactly once
 EDITS = [
     # 1. the ViT-Tiny builders, PILOT's own ViT classes and loading recipe
@@ -85,11 +90,8 @@ EDITS = [
      '            elif name == "vit_base_patch16_224_mos":\n'),
     # 3. the width 768 hard-coded outside the ViTs: MOSNet's out_dim, and EASE's
     #    forward_reweight, whose out_dim defaults to 768 and is not passed
-    ("utils/inc_net.py",
-     "        super(MOSNet, self).__init__()\n        self.backbone = get_backbone(args, pretrained)\n"
-     "        self.backbone.out_dim = 768\n",
-     "        super(MOSNet, self).__init__()\n        self.backbone = get_backbone(args, pretrained)\n"
-     "        self.backbone.out_dim = self.backbone.embed_dim\n"),
+    ("utils/inc_net.py", MOSNET + "        self.backbone.out_dim = 768\n",
+     MOSNET + "        self.backbone.out_dim = self.backbone.embed_dim\n"),
     ("utils/inc_net.py", "use_init_ptm=self.use_init_ptm, beta=self.beta)",
      "use_init_ptm=self.use_init_ptm, beta=self.beta, out_dim=self.out_dim)"),
     # 4. MOS's merge rule switchable (module docstring); with the paper rule the stored
@@ -97,10 +99,7 @@ EDITS = [
     #    storage in the next forward before any in-place step; without that re-merge the
     #    first optimizer step of the next task would write into the stored A_0)
     ("backbone/vit_mos.py", "    def reweight_adapter(self, adapter, idx):\n", PAPER_MERGE),
-    ("backbone/vit_mos.py",
-     "            self.cur_adapter = self.reweight_adapter(self.cur_adapter, len(self.adapter_list))",
-     "            self.cur_adapter = self.reweight_adapter(self.cur_adapter, len(self.adapter_list),"
-     " merge_step=True)"),
+    ("backbone/vit_mos.py", MERGE_CALL + ")", MERGE_CALL + ", merge_step=True)"),
     ("backbone/vit_mos.py", "        self.sum_adapter_param()\n",
      "        self.sum_adapter_param()\n"
      '        if os.environ.get("PARITY_MOS_MERGE") == "paper":\n'
