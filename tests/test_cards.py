@@ -218,3 +218,14 @@ def test_wheel_works_outside_the_checkout(tmp_path):
     write = cl_bench("check", "--update-baseline")
     assert write.returncode == 2 and "is part of the installed cl-bench" in write.stderr
     assert not (home / "results" / "ci").exists()
+
+
+def test_set_accepts_scientific_floats():
+    # YAML 1.1 (PyYAML) reads 1e-4 without a dot as a string; --set must still take it
+    assert config.coerce("1e-4", 0.025, "ease.lr") == pytest.approx(1e-4)
+    assert config.coerce("5E3", 0.5, "x.y") == 5000.0
+    assert config.coerce("0.1", 0.025, "ease.lr") == 0.1
+    for bad in ("fast", "inf", "nan"):
+        with pytest.raises(Exception, match="expected a float"):
+            config.coerce(bad, 0.025, "ease.lr")
+    assert config.coerce("1e-4", "x", "a.b") == "1e-4"  # a string setting keeps the text

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -264,6 +265,15 @@ def check_rules(card: Card, required: bool) -> None:
                         f"is not a setting of the card ({', '.join(sorted(card.params))}).")
 
 
+def scientific(text: str) -> float | str:
+    """``text`` as a finite float when it is one (``1e-4``, ``5E3``), else unchanged."""
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return number if math.isfinite(number) else text
+
+
 def coerce(text: str, default: Any, label: str) -> Any:
     """Parse ``text`` as YAML and check it against the default's type."""
     try:
@@ -272,6 +282,8 @@ def coerce(text: str, default: Any, label: str) -> Any:
         value = text
     if default is None or value is None:
         return value
+    if isinstance(default, float) and isinstance(value, str):
+        value = scientific(value)  # YAML 1.1 reads 1e-4 (no dot) as a string
     if isinstance(default, bool):
         if isinstance(value, bool):
             return value
