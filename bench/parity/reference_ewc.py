@@ -104,8 +104,9 @@ if __name__ == "__main__":
     p.add_argument("--weight-decay", type=float, default=0.0002)
     p.add_argument("--ewc-lambda", type=float, default=100.0)
     p.add_argument("--decay", type=float, default=1.0)
+    p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     curves = {int(s): run(int(s), args) for s in args.seeds.split(",")}
     with open(args.out, "w") as f:
         json.dump(curves, f, indent=1)
