@@ -33,10 +33,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CONFIGS = ("parity_ranpac.json", "parity_ranpac_noadapt.json", "parity_aper.json")
 
+STORE_WO = "        self._network.fc.weight.data = Wo[0:self._network.fc.weight.shape[0],:]" \
+    ".to(self._device)\n"
 EDITS = [
     # 1. the adapter ViT-Tiny, filled from PARITY_WEIGHTS (strict except the adapters)
-    ("utils/inc_net.py", "    elif '_adapter' in name:\n", '''    elif name == "parity_vit_tiny_adapter":
-        import math as _math
+    ("utils/inc_net.py", "    elif '_adapter' in name:\n",
+     '''    elif name == "parity_vit_tiny_adapter":
         from functools import partial as _partial
         from types import SimpleNamespace as _NS
         from backbone import vit_adapter
@@ -82,10 +84,7 @@ EDITS = [
      "        if __import__('os').environ.get('PARITY_FLOAT64') == '1':\n"
      "            Features_h = F.relu(embedding_list.double() @ self.W_rand.cpu().double())\n"
      "            Y = Y.double()\n"),
-    ("models/ranpac.py",
-     "        self._network.fc.weight.data = Wo[0:self._network.fc.weight.shape[0],:].to(self._device)\n",
-     "        self._network.fc.weight.data = Wo[0:self._network.fc.weight.shape[0],:].float()"
-     ".to(self._device)\n"),
+    ("models/ranpac.py", STORE_WO, STORE_WO.replace(":].to(", ":].float().to(")),
     # 2b. RanPAC: the lambda of each task from PARITY_RIDGES (comma-separated), replayed
     ("models/ranpac.py", "        ridge = self.optimise_ridge_parameter(Features_h, Y)\n",
      "        ridge = self.optimise_ridge_parameter(Features_h, Y)\n"
