@@ -20,6 +20,8 @@ that name them):
   PILOT chooses on its own shuffled split (PILOT still prints its choice first);
 * PARITY_FLOAT64=1: the projected features, G, Q, the lambda search and the solve in
   float64 (cl-bench's precision; PILOT: float32); W_o is stored back in float32;
+* PARITY_FP16=1: RanPAC's backbone features rounded through fp16, as cl-bench's
+  feature store keeps them;
 * PARITY_RANPAC_LINEAR=1: RanPAC's logits ``h W_o^T`` as in the official RanPAC code,
   instead of PILOT's cosine between h and the rows of W_o.
 """
@@ -35,6 +37,9 @@ CONFIGS = ("parity_ranpac.json", "parity_ranpac_noadapt.json", "parity_aper.json
 
 STORE_WO = "        self._network.fc.weight.data = Wo[0:self._network.fc.weight.shape[0],:]" \
     ".to(self._device)\n"
+RP_FORWARD = ("    def extract_vector(self, x):\n        return self.backbone(x)\n\n"
+              "    def forward(self, x):\n        x = self.backbone(x)\n"
+              "        if self.W_rand is not None:\n")
 EDITS = [
     # 1. the adapter ViT-Tiny, filled from PARITY_WEIGHTS (strict except the adapters)
     ("utils/inc_net.py", "    elif '_adapter' in name:\n",
@@ -103,6 +108,14 @@ EDITS = [
      "                out = {'logits': self.fc.sigma * (x @ self.fc.weight.T)}\n"
      "                out.update({'features': x})\n"
      "                return out\n"),
+    # 4b. RanPAC: the backbone's features rounded through fp16 when PARITY_FP16=1
+    ("utils/inc_net.py", RP_FORWARD, RP_FORWARD.replace(
+        "return self.backbone(x)\n", "return _parity_fp16(self.backbone(x))\n").replace(
+        "x = self.backbone(x)\n", "x = _parity_fp16(self.backbone(x))\n")),
+    ("utils/inc_net.py", "class SimpleVitNet(BaseNet):\n",
+     "def _parity_fp16(f):\n"
+     "    return f.half().float() if _parity_os.environ.get('PARITY_FP16') == '1' else f\n\n\n"
+     "class SimpleVitNet(BaseNet):\n"),
     # 5. no DataLoader worker processes
     *[(f, "num_workers = 8\n", "num_workers = 0\n")
       for f in ("models/ranpac.py", "models/aper_adapter.py")],
