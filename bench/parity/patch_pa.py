@@ -14,8 +14,8 @@ Switches read at run time (all off when unset; used for the rows of bench/parity
 that name them):
 
 * PARITY_WRAND: a .pt file holding RanPAC's random projection (192 x M), used
-  instead of PILOT's own ``torch.randn`` draw (written from a cl-bench checkpoint by
-  the parity trace, trace/sitecustomize.py), so both sides project with the same matrix;
+  instead of PILOT's own ``torch.randn`` draw (written by cl-bench's run under the
+  parity trace, trace/sitecustomize.py), so both sides project with the same matrix;
 * PARITY_RIDGES: the lambda of every task, comma-separated, used instead of the one
   PILOT chooses on its own shuffled split (PILOT still prints its choice first);
 * PARITY_FLOAT64=1: the projected features, G, Q, the lambda search and the solve in
