@@ -3,6 +3,7 @@ reference's log.
 
     python -m bench.parity.compare simplecil RESULTS_DIR pilot PILOT_STDOUT_LOG
     python -m bench.parity.compare ewc RESULTS_DIR avalanche AVALANCHE_JSON
+    python -m bench.parity.compare ranpac RESULTS_DIR pilot-tasks PILOT_STDOUT_LOG
 
 PILOT's log: per seed, a line ``seed: N`` (its argument dump) and after every
 task a line ``CNN top1 curve: [...]`` (top-1 over the test images of all seen
@@ -33,6 +34,41 @@ def pilot_curves(log: Path) -> dict[int, list[float]]:
         elif "CNN top1 curve:" in line and seed is not None:
             curves[seed] = [float(v) for v in NUMBER.findall(line.split("curve:", 1)[1])]
     return curves
+
+
+def pilot_last_tasks(log: Path) -> dict[int, list[float]]:
+    """seed -> the per-task accuracies of PILOT's last logged step (its ``CNN: {...}``
+    line: one entry per block of ``increment`` classes, then 'old' and 'new')."""
+    tasks: dict[int, list[float]] = {}
+    seed = None
+    for line in log.read_text().splitlines():
+        m = re.search(r"=> seed: (\d+)$", line)
+        if m:
+            seed = int(m.group(1))
+        elif "=> CNN: {" in line and seed is not None:
+            tasks[seed] = [float(v) for v in re.findall(r"'\d+-\d+': (?:np\.float64\()?"
+                                                         r"(-?\d+(?:\.\d+)?)", line)]
+    return tasks
+
+
+def ours_last_tasks(results: Path, method: str) -> dict[int, list[float]]:
+    """seed -> the last row of our accuracy matrix (accuracy on each task's classes)."""
+    out = {}
+    for f in sorted((results / "runs").glob(f"*/{method}/*.json")):
+        record = json.loads(f.read_text())
+        out[int(record["seed"])] = [float(a) for a in record["acc_matrix"][-1]]
+    return out
+
+
+def task_rows(method: str, mine: dict[int, list[float]],
+              ref: dict[int, list[float]]) -> list[str]:
+    lines = ["| method | seed | ours, per task after the last | reference, per task after the "
+             "last | largest difference |", "|---|---|---|---|---|"]
+    for seed in sorted(set(mine) & set(ref)):
+        gap = max(abs(a - b) for a, b in zip(mine[seed], ref[seed], strict=True))
+        lines.append(f"| {method} | {seed} | {', '.join(f'{v:.2f}' for v in mine[seed])} | "
+                     f"{', '.join(f'{v:.2f}' for v in ref[seed])} | {gap:.2f} |")
+    return lines
 
 
 def ours(results: Path, method: str) -> dict[int, list[float]]:
@@ -68,6 +104,10 @@ def rows(method: str, mine: dict[int, list[float]], ref: dict[int, list[float]])
 
 if __name__ == "__main__":
     method, results, kind, ref_path = sys.argv[1], Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
+    if kind == "pilot-tasks":
+        print("\n".join(task_rows(method, ours_last_tasks(results, method),
+                                  pilot_last_tasks(ref_path))))
+        sys.exit()
     if kind == "pilot":
         reference = pilot_curves(ref_path)
     else:
