@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from conftest import invoke
 from test_resume import VIT_STREAM, assert_same_numbers, cl_bench, kill_and_resume, records
@@ -16,11 +17,13 @@ from cl_bench.contract import AdaptedStream, drive
 from cl_bench.engine.features import FeatureStore
 from cl_bench.engine.recording import Recorder
 from cl_bench.engine.runner import features_stream, quiet_evaluator
+from cl_bench.errors import UserError
 from cl_bench.scenarios import load_data, scenario_order
 from cl_bench.scenarios.order import task_split
 from cl_bench.scenarios.stream import build_stream
 from cl_bench.scenarios.transforms import eval_transform, train_transform
 from cl_bench.strategies.aper import Aper
+from cl_bench.strategies.first_session_adapt import BatchNormStats, check_variant
 
 TINY = ["--scenario", "synthetic", "--backbone", "vit_tiny_patch16_224", "--weights", "random",
         "--image-size", "32", "--precision", "fp32", "--no-progress"]
@@ -96,20 +99,24 @@ def test_accounting_of_an_adapted_run(tmp_path):
     assert 2.0 < ratio < 2.2
 
 
-def test_cnn_auto_means_finetune_counted_as_stored(tmp_path):
-    """EfficientNet-Lite0 (random, 32 px): the whole adapted copy is stored; the
-    finetune variant's own defaults (batch 128, weight decay 0.05) are recorded under
-    the explicit epochs, and the dry run plans exactly that result (done)."""
+@pytest.mark.parametrize(("adapt", "variant", "epochs", "batch", "decay"), [
+    ("auto", "bn", 1, 128, 0.0005), ("finetune", "finetune", 1, 128, 0.05)])
+def test_cnn_variants_counted_as_stored(tmp_path, adapt, variant, epochs, batch, decay):
+    """EfficientNet-Lite0 (random, 32 px). auto means bn: only the re-estimated
+    batch-norm statistics are stored, only the discarded head trains; finetune: the
+    whole adapted copy. Each records its variant's own defaults (batch 128; finetune's
+    weight decay 0.05) under the explicit epochs, and the dry run plans exactly that
+    result (done)."""
     args = ["run", "--out", str(tmp_path), "--scenario", "synthetic", "--weights", "random",
             "--image-size", "32", "--precision", "fp32", "--no-progress", "--methods", "aper",
-            "--set", "aper.epochs=1"]
+            "--set", "aper.epochs=1", "--set", f"aper.adapt={adapt}"]
     result = invoke(*args)
     assert result.exit_code == 0, result.output
     [path] = tmp_path.glob("runs/synthetic/aper/*.json")
     record = json.loads(path.read_text())
     method = record["config"]["method"]
     assert (method["adapt"], method["epochs"], method["batch_size"],
-            method["weight_decay"]) == ("finetune", 1, 128, 0.05)
+            method["weight_decay"]) == (variant, epochs, batch, decay)
     plan = invoke(*args, "--dry-run")
     assert plan.exit_code == 0, plan.output
     assert f"  done     aper seed 1993  {path}" in plan.stdout.splitlines()
@@ -117,9 +124,40 @@ def test_cnn_auto_means_finetune_counted_as_stored(tmp_path):
     head = sum(p.numel() for p in bb.get_classifier().parameters())
     weights = sum(p.numel() for p in bb.parameters()) - head
     stats = sum(b.numel() for b in bb.buffers())
+    adapted = weights + stats if variant == "finetune" else stats
     acc = record["accounting"]
-    assert acc["trainable_per_task"][0] == weights + 2 * 1280 + 1
-    assert acc["stored_at_end"] == weights + stats + 1 + 10 * 2 * 1280
+    assert acc["trainable_per_task"][0] == adapted - stats + 2 * 1280 + 1
+    assert acc["stored_at_end"] == adapted + 1 + 10 * 2 * 1280
+
+
+def test_bn_variant_re_estimates_the_statistics_from_zero():
+    """APER w/ BN (official aper_bn.py): the statistics start at zero and follow batch
+    norm's running update over the passes; the shared CNN and every weight stay as
+    they are; a ViT (no batch norm) refuses the variant."""
+    backbone = load_backbone("efficientnet_lite0", "random", 32)
+    before = {k: v.clone() for k, v in backbone.model.state_dict().items()}
+    bn = BatchNormStats(backbone)
+    assert all(not t.any() for t in bn.buffers())
+    layer = backbone.model.get_submodule(bn.names[0])
+    x = backbone.normalize(torch.rand(6, 3, 32, 32, generator=torch.Generator().manual_seed(0)))
+    first = backbone.model.conv_stem(x)  # the input of the first batch norm
+    bn.train()
+    for _ in range(3):
+        bn(x)
+    mean = first.mean((0, 2, 3))
+    var = first.var((0, 2, 3), unbiased=True)
+    m = layer.momentum
+    expected_mean = mean * (1 - (1 - m) ** 3)  # three updates from zero with the same batch
+    expected_var = var * (1 - (1 - m) ** 3)
+    assert torch.allclose(bn.mean0, expected_mean, atol=1e-6)
+    assert torch.allclose(bn.var0, expected_var, rtol=1e-4, atol=1e-6)
+    assert int(bn.count0) == 3
+    after = backbone.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert not any(p.requires_grad for p in bn.parameters())
+    vit = load_backbone("vit_tiny_patch16_224", "random", 32)
+    with pytest.raises(UserError, match='adapt = "bn" re-estimates batch-norm statistics'):
+        check_variant("bn", vit)
 
 
 def test_killed_runs_resume_with_identical_numbers(tmp_path):

@@ -6,9 +6,8 @@ loads."""
 from __future__ import annotations
 
 import pytest
-import yaml
 from conftest import invoke
-from test_validation import refused
+from test_validation import card_variant, refused
 
 from cl_bench.backbones import load_backbone
 from cl_bench.cards import config
@@ -18,6 +17,7 @@ from cl_bench.engine.dryrun import planned_backbone
 
 ADAPTER = {"adapt": "adapter", "epochs": 20, "batch_size": 48, "weight_decay": 0.0005}
 FINETUNE = {"adapt": "finetune", "epochs": 6, "batch_size": 128, "weight_decay": 0.05}
+BN = {"adapt": "bn", "epochs": 10, "batch_size": 128, "weight_decay": 0.0005}
 
 
 def settled(backbone, *sets: tuple[str, str]) -> tuple[dict, dict]:
@@ -29,20 +29,20 @@ def settled(backbone, *sets: tuple[str, str]) -> tuple[dict, dict]:
 
 
 def test_aper_variant_defaults_follow_the_backbone():
-    """ViT: the adapter variant and the card's own defaults; CNN: finetune with
-    PILOT's finetune settings, each with where it comes from."""
+    """ViT: the adapter variant and the card's own defaults; CNN: bn (APER w/ BN) with
+    the official code's bn settings, each with where it comes from."""
     vit = planned_backbone("vit_tiny_patch16_224", "random", 32)
     assert settled(vit) == (ADAPTER, {"adapt": "vit backbone"})
     cnn = planned_backbone("efficientnet_lite0", "random", 32)
     params, origins = settled(cnn)
-    assert params == FINETUNE
-    assert origins == {"adapt": "cnn backbone", "epochs": "adapt=finetune",
-                       "batch_size": "adapt=finetune", "weight_decay": "adapt=finetune"}
+    assert params == BN
+    assert origins == {"adapt": "cnn backbone", "epochs": "adapt=bn", "batch_size": "adapt=bn"}
 
 
 def test_explicit_settings_win_over_variant_defaults():
     cnn = planned_backbone("efficientnet_lite0", "random", 32)
-    params, origins = settled(cnn, ("epochs", "2"), ("weight_decay", "0.001"))
+    params, origins = settled(cnn, ("adapt", "finetune"), ("epochs", "2"),
+                              ("weight_decay", "0.001"))
     assert params == {**FINETUNE, "epochs": 2, "weight_decay": 0.001}
     assert "epochs" not in origins and origins["batch_size"] == "adapt=finetune"
     vit = planned_backbone("vit_tiny_patch16_224", "random", 32)
@@ -59,6 +59,7 @@ def test_resolving_twice_changes_nothing():
     once = dict(card.params)
     resolve_for_backbone(card, backbone)
     assert card.params == once and once["epochs"] == 3 and once["batch_size"] == 128
+    assert once["adapt"] == "bn"
 
 
 @pytest.mark.parametrize(("block", "needle"), [
@@ -71,11 +72,7 @@ def test_resolving_twice_changes_nothing():
     ({"adapt": ["finetune"]}, "adapt must map its values to defaults"),
 ])
 def test_card_with_bad_defaults_when_refused(tmp_path, block, needle):
-    raw = yaml.safe_load((config.METHODS_DIR / "aper.yaml").read_text())
-    cards = tmp_path / "cards"
-    cards.mkdir()
-    (cards / "aper-x.yaml").write_text(yaml.safe_dump({**raw, "name": "aper-x",
-                                                       "defaults_when": block}))
+    cards = card_variant(tmp_path, config.METHODS_DIR, "aper", "aper-x", defaults_when=block)
     refused(invoke("list", "methods", "--cards", str(cards)),
             f"{cards / 'aper-x.yaml'}: `defaults_when:`")
     result = invoke("run", "--cards", str(cards), "--methods", "aper-x", "--scenario",

@@ -10,9 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 from conftest import invoke
-from test_validation import refused
+from test_validation import card_variant, refused
 
 from cl_bench.cards import config
 from cl_bench.cards.config import load_method, method_names
@@ -155,11 +154,7 @@ def test_unknown_protocol_refused(tmp_path):
 ])
 def test_card_with_bad_paper_block_refused(tmp_path, block, needle):
     """Refused when loaded, naming the card and the key; nothing runs or is written."""
-    raw = yaml.safe_load((config.METHODS_DIR / "tosca.yaml").read_text())
-    cards = tmp_path / "cards"
-    cards.mkdir()
-    (cards / "tosca-x.yaml").write_text(yaml.safe_dump({**raw, "name": "tosca-x",
-                                                        "paper": block}))
+    cards = card_variant(tmp_path, config.METHODS_DIR, "tosca", "tosca-x", paper=block)
     refused(invoke("list", "methods", "--cards", str(cards)), f"{cards / 'tosca-x.yaml'}: ")
     out = tmp_path / "out"
     result = invoke("run", "--cards", str(cards), "--methods", "tosca-x", *SMALL,
@@ -174,11 +169,8 @@ def test_card_with_bad_paper_block_refused(tmp_path, block, needle):
     ("vit_base_patch16_224", "`backbone:` must be {name: <backbone>"),
 ])
 def test_scenario_card_with_bad_backbone_refused(tmp_path, backbone, needle):
-    raw = yaml.safe_load((config.BENCHMARKS_DIR / "synthetic.yaml").read_text())
-    cards = tmp_path / "cards"
-    cards.mkdir()
-    (cards / "syn-x.yaml").write_text(yaml.safe_dump({**raw, "name": "syn-x",
-                                                      "backbone": backbone}))
+    cards = card_variant(tmp_path, config.BENCHMARKS_DIR, "synthetic", "syn-x",
+                         backbone=backbone)
     refused(invoke("list", "scenarios", "--cards", str(cards)), needle)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from conftest import invoke
 from PIL import Image
 
@@ -29,6 +30,16 @@ def refused(result, needle: str, out: Path | None = None) -> None:
     assert needle in result.stderr, result.stderr
     if out is not None:
         assert not out.exists() or list(out.rglob("*")) == []
+
+
+def card_variant(tmp_path: Path, folder: Path, base: str, name: str, **keys) -> Path:
+    """A folder for --cards holding built-in card ``base`` as ``name`` with ``keys``
+    replaced (a card made broken on purpose); returns the folder."""
+    raw = yaml.safe_load((folder / f"{base}.yaml").read_text())
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    (cards / f"{name}.yaml").write_text(yaml.safe_dump({**raw, "name": name, **keys}))
+    return cards
 
 
 @pytest.mark.parametrize(("args", "needle"), [

@@ -32,6 +32,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from bench.parity.patch_pilot import apply_edits
+
 HERE = Path(__file__).resolve().parent
 CONFIGS = ("parity_ranpac.json", "parity_ranpac_noadapt.json", "parity_aper.json")
 
@@ -125,15 +127,7 @@ EDITS = [
 def patch(root: Path) -> None:
     if "parity_vit_tiny" not in (root / "utils/inc_net.py").read_text():
         raise SystemExit(f"{root}: run patch_pilot.py first")
-    for rel, anchor, new in EDITS:
-        path = root / rel
-        text = path.read_text()
-        if new in text:
-            continue  # already patched
-        if text.count(anchor) != 1:
-            raise SystemExit(f"{path}: anchor {anchor!r} found {text.count(anchor)} times, "
-                             "expected once; this PILOT differs from the one of bench/parity.md")
-        path.write_text(text.replace(anchor, new))
+    apply_edits(root, EDITS)
     for name in CONFIGS:
         shutil.copy(HERE / "configs" / name, root / "exps" / name)
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from bench.parity.patch_pilot import apply_edits
+
 HERE = Path(__file__).resolve().parent
 
 # a builder per ViT file: PILOT's own loading recipe (vit_base_patch16_224_ease /
@@ -131,15 +133,7 @@ class EasyDict(dict):
 
 
 def patch(root: Path) -> None:
-    for rel, anchor, new in EDITS:
-        path = root / rel
-        text = path.read_text()
-        if new in text:
-            continue  # already patched
-        if text.count(anchor) != 1:
-            raise SystemExit(f"{path}: anchor {anchor!r} found {text.count(anchor)} times, "
-                             "expected once; this PILOT differs from the one of bench/parity.md")
-        path.write_text(text.replace(anchor, new))
+    apply_edits(root, EDITS)
     if not (root / "easydict.py").exists():
         (root / "easydict.py").write_text(EASYDICT)
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from bench.parity.patch_pilot import apply_edits
+
 RESHAPE = "num_layers, dual, batch_size, top_k, length, num_heads, heads_embed_dim" \
     " = batched_prompt_raw.shape\n"
 FIX = ('                if __import__("os").environ.get("PARITY_RESHAPE_FIX") == "1":\n'
@@ -45,15 +47,7 @@ EDITS = [
 
 
 def patch(root: Path) -> None:
-    for rel, anchor, new in EDITS:
-        path = root / rel
-        text = path.read_text()
-        if new in text:
-            continue  # already patched
-        if text.count(anchor) != 1:
-            raise SystemExit(f"{path}: anchor {anchor!r} found {text.count(anchor)} times, "
-                             "expected once; this PILOT differs from the one of bench/parity.md")
-        path.write_text(text.replace(anchor, new))
+    apply_edits(root, EDITS)
 
 
 if __name__ == "__main__":

@@ -93,8 +93,9 @@ timm.create_model = _parity_create_model
 WORKERS = ["models/simplecil.py", "models/l2p.py", "models/dualprompt.py", "models/coda_prompt.py"]
 
 
-def patch(root: Path) -> None:
-    edits = EDITS + [(f, "num_workers = 8\n", "num_workers = 0\n") for f in WORKERS]
+def apply_edits(root: Path, edits: list[tuple[str, str, str]]) -> None:
+    """Each (file, anchor, replacement) once: skipped when the replacement is there
+    already, refused unless the anchor occurs exactly once (the patch_*.py scripts)."""
     for rel, anchor, new in edits:
         path = root / rel
         text = path.read_text()
@@ -104,6 +105,10 @@ def patch(root: Path) -> None:
             raise SystemExit(f"{path}: anchor {anchor!r} found {text.count(anchor)} times, "
                              "expected once; this PILOT differs from the one of bench/parity.md")
         path.write_text(text.replace(anchor, new))
+
+
+def patch(root: Path) -> None:
+    apply_edits(root, EDITS + [(f, "num_workers = 8\n", "num_workers = 0\n") for f in WORKERS])
     for config in sorted((HERE / "configs").glob("parity_*.json")):
         shutil.copy(config, root / "exps" / config.name)
 

@@ -22,6 +22,7 @@ counted as added.
 from __future__ import annotations
 
 import contextlib
+import itertools
 
 import torch
 from avalanche.core import SupervisedPlugin
@@ -66,8 +67,9 @@ def counting():
 
 def backbone_flops(backbone: Backbone) -> int:
     """FLOPs of one frozen pass of one image."""
+    tensors = itertools.chain(backbone.model.parameters(), backbone.model.buffers())
     x = torch.zeros(1, 3, backbone.input_size, backbone.input_size,
-                    device=next(backbone.model.parameters()).device)
+                    device=next(tensors).device)  # APER's bn variant holds buffers only
     with counting() as c, autocast(x.device, backbone.precision):
         backbone.features(x)
     return c.get_total_flops()

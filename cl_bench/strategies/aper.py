@@ -37,7 +37,7 @@ class AperNet(FirstSessionNet):
 class Aper(FirstSessionTemplate):
     """APER as an Avalanche strategy (see the module docstring)."""
 
-    AUTO = {"vit": "adapter", "cnn": "finetune"}  # finetune: the only variant for a CNN
+    AUTO = {"vit": "adapter", "cnn": "bn"}  # the official variants per backbone kind
     uses_frozen = True
 
     def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,

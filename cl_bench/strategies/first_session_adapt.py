@@ -7,7 +7,11 @@ Variants (card key ``adapt``):
 * ``adapter``: AdaptFormer bottleneck adapters parallel to every ViT block's MLP (the
   papers' default on a ViT; :mod:`cl_bench.backbones.adapters`);
 * ``finetune``: every weight of the backbone (its pretrained classifier excepted) is
-  trained (APER's finetune variant; the only one a CNN admits);
+  trained (APER's finetune variant);
+* ``bn``: no weight changes; the batch-norm running statistics are cleared and
+  re-estimated by forward passes in training mode over the first task's (augmented)
+  training images, ``epochs`` times (APER w/ BN, the official code's variant for a
+  ResNet: ``models/aper_bn.py`` of zhoudw-zdw/RevisitingCIL); a CNN only;
 * ``none``: no adaptation; the frozen backbone's features throughout;
 * ``auto``: the method's rule per backbone kind (``AUTO`` of its strategy class), so a
   card can hold the paper's ViT setting and still run on the embedded CNN demo; the
@@ -36,7 +40,7 @@ from cl_bench.backbones.adapters import AdapterSet, adapted
 from cl_bench.backbones.base import Backbone
 from cl_bench.errors import UserError
 
-VARIANTS = ("auto", "adapter", "finetune", "none")
+VARIANTS = ("auto", "adapter", "finetune", "bn", "none")
 
 
 def resolve_variant(value: str, kind: str, auto: dict[str, str]) -> str:
@@ -45,11 +49,17 @@ def resolve_variant(value: str, kind: str, auto: dict[str, str]) -> str:
 
 
 def check_variant(value: str, backbone: Backbone) -> None:
-    """Adapters exist for ViT blocks only."""
+    """Adapters exist for ViT blocks only; batch-norm statistics in a CNN only."""
     if value == "adapter" and backbone.kind != "vit":
         raise UserError(f'adapt = "adapter" inserts adapters into transformer blocks, but '
-                        f'"{backbone.name}" is a CNN. Use adapt=auto, finetune or none '
-                        "(e.g. --set aper.adapt=finetune), or a ViT backbone.")
+                        f'"{backbone.name}" is a CNN. Use adapt=auto (the method\'s variant '
+                        "for a CNN) or another value its card allows, or a ViT backbone.")
+    if value == "bn" and not any(isinstance(m, nn.modules.batchnorm._BatchNorm)
+                                 for m in backbone.model.modules()):
+        raise UserError(f'adapt = "bn" re-estimates batch-norm statistics, but '
+                        f'"{backbone.name}" has no batch-norm layer (a ViT uses layer norm). '
+                        "Use adapt=auto (the method's variant for a ViT) or another value "
+                        "its card allows.")
 
 
 @contextlib.contextmanager
@@ -103,6 +113,39 @@ class FullWeights(nn.Module):
             return functional_call(run, self.tensors(), (x,))
 
 
+class BatchNormStats(nn.Module):
+    """Copies of the shared CNN's batch-norm running statistics, cleared (zero mean,
+    variance and count, as the official ``clear_running_mean``); ``forward`` runs the
+    shared architecture with them, so a forward pass in training mode re-estimates
+    them (batch norm updates the substituted buffers in place) while every weight
+    stays the shared one. Nothing here takes gradients."""
+
+    def __init__(self, backbone: Backbone) -> None:
+        super().__init__()
+        shared = backbone.model
+        self._run = (_PreLogits(shared),)  # a tuple: the shared model is not a submodule
+        self.names = [n for n, m in shared.named_modules()
+                      if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+        for i, name in enumerate(self.names):
+            layer = shared.get_submodule(name)
+            self.register_buffer(f"mean{i}", torch.zeros_like(layer.running_mean))
+            self.register_buffer(f"var{i}", torch.zeros_like(layer.running_var))
+            self.register_buffer(f"count{i}", torch.zeros_like(layer.num_batches_tracked))
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        out = {}
+        for i, name in enumerate(self.names):
+            out[f"m.{name}.running_mean"] = getattr(self, f"mean{i}")
+            out[f"m.{name}.running_var"] = getattr(self, f"var{i}")
+            out[f"m.{name}.num_batches_tracked"] = getattr(self, f"count{i}")
+        return out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        run = self._run[0]
+        with torch.no_grad(), mode(run.m, self.training):
+            return functional_call(run, self.tensors(), (x,))
+
+
 class Adapters(nn.Module):
     """AdaptFormer adapters (width ``ffn``) on every block of the shared ViT, hooked in
     for each call (:func:`cl_bench.backbones.adapters.adapted`). Input: normalised
@@ -126,6 +169,8 @@ def make_adaptation(variant: str, backbone: Backbone, params: dict) -> nn.Module
         return None
     if variant == "finetune":
         return FullWeights(backbone)
+    if variant == "bn":
+        return BatchNormStats(backbone)
     return Adapters(backbone, params["ffn"])
 
 
