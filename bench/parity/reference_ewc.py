@@ -81,7 +81,7 @@ def run(seed: int, a: argparse.Namespace) -> list[float]:
                    train_epochs=a.epochs, eval_mb_size=a.eval_batch, device="cpu",
                    evaluator=EvaluationPlugin(loggers=[]))
     curve = []
-    for i, exp in enumerate(bench.train_stream):
+    for i, exp in enumerate(bench.train_stream[:a.tasks or None]):
         strategy.train(exp, num_workers=0)
         seen = [e.dataset.eval() for e in bench.test_stream[:i + 1]]
         curve.append(accuracy_seen(strategy.model, seen, a.eval_batch))
@@ -105,6 +105,7 @@ if __name__ == "__main__":
     p.add_argument("--ewc-lambda", type=float, default=100.0)
     p.add_argument("--decay", type=float, default=1.0)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--tasks", type=int, default=0, help="stop after this many tasks (0: all)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     curves = {int(s): run(int(s), args) for s in args.seeds.split(",")}
