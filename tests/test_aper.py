@@ -172,6 +172,20 @@ def test_killed_runs_resume_with_identical_numbers(tmp_path):
         assert_same_numbers(final[method], records(tmp_path / "reference")[method])
 
 
+def test_killed_bn_run_resumes_with_identical_numbers(tmp_path):
+    """APER w/ BN on a random EfficientNet-Lite0: the re-estimated statistics come back
+    from the checkpoint, so the resumed run equals the uninterrupted one."""
+    at = VIT_STREAM.index("--backbone")
+    cnn = VIT_STREAM[:at] + VIT_STREAM[at + 2:]  # the same small stream, the default CNN
+    args = [*cnn, "--set", "aper.epochs=1"]
+    reference = cl_bench(tmp_path / "reference", *args, "--methods", "aper")
+    assert reference.returncode == 0, reference.stdout + reference.stderr
+    final = kill_and_resume(tmp_path / "out", args, ["aper"], kill_after=0, tasks=3)
+    assert final["aper"]["config"]["method"]["adapt"] == "bn"
+    assert final["aper"]["timing"]["resumed_from_task"] == 1
+    assert_same_numbers(final["aper"], records(tmp_path / "reference")["aper"])
+
+
 def test_learns_on_fmnist_features(tmp_path):
     """Frozen EfficientNet-Lite0 features at 112 px (the CI setting), one command for
     both first-session methods: APER with adapt: none, RanPAC with M = 2,000."""

@@ -70,6 +70,7 @@ def test_resolving_twice_changes_nothing():
     ({"adapt": {"finetune": {"epochs": 0}}}, "aper-x.epochs = 0 is out of range"),
     ({"adapt": {"finetune": {}}}, "adapt=finetune must be a non-empty mapping"),
     ({"adapt": ["finetune"]}, "adapt must map its values to defaults"),
+    ({"adapt": {"finetune": {"adapt": "none"}}}, "adapt=finetune sets adapt itself"),
 ])
 def test_card_with_bad_defaults_when_refused(tmp_path, block, needle):
     cards = card_variant(tmp_path, config.METHODS_DIR, "aper", "aper-x", defaults_when=block)

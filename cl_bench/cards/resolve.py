@@ -52,6 +52,9 @@ def check_defaults_when(card: Card) -> None:
                 raise UserError(f"{where} {setting}={value} is not one of its choices "
                                 f"({', '.join(map(str, choices[setting]))}).")
             check_case(card, f"{where} {setting}={value}", defaults)
+            if setting in defaults:
+                raise UserError(f"{where} {setting}={value} sets {setting} itself; a case "
+                                "may only set other settings.")
 
 
 def check_case(card: Card, where: str, defaults: Any) -> None:
@@ -77,7 +80,8 @@ def dependent_defaults(card: Card) -> dict[str, tuple[Any, str]]:
     out: dict[str, tuple[Any, str]] = {}
     for setting, cases in (card.raw.get(KEY) or {}).items():
         value = card.params.get(setting)
-        for key, default in (cases.get(value) or {}).items():
+        case = next((d for v, d in cases.items() if v == value), {})  # value may be a list
+        for key, default in case.items():
             if key not in card.explicit:
                 out[key] = (default, f"{setting}={value}")
     return out
