@@ -1,17 +1,22 @@
 # Two entry points, both self-contained on a machine with only Python 3.11:
 #   make run    set up .venv and run `cl-bench run` on the embedded default
 #   make test   set up .venv and run the tests
+# The environment comes from the lock (requirements/lock.txt): every package of the
+# dependency tree at the version it was resolved at; `python scripts/lock.py refresh`
+# re-resolves it (see the README).
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
+LOCK   := requirements/lock.txt
 
 .PHONY: run test setup
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml setup.py
+$(VENV)/.installed: pyproject.toml setup.py $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c $(LOCK) -e '.[dev]'
+	$(BIN)/python scripts/lock.py verify
 	touch $@
 
 run: setup

@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 from cl_bench.commands.cli import app
 
-FAST = ["--scenario", "synthetic", "--no-progress", "--set", "tosca.epochs=3"]
+FAST = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32", "--set",
+        "tosca.epochs=3"]
 
 
 def invoke(*args: str):

@@ -24,7 +24,8 @@ from cl_bench.scenarios.loaders import LOADERS
 from cl_bench.scenarios.transforms import ToModelInput
 
 EXAMPLES = ROOT / "examples"
-SYN = ["--scenario", "synthetic", "--image-size", "32", "--no-progress"]
+SYN = ["--scenario", "synthetic", "--image-size", "32", "--no-progress", "--precision",
+       "fp32"]
 # the example (Naive, linear head on the frozen features) on `synthetic`, seed 1993,
 # offline EfficientNet-Lite0 at 32 px: each task learnt, the earlier ones forgotten
 PLAIN = [[100.0], [0.0, 93.75], [0.0, 6.25, 100.0], [0.0, 0.0, 0.0, 93.75],

@@ -20,7 +20,7 @@ from cl_bench.cards import config
 from cl_bench.cards.config import ROOT
 
 EXAMPLES = ROOT / "examples"
-SYN = ["--scenario", "synthetic", "--no-progress"]
+SYN = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32"]
 # the example (Euclidean class means) on `synthetic`, seed 1993, offline EfficientNet-Lite0
 MY_METHOD = {"avg_acc": 95.875, "last_acc": 95.0,
              "acc_matrix": [[100.0], [93.75, 100.0], [87.5, 100.0, 93.75],

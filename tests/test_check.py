@@ -134,3 +134,38 @@ def test_an_invalid_suite_run_is_run_again(suite_dir):
     again_record = json.loads(tosca.read_text())
     assert [again_record[k] for k in ("acc_matrix", "acc_seen", "last_acc")] == [
         clean[k] for k in ("acc_matrix", "acc_seen", "last_acc")]
+
+
+def test_each_side_says_where_it_ran():
+    """A value measured under another capability or precision is compared with its
+    tolerance, and the row and a note say where each side ran."""
+    base = {"provenance": {"cpu_capability": "AVX512", "precision": {"a/m": "fp32"},
+                           "torch": "2.14.1+cu130", "timm": "0.6.12", "avalanche": "0.6.0"},
+            "metrics": {"a/m": {"avg_acc": {"value": 26.2, "tolerance": 1.0,
+                                            "by_cpu": {"AVX2": 25.3}},
+                                "last_acc": {"value": 12.6, "tolerance": 1.0}},
+                        "b/m": {"avg_acc": {"value": 80.0, "tolerance": 1.0},
+                                "last_acc": {"value": 70.0, "tolerance": 1.0}}}}
+    suite = {"runs": [{"name": "a", "precision": "fp32"}, {"name": "b", "precision": "auto"}]}
+    now = regress.Measured(values={"a/m": {"avg_acc": 25.3, "last_acc": 13.0},
+                                   "b/m": {"avg_acc": 80.5, "last_acc": 70.0}},
+                           precision={"a/m": "fp32", "b/m": "bf16"},
+                           packages={"torch": "2.14.1", "timm": "1.0.31", "numpy": "2.4.6"})
+    rows = regress.compare(base, now, None, cpu="AVX2", suite=suite)
+    assert [(r.key, r.metric, r.baseline, r.status, r.ran_in) for r in rows] == [
+        ("a/m", "avg_acc", 25.3, "ok", "AVX2/fp32"),             # its own by_cpu value
+        ("a/m", "last_acc", 12.6, "ok", "AVX512/fp32 -> AVX2/fp32"),
+        ("b/m", "avg_acc", 80.0, "ok", "AVX512/? -> AVX2/bf16"),  # suite says auto: unknown
+        ("b/m", "last_acc", 70.0, "ok", "AVX512/? -> AVX2/bf16")]
+    assert "ran in" in regress.table(rows).splitlines()[0]
+    notes = regress.environment_notes(rows, base, now)
+    assert notes[0].startswith("3 baseline value(s) were measured under another CPU capability "
+                               "or precision (AVX512/? -> AVX2/bf16; AVX512/fp32 -> AVX2/fp32;")
+    assert notes[1].startswith("Package versions differ from the baseline's (baseline / now, "
+                               "in sorted order): timm 0.6.12 / 1.0.31.")
+    same = regress.Measured(values=now.values, precision={"a/m": "fp32", "b/m": "fp32"},
+                            packages={"torch": "2.14.1", "timm": "0.6.12"})
+    base["provenance"]["precision"]["b/m"] = "fp32"
+    rows = regress.compare(base, same, None, cpu="AVX512", suite=suite)
+    assert {r.ran_in for r in rows} == {"AVX512/fp32"}
+    assert regress.environment_notes(rows, base, same) == []

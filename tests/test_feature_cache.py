@@ -22,7 +22,7 @@ CPU = torch.device("cpu")
 KEY = "('fake', 'train')"
 # synthetic at 32 px keeps each recomputation short
 RUN = ["--methods", "simplecil", "--scenario", "synthetic", "--image-size", "32",
-       "--no-progress"]
+       "--no-progress", "--precision", "fp32"]
 
 
 def garble_data(path: Path) -> None:

@@ -16,6 +16,7 @@ from test_validation import card_variant, refused
 from cl_bench.cards import config
 from cl_bench.cards.config import load_method, method_names
 from cl_bench.cards.protocol import apply_protocol, paper_settings, run_scenario
+from cl_bench.engine.environment import resolve_device, resolve_precision
 from cl_bench.engine.runner import RunRequest, resolve_cards
 from cl_bench.reporting.report import aggregate, load_runs
 from cl_bench.store import record_check, results
@@ -32,7 +33,8 @@ PAPER = {
     **{name: {"scenario.test_shuffle": False}
        for name in ("coda-prompt", "simplecil", "finetune", "joint", "ewc")},
 }
-SMALL = ["--scenario", "synthetic", "--no-progress", "--set", "tosca.epochs=2"]
+SMALL = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32", "--set",
+         "tosca.epochs=2"]
 
 
 @pytest.fixture
@@ -48,19 +50,27 @@ def plan(*args: str) -> list[str]:
     return result.stdout.splitlines()
 
 
+def auto_target() -> str:
+    """The plan header's ``<device>/<precision>`` under ``--precision auto``, from the
+    functions the runner decides with: cpu/bf16 on a CPU with bf16 units, else cpu/fp32."""
+    device = resolve_device("auto")
+    return f"{device.type}/{resolve_precision('auto', device)}"
+
+
+@pytest.mark.precision_auto
 def test_mission_command_plans_the_papers_backbone(tmp_path, offline):
     """The suite's headline command resolves to ViT-B/16 (IN21K) on imagenet-a, with no
     data root that exists, no weights and no network; it writes nothing."""
     out, where = tmp_path / "out", ["--data-root", str(tmp_path / "no-data")]
     fair = plan(*MISSION, *where, "--out", str(out))
-    assert fair[1] == f"imagenet-a: {VIT_B}, protocol fair, cpu/fp32, seeds 1993"
+    assert fair[1] == f"imagenet-a: {VIT_B}, protocol fair, {auto_target()}, seeds 1993"
     assert [ln.split()[:4] for ln in fair[2:6:2]] == [["pending", "tosca", "seed", "1993"],
                                                       ["pending", "l2p", "seed", "1993"]]
     assert fair[3].strip() == fair[5].strip() == "card defaults"
     assert fair[-1] == "2 runs planned: 0 done, 2 pending"
 
     paper = plan(*MISSION, *where, "--out", str(out), "--protocol", "paper")
-    assert paper[1] == f"imagenet-a: {VIT_B}, protocol paper, cpu/fp32, seeds 1993"
+    assert paper[1] == f"imagenet-a: {VIT_B}, protocol paper, {auto_target()}, seeds 1993"
     assert paper[3].strip() == ("init=official (paper), selection=batch (paper), "
                                 f"augment_views=20 (paper), {ORDERED}")
     assert paper[5].strip() == f"batchwise=true (paper), {ORDERED}"

@@ -21,7 +21,8 @@ from cl_bench.store import results
 from cl_bench.store.record_check import problems, reason
 from cl_bench.store.records import Result
 
-RUN = ["--scenario", "synthetic", "--no-progress", "--methods", "simplecil"]
+RUN = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32", "--methods",
+       "simplecil"]
 NUMBERS = ("acc_matrix", "acc_seen", "avg_acc", "last_acc", "acc_task_mean",
            "avg_acc_task_mean", "last_acc_task_mean", "forgetting", "bwt", "routing_acc",
            "accounting", "class_order", "tasks", "config")

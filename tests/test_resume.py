@@ -33,7 +33,7 @@ from cl_bench.engine.checkpoint import KILL_ENV, Damaged, RunCheckpoint, rng_sta
 from cl_bench.store.results import checkpoint_path
 
 REPO = Path(__file__).resolve().parents[1]
-SYNTHETIC = ["--scenario", "synthetic", "--no-progress"]
+SYNTHETIC = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32"]
 FEATURES = [*SYNTHETIC, "--set", "tosca.epochs=3"]
 VIT_STREAM = ["--scenario", "synthetic", "--backbone", "vit_tiny_patch16_224", "--weights",
               "random", "--image-size", "32", "--precision", "fp32", "--no-progress",

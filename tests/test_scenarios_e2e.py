@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from conftest import invoke
 
 from cl_bench import scenarios
+from cl_bench.engine.environment import resolve_precision
 from cl_bench.engine.feature_cache import read_entry
 from cl_bench.engine.features import extract
 from cl_bench.scenarios.image_data import ImageData
@@ -125,11 +126,21 @@ def avg_last(record: dict) -> tuple[float, float]:
     return round(record["avg_acc"], 2), round(record["last_acc"], 2)
 
 
+def auto_precision() -> str:
+    """What ``--precision auto`` picks here (bf16 with bf16 units or CL_BENCH_CPU_BF16=1):
+    these runs use the default, so each expects the numbers of that precision."""
+    return resolve_precision("auto", CPU)
+
+
 # scenario -> (train, test) images of its subset, SimpleCIL's (avg, last) on it at 32 px
-SUBSETS = {"fmnist": ((65, 35), (66.66, 57.14)), "synthetic": ((66, 34), (85.86, 70.59)),
+# per precision: fp32 the same on AVX2 and AVX512 CPUs; bf16 measured on AVX512-BF16
+SUBSETS = {"fmnist": ((65, 35), {"fp32": (66.66, 57.14), "bf16": (70.14, 62.86)}),
+           "synthetic": ((66, 34), {"fp32": (85.86, 70.59), "bf16": (85.86, 70.59)}),
            "fmnist-full": ((67, 33), None)}
+DIGITS = {"fp32": (79.71, 72.68), "bf16": (80.26, 73.8)}  # the whole set, at 32 px
 
 
+@pytest.mark.precision_auto
 @pytest.mark.parametrize("name", [p for p in IN_MEMORY if p.values[0] != "digits"])
 def test_scenario_subset_runs_end_to_end(name, tmp_path, monkeypatch):
     monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path / "cache"))
@@ -139,15 +150,18 @@ def test_scenario_subset_runs_end_to_end(name, tmp_path, monkeypatch):
                         lambda root, **args: balanced_subset(full(root, **args), n_train, n_test))
     record = run_simplecil(tmp_path / "out", name)
     assert cached_rows(tmp_path / "cache") == sorted([n_train, n_test])
+    assert record["config"]["backbone"]["precision"] == auto_precision()
     if accuracy is not None:  # runs are deterministic
-        assert avg_last(record) == accuracy
+        assert avg_last(record) == accuracy[auto_precision()]
 
 
+@pytest.mark.precision_auto
 def test_digits_runs_end_to_end(tmp_path, monkeypatch):
     """The whole set: 1,442 train (45 x 32 + 2) and 355 test (11 x 32 + 3) images."""
     monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path / "cache"))
     record = run_simplecil(tmp_path / "out", "digits")
     assert cached_rows(tmp_path / "cache") == [355, 1442]
-    assert avg_last(record) == (79.71, 72.68)  # EfficientNet-Lite0 features at 32 px
+    assert record["config"]["backbone"]["precision"] == auto_precision()
+    assert avg_last(record) == DIGITS[auto_precision()]  # EfficientNet-Lite0 at 32 px
     assert record["timing"]["features_from"] == "extracted"
 

@@ -19,7 +19,7 @@ from cl_bench.cards.config import ROOT, load_method, load_scenario, method_names
 from cl_bench.engine import environment
 from cl_bench.store import results
 
-SYN = ["--scenario", "synthetic", "--no-progress"]
+SYN = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32"]
 VIT = ["--backbone", "vit_tiny_patch16_224", "--weights", "random"]
 
 

@@ -264,8 +264,10 @@ def check(
             suite_def, measured, 1.0 if tolerance is None else tolerance))
         typer.echo(f"baseline written: {path}")
         return
-    rows = regress.compare(base, measured, tolerance)
+    rows = regress.compare(base, measured, tolerance, suite=suite_def)
     typer.echo("\n" + regress.table(rows))
+    for note in regress.environment_notes(rows, base, measured):
+        typer.echo(note)
     bad = [r for r in rows if r.status in ("DROP", "MISSING")]
     better = [r for r in rows if r.status == "IMPROVED"]
     if better:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cl_bench.cards import config, sources
@@ -33,6 +33,21 @@ class Row:
     baseline: float | None
     now: float | None
     tolerance: float
+    base_in: str = "?"  # "<cpu capability>/<precision>" the baseline value was measured in
+    now_in: str = "?"
+
+    @property
+    def ran_in(self) -> str:
+        """Where each side ran: one ``AVX2/fp32`` when both agree."""
+        if self.base_in == self.now_in or self.baseline is None or self.now is None:
+            return self.now_in if self.now is not None else self.base_in
+        return f"{self.base_in} -> {self.now_in}"
+
+    @property
+    def elsewhere(self) -> bool:
+        """The baseline value was measured under another CPU capability or precision."""
+        return self.baseline is not None and self.now is not None and \
+            self.base_in != self.now_in
 
     @property
     def delta(self) -> float | None:
@@ -70,11 +85,21 @@ def load_suite(name: str) -> dict:
     return suite
 
 
+@dataclass
+class Measured:
+    """What a suite gave: key -> metric -> mean over seeds, and per key the precision
+    its runs used and the package versions they recorded."""
+    values: dict[str, dict[str, float]] = field(default_factory=dict)
+    precision: dict[str, str] = field(default_factory=dict)
+    packages: dict[str, str] = field(default_factory=dict)
+
+
 def run_suite(suite: dict, out: Path, echo: Callable[[str], None], progress: bool
-              ) -> dict[str, dict[str, float]]:
-    """Run (or reuse) every entry; return key -> metric -> mean over seeds."""
+              ) -> Measured:
+    """Run (or reuse) every entry; return what :class:`Measured` holds."""
     from cl_bench.engine.runner import RunRequest, execute, preflight
-    measured: dict[str, dict[str, float]] = {}
+    from cl_bench.packages import recorded
+    measured = Measured()
     reqs = [RunRequest(methods=list(entry["methods"]), scenario=entry.get("scenario", "fmnist"),
                        seeds=list(entry.get("seeds", [1993])),
                        backbone=entry.get("backbone"),  # None: the scenario's default
@@ -89,8 +114,11 @@ def run_suite(suite: dict, out: Path, echo: Callable[[str], None], progress: boo
         for method in entry["methods"]:
             mine = [r for r in done if r.method == method]
             if mine:  # a run computed elsewhere right now is absent: reported as MISSING
-                measured[f"{entry['name']}/{method}"] = {
+                key = f"{entry['name']}/{method}"
+                measured.values[key] = {
                     m: statistics.mean(getattr(r, m) for r in mine) for m in METRICS}
+                measured.precision[key] = mine[0].config["backbone"]["precision"]
+                measured.packages.update(recorded(mine[0].env))
     return measured
 
 
@@ -103,25 +131,67 @@ def cpu_capability() -> str:
     return torch.backends.cpu.get_cpu_capability()
 
 
-def expected(base: dict, cpu: str) -> float:
-    """A baseline metric's value on a CPU of capability ``cpu``."""
-    return base.get("by_cpu", {}).get(cpu, base["value"])
+def expected(base: dict, cpu: str, made_on: str) -> tuple[float, str]:
+    """A baseline metric's value for a CPU of capability ``cpu``, and the capability it
+    was measured on (``made_on``: that of the baseline's main values)."""
+    by_cpu = base.get("by_cpu", {})
+    return (by_cpu[cpu], cpu) if cpu in by_cpu else (base["value"], made_on)
 
 
-def compare(baseline: dict, measured: dict[str, dict[str, float]],
-            tolerance: float | None, cpu: str | None = None) -> list[Row]:
+def baseline_precision(baseline: dict, key: str, suite: dict | None) -> str:
+    """The precision a baseline key was measured in: recorded in its provenance since
+    baselines record it, else the one its suite entry pins (``auto`` tells nothing)."""
+    recorded = baseline.get("provenance", {}).get("precision", {})
+    if isinstance(recorded, dict) and isinstance(recorded.get(key), str):
+        return recorded[key]
+    entry = next((e for e in (suite or {}).get("runs", [])
+                  if key.startswith(f"{e['name']}/")), {})
+    return entry.get("precision", "auto") if entry.get("precision") != "auto" else "?"
+
+
+def compare(baseline: dict, measured: dict[str, dict[str, float]] | Measured,
+            tolerance: float | None, cpu: str | None = None,
+            suite: dict | None = None) -> list[Row]:
     """One row per run and metric; ``cpu`` (default: this machine's capability) picks a
-    metric's ``by_cpu`` value where the baseline has one."""
+    metric's ``by_cpu`` value where the baseline has one. Each row says where each side
+    ran (capability/precision): a value from another capability or precision is still
+    compared with the tolerance, and the table shows that it was."""
     cpu = cpu or cpu_capability()
+    if not isinstance(measured, Measured):
+        measured = Measured(values=measured)
+    made_on = baseline.get("provenance", {}).get("cpu_capability", "?")
     rows = []
     entries = baseline.get("metrics", {})
-    for key in sorted(set(entries) | set(measured)):
+    for key in sorted(set(entries) | set(measured.values)):
+        base_precision = baseline_precision(baseline, key, suite)
+        now_in = f"{cpu}/{measured.precision.get(key, '?')}"
         for metric in METRICS:
             base = entries.get(key, {}).get(metric)
             tol = tolerance if tolerance is not None else (base or {}).get("tolerance", 1.0)
-            rows.append(Row(key, metric, None if base is None else expected(base, cpu),
-                            measured.get(key, {}).get(metric), tol))
+            value, base_cpu = (None, "?") if base is None else expected(base, cpu, made_on)
+            rows.append(Row(key, metric, value, measured.values.get(key, {}).get(metric), tol,
+                            f"{base_cpu}/{base_precision}", now_in))
     return rows
+
+
+def environment_notes(rows: list[Row], baseline: dict, measured: Measured) -> list[str]:
+    """Why values may differ besides the code: rows measured under another capability
+    or precision, and packages whose versions differ from the baseline's."""
+    from cl_bench.packages import describe, differing, recorded
+    notes = []
+    elsewhere = [r for r in rows if r.elsewhere]
+    if elsewhere:
+        where = sorted({r.ran_in for r in elsewhere})
+        notes.append(f"{len(elsewhere)} baseline value(s) were measured under another CPU "
+                     f"capability or precision ({'; '.join(where)}; capability as torch "
+                     "dispatches, precision of the backbone passes): they are compared with "
+                     "their tolerance, and a difference within it may be rounding alone.")
+    diff = differing([recorded(baseline.get("provenance", {})), measured.packages])
+    if diff:
+        notes.append(f"Package versions differ from the baseline's (baseline / now, in "
+                     f"sorted order): {describe(diff)}. A moved number may come from them; "
+                     "the locked environment (requirements/lock.txt) avoids this.")
+    return notes
 
 
 def table(rows: list[Row]) -> str:
@@ -130,11 +200,11 @@ def table(rows: list[Row]) -> str:
             return "-"
         v = round(v, 2) + 0.0  # no "-0.00"
         return f"{v:+.2f}" if sign else f"{v:.2f}"
-    body = [("run / method", "metric", "baseline", "now", "delta", "tol", "status")]
+    body = [("run / method", "metric", "baseline", "now", "delta", "tol", "status", "ran in")]
     body += [(r.key, r.metric, num(r.baseline), num(r.now), num(r.delta, True),
-              f"{r.tolerance:.2f}", r.status) for r in rows]
+              f"{r.tolerance:.2f}", r.status, r.ran_in) for r in rows]
     widths = [max(len(b[i]) for b in body) for i in range(len(body[0]))]
-    lines = ["  ".join(c.ljust(w) if i < 2 or i == 6 else c.rjust(w)
+    lines = ["  ".join(c.ljust(w) if i < 2 or i >= 6 else c.rjust(w)
                        for i, (c, w) in enumerate(zip(b, widths, strict=True))).rstrip()
              for b in body]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -190,8 +260,7 @@ def read_baseline(path: Path, suite: dict) -> dict:
     return data
 
 
-def new_baseline(suite: dict, measured: dict[str, dict[str, float]], tolerance: float
-                 ) -> dict:
+def new_baseline(suite: dict, measured: Measured, tolerance: float) -> dict:
     from cl_bench.engine.environment import git_commit, resolve_device, versions
     env = versions(resolve_device("auto"), config.CHECKOUT)
     return {
@@ -200,10 +269,12 @@ def new_baseline(suite: dict, measured: dict[str, dict[str, float]], tolerance: 
         "provenance": {"commit": git_commit(config.CHECKOUT), "date": time.strftime("%Y-%m-%d"),
                        "torch": env["torch"], "timm": env["timm"],
                        "avalanche": env["avalanche"], "device": env["device"],
-                       "platform": env["platform"], "cpu_capability": cpu_capability()},
+                       "platform": env["platform"], "cpu_capability": cpu_capability(),
+                       "precision": dict(sorted(measured.precision.items())),
+                       "packages": measured.packages or env["packages"]},
         "metrics": {key: {m: {"value": v, "tolerance": tolerance}
                           for m, v in values.items()}
-                    for key, values in sorted(measured.items())},
+                    for key, values in sorted(measured.values.items())},
     }
 
 

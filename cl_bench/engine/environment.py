@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import random
 import resource
@@ -29,8 +30,36 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+BF16_SWITCH = "CL_BENCH_CPU_BF16"
+SWITCH_VALUES = {"1": True, "yes": True, "true": True, "0": False, "no": False, "false": False}
+
+
+def bf16_switch() -> bool | None:
+    """What ``$CL_BENCH_CPU_BF16`` makes cl-bench believe about the CPU's bf16 units
+    (None: unset, the CPU is asked). ``1`` on a CPU without them runs the bf16 path
+    emulated (10-20x slower), ``0`` on a CPU with them runs the fp32 path: the test
+    suite runs as the other kind of machine this way."""
+    raw = os.environ.get(BF16_SWITCH, "").strip().lower()
+    if not raw:
+        return None
+    if raw not in SWITCH_VALUES:
+        raise UserError(f"{BF16_SWITCH}={os.environ[BF16_SWITCH]!r} is not a switch value. "
+                        "Set it to 1 (treat this CPU as having bf16 matrix units: "
+                        "--precision auto picks bf16, emulated where the units are absent), "
+                        "0 (treat it as lacking them: auto picks fp32), or unset it to ask "
+                        "the CPU.")
+    return SWITCH_VALUES[raw]
+
+
 def cpu_has_bf16() -> bool:
-    """bf16 matrix units (AVX512-BF16 or AMX) make bf16 autocast several times faster."""
+    """bf16 matrix units (AVX512-BF16 or AMX) make bf16 autocast several times faster;
+    ``$CL_BENCH_CPU_BF16`` overrides what the CPU says (:func:`bf16_switch`)."""
+    forced = bf16_switch()
+    return detect_cpu_bf16() if forced is None else forced
+
+
+def detect_cpu_bf16() -> bool:
+    """Whether this CPU reports AVX512-BF16 or AMX-BF16."""
     try:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:
@@ -50,7 +79,8 @@ def resolve_precision(name: str, device: torch.device) -> str:
     if name == "bf16" and device.type == "cpu" and not cpu_has_bf16():
         raise UserError("--precision bf16 was asked for, but this CPU has no bf16 matrix units "
                         "(AVX512-BF16 or AMX): bf16 would be emulated, roughly 10-20x slower "
-                        "than fp32. Use --precision fp32, or auto (which picks fp32 here).")
+                        "than fp32. Use --precision fp32, or auto (which picks fp32 here); "
+                        f"to run the bf16 path anyway (slow), set {BF16_SWITCH}=1.")
     if name in ("fp32", "bf16"):
         return name
     if device.type == "cuda":
@@ -108,12 +138,16 @@ def versions(device: torch.device, root: Path | None) -> dict:
     import timm
 
     from cl_bench import __version__
+    from cl_bench.packages import dependency_versions
     return {
         "cl_bench": __version__, "python": sys.version.split()[0], "torch": torch.__version__,
         "timm": timm.__version__, "avalanche": avalanche.__version__,
         "numpy": np.__version__, "platform": platform.platform(),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else
         f"cpu ({torch.get_num_threads()} threads)", "git": git_commit(root),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu_bf16": {"detected": detect_cpu_bf16(), "switch": bf16_switch()},
+        "packages": dependency_versions(),
     }
 
 

@@ -324,6 +324,23 @@ def to_html(tables: dict[str, Grid], images: dict[str, list[tuple[str, str, byte
     return "\n".join(out) + "\n"
 
 
+def package_note(runs: pd.DataFrame) -> str | None:
+    """A table's note when its runs were measured with different package versions: each
+    version with the rows that used it, since a number may move with them."""
+    from cl_bench.packages import differing
+    diff = differing(runs["packages"])
+    if not diff:
+        return None
+    parts = []
+    for name, values in diff.items():
+        users = [", ".join(sorted(set(runs.loc[[p.get(name) == v for p in runs["packages"]],
+                                               "label"]))) for v in values]
+        parts.append(f"{name} " + " / ".join(f"{v} ({u})" for v, u in zip(values, users,
+                                                                            strict=True)))
+    return (f"Package versions differ between these runs: {'; '.join(parts)}. Numbers may "
+            "move with them; compare runs made in one locked environment.")
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Temp file in the same folder, then rename: an interrupted report leaves the old
     file or the new one, never half of one."""
@@ -368,6 +385,9 @@ def write_report(results_dir: Path, out: Path, scenarios: Iterable[str] = (),
     grids, figures = {}, {}
     for scenario, part in table.groupby("scenario", sort=True):
         grids[scenario] = grid(part)
+        note = package_note(runs[runs["scenario"] == scenario])
+        if note:
+            grids[scenario].notes.append(note)
         figures[scenario] = []
         if image_formats or "html" in formats:
             for fig in plots.figures(runs[runs["scenario"] == scenario], part):

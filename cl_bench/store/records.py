@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cl_bench.packages import recorded
 from cl_bench.store.record_check import problems, reason
 from cl_bench.store.results import InvalidResult, config_hash, load_valid, run_path
 
@@ -202,5 +203,6 @@ class Result:
             "gflops": self.gflops, "train_s": self.train_s,
             "acc_seen": self.acc_seen, "acc_matrix": self.acc_matrix,
             "seen_classes": self.seen_classes, "flat_config": flatten(self.config),
+            "packages": recorded(self.env),
             "file": None if file is None else str(file),
         }
