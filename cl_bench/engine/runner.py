@@ -102,11 +102,14 @@ class RunRequest:
 
 
 def default_methods(backbone: str) -> list[str]:
-    """Methods in the default run: cards marked ``default_run`` that fit the backbone."""
-    from cl_bench.cards.config import method_names
+    """Methods in the default run: cards marked ``default_run`` that fit the backbone.
+    Only those are loaded (imported): a broken card of your own that is not in the
+    default run does not stop it."""
+    from cl_bench.cards.config import card_index, read_yaml
     kind = backbone_kind(backbone)
-    cards = [load_method(n) for n in method_names()]
-    return [c.name for c in cards if c.raw.get("default_run") and fits(c, kind)]
+    cards = [load_method(name) for name, found in sorted(card_index()["method"].items())
+             if read_yaml(found.path).get("default_run")]
+    return [c.name for c in cards if fits(c, kind)]
 
 
 def fits(card: Card, kind: str) -> bool:
