@@ -59,7 +59,8 @@ from cl_bench.engine.recording import Recorder
 from cl_bench.engine.state import Resumable
 from cl_bench.errors import UserError
 from cl_bench.metrics import summarize
-from cl_bench.scenarios import load_data, scenario_order
+from cl_bench.scenarios import check_class_order, load_data, locate_data, scenario_order
+from cl_bench.scenarios.decode_check import check_decodes
 from cl_bench.scenarios.image_data import ImageData
 from cl_bench.scenarios.order import task_split, tasks_of
 from cl_bench.scenarios.stream import Stream, build_stream
@@ -141,12 +142,15 @@ def resolve_cards(req: RunRequest) -> tuple[list[Card], Card]:
 
 def check_request(req: RunRequest) -> tuple[list[Card], Card]:
     """Everything checkable before data and backbone load: cards, settings and their
-    bounds, image size, and the folders the runs will write (results, feature cache)."""
+    bounds, image size, the data's place and the class order's form, and the folders
+    the runs will write (results, feature cache)."""
     from cl_bench.engine.features import cache_dir
     from cl_bench.engine.preflight import check_image_size, check_seeds, writable_dir
     check_seeds(req.seeds)
     check_image_size(req.backbone, backbone_kind(req.backbone), req.image_size)
     methods, scenario = resolve_cards(req)
+    locate_data(scenario, req.data_root, req.download)
+    check_class_order(scenario, None)  # its fit to the class count: when data is loaded
     writable_dir(req.out, "--out")
     if any(uses_feature_cache(card) for card in methods):
         writable_dir(cache_dir(), "The feature cache ($CL_BENCH_CACHE)")
@@ -345,8 +349,12 @@ class Shared:
 
 def load_shared(req: RunRequest, scenario: Card, methods: list[Card], device: torch.device,
                 precision: str) -> Shared:
-    """Load data and backbone; a missing dataset or weight fails here, before any run."""
+    """Load data and backbone; a missing dataset or weight, an image that does not
+    decode or a class order that does not fit the data fails here, before any run."""
+    from cl_bench.engine.features import cache_dir
     data = load_data(scenario, req.data_root, req.download)
+    check_decodes(data, cache_dir() / "decoded", req.progress)
+    scenario_order(scenario, data.n_classes, req.seeds[0])
     sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
     for card in methods:
         if card.params.get("n_tasks") == 0:  # "0: the stream's number of tasks" (CODA-Prompt)
