@@ -314,7 +314,8 @@ def data_check(
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     cards: Cards = None,
 ) -> None:
-    """Count classes and images per split against the expected numbers and decode every
+    """Count classes and images per split against the expected numbers, list links that
+    lead nowhere (dangling, looping) and image names that are no file, and decode every
     image, listing unreadable files. Exit 0: as expected; 1: problems listed; 2: data
     missing (the message shows the expected tree).
 

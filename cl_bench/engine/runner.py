@@ -416,9 +416,9 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print,
             failed: list[str] | None = None) -> list[dict]:
     """Run every missing method x seed of the request in this process; return its
     results (a run another process is computing right now is skipped and left out).
-    With ``failed``, a run that meets bad data only while it runs (a corrupt image:
-    files are only stat-ed up front) fails alone: its failure is recorded beside
-    its result, it is listed in ``failed`` and the next run starts."""
+    With ``failed``, a run that meets bad data only while it runs (an image spoiled
+    after the decode check, keeping its size and time) fails alone: its failure is
+    recorded beside its result, it is listed in ``failed`` and the next run starts."""
     methods, scenario = check_request(req)
     device = resolve_device(req.device)
     make_deterministic(req.threads)
