@@ -12,28 +12,15 @@ import numpy as np
 import pytest
 from conftest import invoke
 from PIL import Image
-from test_validation import card_variant, refused
+from test_validation import TREE as VALIDATION_TREE
+from test_validation import card_variant, image_tree, refused
 
 from cl_bench.cards import config
 from cl_bench.cards.config import load_scenario
 from cl_bench.errors import UserError
 from cl_bench.scenarios import decode_check, load_data, transforms
 
-TREE = ["--scenario", "imagefolder", "--methods", "simplecil", "--image-size", "32",
-        "--no-progress", "--precision", "fp32", "--set", "scenario.init_cls=1",
-        "--set", "scenario.increment=1"]
-
-
-def image_tree(root: Path) -> Path:
-    """Two classes, two 8x8 PNGs per class and split, in PILOT's layout."""
-    rng = np.random.default_rng(0)
-    for split in ("train", "test"):
-        for c in ("a", "b"):
-            (root / split / c).mkdir(parents=True)
-            for i in range(2):
-                pixels = rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)
-                Image.fromarray(pixels).save(root / split / c / f"{i}.png")
-    return root
+TREE = [*VALIDATION_TREE, "--precision", "fp32"]
 
 
 def check(root: Path):

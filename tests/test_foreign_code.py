@@ -204,3 +204,55 @@ def test_complete_card_of_a_builtin_strategy_loads(tmp_path):
     listed = invoke("list", "methods", "--cards", str(cards))
     assert listed.exit_code == 0, listed.output
     assert any(ln.startswith("ncm-copy ") for ln in listed.stdout.splitlines())
+
+
+HOOKS = '''from cl_bench.contract import Inputs, MethodSpec, Schedule
+from cl_bench.strategies.simplecil import SimpleCIL
+
+
+class Picky(SimpleCIL):
+    spec = MethodSpec(inputs=Inputs.FEATURES, trains_backbone=False,
+                      schedule=Schedule.PER_TASK)
+
+    @classmethod
+    def check_params(cls, params, backbone):
+        raise ValueError("picky about " + backbone.name)
+
+
+def __getattr__(name):
+    raise RuntimeError("no lazy " + name)
+'''
+
+
+def test_foreign_hooks_lazy_attributes_and_model_factories_are_contained(tmp_path):
+    """Beyond the import: a hook that raises (at plan time, before anything is written), a
+    module whose ``__getattr__`` raises for the class, a plain card's model factory module
+    that raises at import."""
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    (cards / "hooks.py").write_text(HOOKS)
+    (cards / "factory.py").write_text("raise RuntimeError('factory needs a GPU')\n")
+    for name in ("plain-avalanche.yaml", "plain_avalanche.py"):
+        (cards / name).write_text((EXAMPLES / name).read_text())
+    simplecil = yaml.safe_load((config.METHODS_DIR / "simplecil.yaml").read_text())
+    plain = yaml.safe_load((EXAMPLES / "plain-avalanche.yaml").read_text())
+    cards_yaml = {"picky": {**simplecil, "strategy": "hooks:Picky"},
+                  "lazy": {**simplecil, "strategy": "hooks:Missing"},
+                  "factory": {**plain, "contract": {**plain["contract"],
+                                                    "model": "factory:make"}}}
+    for name, raw in cards_yaml.items():
+        (cards / f"{name}.yaml").write_text(yaml.safe_dump(raw))
+    out = tmp_path / "out"
+    hooks = cards / "hooks.py"
+    for method, needle in (
+            ("picky", f"{cards / 'picky.yaml'}: the strategy's check_params failed: ValueError: "
+                      f"picky about efficientnet_lite0 (at {hooks} line 11). Fix that method "
+                      "of the strategy"),
+            ("lazy", f"{cards / 'lazy.yaml'}: reading Missing of strategy module hooks failed: "
+                     f"RuntimeError: no lazy Missing (at {hooks} line 15)"),
+            ("factory", f"{cards / 'factory.yaml'}: importing the `contract:` model factory "
+                        "failed: RuntimeError: factory needs a GPU (at "
+                        f"{cards / 'factory.py'} line 1)")):
+        for dry in (["--dry-run"], []):
+            refused(invoke("run", "--cards", str(cards), "--methods", method, *SYN, "--out",
+                           str(out), *dry), needle, out)
