@@ -36,9 +36,10 @@ Skipped = Callable[[Path, str], None]
 
 
 class RunsFailed(Exception):
-    """Some runs failed while running (bad data met mid-run, e.g. a corrupt image); the
-    others finished. ``results``: the finished runs; ``failed``: one label per failed
-    run. Each failure is recorded beside its result; running again retries them."""
+    """Some runs failed while running (bad data met mid-run, e.g. an image spoiled after
+    the decode check); the others finished. ``results``: the finished runs; ``failed``:
+    one label per failed run. Each failure is recorded beside its result; running again
+    retries them."""
 
     def __init__(self, results: list[Result], failed: list[str], out: Path) -> None:
         super().__init__(f"{len(failed)} run(s) failed ({', '.join(failed)}): see `cl-bench "

@@ -54,6 +54,9 @@ What a method declares:
 * **which backbone passes make its features** (:meth:`Method.feature_backbones`): the
   frozen backbone for a ``FEATURES`` method; the accounting counts one pass of each
   per test image;
+* **which settings it reads** (``required_settings``): a card that lacks one is
+  refused when it loads (:mod:`cl_bench.cards.needs`), instead of a ``KeyError``
+  mid-run; a class derived from a built-in strategy needs that card's settings too;
 * **how it reports routing** (:meth:`Method.routing`): a method that picks a module
   or prompt per test image returns the choice per sample of the last evaluated batch,
   and the recorder scores it against the image's task (``routing_acc``);
@@ -134,6 +137,9 @@ class Method:
     declaration ``spec`` and the two hooks, each with its documented default."""
 
     spec: ClassVar[MethodSpec]
+    # the settings it reads as params["key"]: a card without one is refused when it loads,
+    # not mid-run (a subclass of a built-in strategy needs its built-in card's settings too)
+    required_settings: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def resolve_params(cls, params: dict, backbone: Backbone) -> None:

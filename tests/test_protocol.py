@@ -21,7 +21,8 @@ from cl_bench.engine.runner import RunRequest, resolve_cards
 from cl_bench.reporting.report import aggregate, load_runs
 from cl_bench.store import record_check, results
 
-MISSION = ["run", "--methods", "tosca,l2p", "--scenario", "imagenet-a", "--dry-run"]
+MISSION = ["run", "--methods", "tosca,l2p", "--scenario", "imagenet-a", "--dry-run",
+           "--precision", "fp32"]  # the plan names the precision: fp32 on every CPU
 VIT_B = "backbone vit_base_patch16_224, weights vit_base_patch16_224.augreg_in21k"
 ORDERED = "scenario.test_shuffle=false (paper)"
 # the paper settings of the eight baseline cards, as their sources give them
@@ -44,6 +45,13 @@ def offline(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
 
 
+def empty_tree(tmp_path: Path) -> list[str]:
+    """--data-root of an imagenet-a tree with no image: all a dry run looks at."""
+    for split in ("train", "test"):
+        (tmp_path / "data" / "imagenet-a" / split).mkdir(parents=True, exist_ok=True)
+    return ["--data-root", str(tmp_path / "data")]
+
+
 def plan(*args: str) -> list[str]:
     result = invoke(*args)
     assert result.exit_code == 0, result.output
@@ -60,8 +68,8 @@ def auto_target() -> str:
 @pytest.mark.precision_auto
 def test_mission_command_plans_the_papers_backbone(tmp_path, offline):
     """The suite's headline command resolves to ViT-B/16 (IN21K) on imagenet-a, with no
-    data root that exists, no weights and no network; it writes nothing."""
-    out, where = tmp_path / "out", ["--data-root", str(tmp_path / "no-data")]
+    image in its data tree, no weights and no network; it writes nothing."""
+    out, where = tmp_path / "out", empty_tree(tmp_path)
     fair = plan(*MISSION, *where, "--out", str(out))
     assert fair[1] == f"imagenet-a: {VIT_B}, protocol fair, {auto_target()}, seeds 1993"
     assert [ln.split()[:4] for ln in fair[2:6:2]] == [["pending", "tosca", "seed", "1993"],
@@ -85,10 +93,12 @@ def test_mission_command_plans_the_papers_backbone(tmp_path, offline):
 
 
 def test_backbone_and_weights_override_the_scenarios(tmp_path, offline):
-    head = plan(*MISSION, "--backbone", "vit_tiny_patch16_224", "--out", str(tmp_path))[1]
+    where = empty_tree(tmp_path)
+    head = plan(*MISSION, *where, "--backbone", "vit_tiny_patch16_224", "--out",
+                str(tmp_path))[1]
     assert head.startswith("imagenet-a: backbone vit_tiny_patch16_224, weights "
                            "vit_tiny_patch16_224.augreg_in21k, protocol fair")
-    head = plan(*MISSION, "--weights", "random", "--out", str(tmp_path))[1]
+    head = plan(*MISSION, *where, "--weights", "random", "--out", str(tmp_path))[1]
     assert head.startswith("imagenet-a: backbone vit_base_patch16_224, weights random,")
     # the embedded demo keeps EfficientNet-Lite0, so l2p is refused there as before
     refused(invoke("run", "--methods", "tosca,l2p", "--dry-run", "--out", str(tmp_path)),
@@ -99,7 +109,8 @@ def test_backbone_and_weights_override_the_scenarios(tmp_path, offline):
 def test_absent_weights_file_leaves_the_path_unknown(tmp_path, offline):
     """Its digest names the result, so the dry run says why instead of guessing."""
     missing = tmp_path / "vit.safetensors"
-    lines = plan(*MISSION, "--weights", str(missing), "--out", str(tmp_path))
+    lines = plan(*MISSION, *empty_tree(tmp_path), "--weights", str(missing), "--out",
+                 str(tmp_path))
     assert lines[2] == (f"  result paths unknown: the weights file {missing} is not on this "
                         "machine (its digest names the result)")
     assert lines[3].split() == ["unknown", "tosca", "seed", "1993"]

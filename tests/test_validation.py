@@ -237,10 +237,13 @@ def test_empty_image_refused_before_planning(tmp_path):
             f"1 image file(s) cannot be used: {root / 'test' / 'b' / '1.png'} (empty)", out)
 
 
-def test_corrupt_image_fails_its_runs_alone(tmp_path):
-    """Files are only stat-ed up front (decoding 30k images would take minutes), so an
-    image that does not decode is met by the runs: each fails alone with a failure
-    record, leaves no held lock, and the next run of the grid still starts."""
+def test_image_spoiled_after_the_decode_check_fails_its_runs_alone(tmp_path, monkeypatch):
+    """Every image is decoded once before a run (tests/test_data_trees.py), and a dataset
+    that passed is remembered by its fingerprint (names, sizes, times); an image spoiled
+    after that, keeping its size and time, is met by the runs: each fails alone with a
+    failure record, leaves no held lock, and the next run of the grid still starts."""
+    from cl_bench.engine import runner
+    monkeypatch.setattr(runner, "check_decodes", lambda *args: None)  # it passed before
     root = image_tree(tmp_path / "data")
     bad = root / "train" / "a" / "0.png"
     bad.write_bytes(b"not a png at all")

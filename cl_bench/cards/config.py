@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from cl_bench.cards import sources
+from cl_bench.cards.foreign import MissingModule, contained, import_module
 from cl_bench.cards.protocol import paper_settings, scenario_backbone
 from cl_bench.contract import spec_of
 from cl_bench.errors import UserError, suggest, unknown
@@ -124,7 +125,13 @@ def card_kind(path: Path, folder_kind: str | None) -> str | None:
     raw = read_yaml(path)
     if folder_kind == "benchmarks":
         return "scenario" if "dataset" in raw else "suite" if "runs" in raw else None
-    kind = next((k for key, k in KIND_KEYS.items() if key in raw), None)
+    kinds = [k for key, k in KIND_KEYS.items() if key in raw]
+    if len(kinds) > 1:
+        raise UserError(f"{path} is two kinds of card at once: it has "
+                        f"{' and '.join(f'`{key}:`' for key in KIND_KEYS if key in raw)}. A "
+                        "card is a method (`strategy:`), a scenario (`dataset:`) or a suite "
+                        "(`runs:`): split it into one file per kind.")
+    kind = kinds[0] if kinds else None
     if kind is None:
         raise UserError(f"{path} is not a card: a method card has `strategy:`, a scenario "
                         "card `dataset:`, a suite `runs:`. Fix the file or move it out of "
@@ -315,7 +322,7 @@ def load_method(name: str) -> Card:
     """A method card, checked whole: keys, strategy class, rules and defaults."""
     found = card_index()["method"].get(name)
     if found is None:
-        raise unknown("method", name, method_names())
+        raise UserError(f"{unknown('method', name, method_names())}{sources.broken_note()}")
     path, raw = found.path, read_yaml(found.path)
     need_keys(path, raw, METHOD_KEYS, "method")
     if not isinstance(raw["defaults"], dict):
@@ -323,7 +330,8 @@ def load_method(name: str) -> Card:
                         f"{type(raw['defaults']).__name__}.")
     card = Card(name, path, raw, copy.deepcopy(raw["defaults"]), origin=found.origin)
     make_importable(card)
-    strategy_of(card)
+    from cl_bench.cards.needs import check_needed
+    check_needed(card, strategy_of(card))
     if "contract" in raw:  # the settings cl-bench builds a plain Avalanche strategy from
         from cl_bench.strategies.plain import PLAIN_RULES
         card.base_rules = PLAIN_RULES
@@ -339,7 +347,7 @@ def load_scenario(name: str) -> Card:
     """A scenario card, checked whole: keys, rules and values."""
     found = card_index()["scenario"].get(name)
     if found is None:
-        raise unknown("scenario", name, scenario_names())
+        raise UserError(f"{unknown('scenario', name, scenario_names())}{sources.broken_note()}")
     path, raw = found.path, read_yaml(found.path)
     need_keys(path, raw, SCENARIO_KEYS, "scenario")
     params = {k: v for k, v in raw.items() if k not in (
@@ -383,22 +391,27 @@ def strategy_class(path: Path, spec: Any, contract: Any = None,
     if not isinstance(spec, str) or spec.count(":") != 1:
         raise UserError(f"{path}: `strategy:` must be \"package.module:Class\", not {spec!r}.")
     module, attr = spec.split(":")
+    fix = "Fix the module or the card's `strategy:`; the other cards are not affected."
     try:
-        obj = getattr(importlib.import_module(module), attr)
-    except ModuleNotFoundError as e:
+        with contained(f"{path}: importing strategy {spec}", fix):
+            found = import_module(module)
+    except MissingModule as e:
         raise UserError(f"{path}: strategy {spec} cannot be imported: no module named "
                         f"{e.name!r}. Fix `strategy:` in the card (a module is found among "
                         "the installed packages, or beside a card from outside the package: "
                         f"{path.parent / e.name.split('.')[0]}.py).") from None
-    except AttributeError:
+    with contained(f"{path}: reading {attr} of strategy module {module}", fix):
+        obj = getattr(found, attr, None)
+    if obj is None:
         raise UserError(f"{path}: strategy {spec}: module {module} has no {attr!r}. Fix "
-                        "`strategy:` in the card.") from None
+                        "`strategy:` in the card.")
     if not isinstance(obj, type):
         raise UserError(f"{path}: strategy {spec} is a {type(obj).__name__}, not a class. "
                         "Name the strategy class in `strategy:`.")
     if contract is not None:  # imported here: Avalanche's training stack, only when needed
         from cl_bench.strategies.plain import driven_class
-        return driven_class(obj, contract, defaults or {}, path, import_object)
+        with contained(f"{path}: importing the `contract:` model factory", fix):
+            return driven_class(obj, contract, defaults or {}, path, import_object)
     spec_of(obj, card=path)  # refuses a class that declares no method contract
     return obj
 

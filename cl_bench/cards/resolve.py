@@ -21,9 +21,12 @@ its result path, records the values used.
 from __future__ import annotations
 
 import copy
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+from cl_bench.cards import sources
 from cl_bench.cards.config import Card, lookup, same_type, strategy_of
+from cl_bench.cards.foreign import contained
 from cl_bench.errors import UserError
 
 KEY = "defaults_when"
@@ -92,12 +95,23 @@ def resolve_for_backbone(card: Card, backbone) -> dict[str, str]:
     the origin of each value this changed, by key (for the dry run's listing)."""
     cls = strategy_of(card)
     before = copy.deepcopy(card.params)
-    cls.resolve_params(card.params, backbone)
+    with hook(card, "resolve_params"):
+        cls.resolve_params(card.params, backbone)
     origins = {k: f"{backbone.kind} backbone" for k, v in card.params.items()
                if before.get(k) != v}
     for key, (default, why) in dependent_defaults(card).items():
         card.params[key] = copy.deepcopy(default)
         origins[key] = why
     card.check()
-    cls.check_params(card.params, backbone)
+    with hook(card, "check_params"):
+        cls.check_params(card.params, backbone)
     return origins
+
+
+def hook(card: Card, name: str) -> AbstractContextManager:
+    """A hook of a strategy from outside the package is foreign code (an exception is
+    one paragraph naming the card); a built-in one raising is a bug: its traceback."""
+    if card.origin == sources.BUILTIN:
+        return nullcontext()
+    return contained(f"{card.path}: the strategy's {name}", "Fix that method of the "
+                     "strategy (to refuse a setting, raise cl_bench.errors.UserError).")

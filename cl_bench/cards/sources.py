@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from cl_bench.cards.foreign import contained
 from cl_bench.errors import UserError
 
 BUILTIN = "built-in"
@@ -39,6 +40,9 @@ ENV = "CL_BENCH_CARDS"
 GROUP = "cl_bench.cards"
 
 _added: list[Path] = []  # the --cards folders of the running command
+# entry point ("name=value") -> why it cannot be loaded: a failed import is not tried
+# again in this process, or every card lookup would run the package's code again
+_broken: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -86,18 +90,48 @@ def extra_sources() -> list[Source]:
 
 
 def entry_point_sources() -> list[Source]:
-    """One source per entry point of group ``cl_bench.cards``."""
-    out = []
+    """One source per entry point of group ``cl_bench.cards`` that loads; one that does
+    not (its package raises, has a syntax error, calls ``sys.exit``, names no folder)
+    is left out and named by :func:`broken_entry_points`, so that it costs its own
+    cards only, not every command."""
+    return _scan()[0]
+
+
+def _scan() -> tuple[list[Source], list[str]]:
+    """(sources, paragraphs of the broken ones) over the entry points declared now."""
+    out, broken = [], []
     for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: e.name):
-        where = f'entry point "{ep.name}" ({ep.value}) of group {GROUP}'
-        try:
-            target = ep.load() if ep.attr else importlib.resources.files(ep.module)
-        except (ImportError, AttributeError) as e:
-            raise UserError(f"The {where} cannot be loaded: {e}. Reinstall or fix the package "
-                            "that declares it.") from None
-        folder = Path(str(target))
-        if not folder.is_dir():
-            raise UserError(f"The {where} names {folder}, which is not a folder of cards. "
-                            "Fix the package that declares it.")
-        out.append(Source(folder, f"entry point {ep.name}"))
-    return out
+        key = f"{ep.name}={ep.value}"
+        if key not in _broken:
+            try:
+                out.append(Source(entry_point_folder(ep), f"entry point {ep.name}"))
+                continue
+            except UserError as e:
+                _broken[key] = e.paragraph()
+        broken.append(_broken[key])
+    return out, broken
+
+
+def entry_point_folder(ep: importlib.metadata.EntryPoint) -> Path:
+    """The folder of cards an entry point names, or the paragraph that says why not."""
+    where = f'The entry point "{ep.name}" ({ep.value}) of group {GROUP}'
+    fix = "Fix or reinstall the package that declares it, or uninstall it."
+    with contained(f"{where}: importing it", fix):
+        target = ep.load() if ep.attr else importlib.resources.files(ep.module)
+    folder = Path(str(target))
+    if not folder.is_dir():
+        raise UserError(f"{where} names {folder}, which is not a folder of cards. {fix}")
+    return folder
+
+
+def broken_entry_points() -> list[str]:
+    """One paragraph per card entry point that cannot be loaded (see
+    :func:`entry_point_sources`); ``cl-bench list`` shows them, and an unknown card
+    name points at them (the card may be in one)."""
+    return _scan()[1]
+
+
+def broken_note() -> str:
+    """For an unknown card name: the packages whose cards could not be read."""
+    broken = broken_entry_points()
+    return f" Not read (the card may be there): {' '.join(broken)}" if broken else ""

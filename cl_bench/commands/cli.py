@@ -39,12 +39,16 @@ Cards = Annotated[list[str] | None, typer.Option(
                     "comma-separated.")]
 
 
-def with_cards(fn):
-    """The command's ``--cards`` folders count while it runs, and only then."""
+def with_cards(fn, warn: bool = True):
+    """The command's ``--cards`` folders count while it runs, and only then. An
+    installed package whose cards cannot be read costs its own cards only: the command
+    runs, with a warning (``warn``; ``list`` shows it as an error instead)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from cl_bench.cards.sources import added
+        from cl_bench.cards.sources import added, broken_entry_points
         with added([Path(p) for p in _csv(",".join(kwargs.get("cards") or []))]):
+            for paragraph in broken_entry_points() if warn else ():
+                typer.echo(f"warning: {paragraph} Its cards are left out.", err=True)
             return fn(*args, **kwargs)
     return wrapper
 
@@ -312,7 +316,8 @@ def data_check(
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     cards: Cards = None,
 ) -> None:
-    """Count classes and images per split against the expected numbers and decode every
+    """Count classes and images per split against the expected numbers, list links that
+    lead nowhere (dangling, looping) and image names that are no file, and decode every
     image, listing unreadable files. Exit 0: as expected; 1: problems listed; 2: data
     missing (the message shows the expected tree).
 
@@ -365,7 +370,7 @@ def report(
 
 @app.command("list")
 @user_errors
-@with_cards
+@functools.partial(with_cards, warn=False)
 def list_(what: Annotated[str, typer.Argument(help="methods | scenarios | backbones")],
           cards: Cards = None) -> None:
     """List the known methods, scenarios or backbones; a card's line ends with where it
@@ -374,12 +379,12 @@ def list_(what: Annotated[str, typer.Argument(help="methods | scenarios | backbo
     from cl_bench.backbones import BACKBONES
     from cl_bench.backbones.vit import PINNED_TAGS
     from cl_bench.cards.config import load_method, load_scenario, method_names, scenario_names
-    from cl_bench.cards.sources import BUILTIN
+    from cl_bench.cards.sources import BUILTIN, broken_entry_points
     from cl_bench.errors import unknown
     if what in ("methods", "scenarios"):
         names, load = ((method_names, load_method) if what == "methods"
                        else (scenario_names, load_scenario))
-        bad = []
+        bad = broken_entry_points()  # a package's cards that cannot be read: listed as such
         for name in names():
             try:  # one broken card must not hide the others; the exit status still says so
                 card = load(name)

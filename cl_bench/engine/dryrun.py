@@ -5,6 +5,9 @@ running, failed or pending, under a line per scenario with the backbone, weights
 protocol, device and precision; below each run, every resolved setting that differs
 from the cards' own values, with where it comes from (the protocol, ``--set``, or
 the stream, as CODA-Prompt's task count); then the sources of the paper settings.
+Bad input it can see without loading data is refused as a run refuses it: a data
+root that lacks the scenario's folders, a class order or task split that cannot be
+(against the class count, where the card states it).
 
 The result path is the hash of the run's resolved config (:func:`runner.resolved_config`),
 which names the backbone by what a loaded one would report. Here it is built
@@ -38,6 +41,7 @@ from cl_bench.cards.resolve import resolve_for_backbone
 from cl_bench.commands.launch import LaunchOptions, worker_target
 from cl_bench.engine.environment import resolve_device, resolve_precision
 from cl_bench.engine.runner import RunRequest, check_request, resolved_config
+from cl_bench.scenarios import check_class_order
 from cl_bench.scenarios.order import task_split
 from cl_bench.store import results
 
@@ -81,6 +85,15 @@ def class_count(scenario: Card) -> int | None:
     it), or None."""
     args = scenario.params.get("dataset_args") or {}
     return args.get("n_classes") or FIXED_CLASSES.get(scenario.params["dataset"])
+
+
+def check_stream(scenario: Card) -> None:
+    """The class order and the task split against the class count, where the card
+    states it (a run checks them against the loaded data)."""
+    n_classes = class_count(scenario)
+    check_class_order(scenario, n_classes)
+    if n_classes is not None:
+        task_split(n_classes, scenario.params["init_cls"], scenario.params["increment"])
 
 
 def size_by_stream(methods: list[Card], scenario: Card) -> None:
@@ -129,6 +142,7 @@ def origins(req: RunRequest, card: Card, scenario: Card) -> dict[str, str]:
 def plan_request(req: RunRequest, device: str, precision: str) -> tuple[list[str], list[str]]:
     """The lines of one scenario's plan, and the state of each of its runs."""
     methods, scenario = check_request(req)
+    check_stream(scenario)
     head = (f"{scenario.name}: backbone {req.backbone}, weights {{}}, protocol {req.protocol}, "
             f"{device}/{precision}, seeds {', '.join(map(str, req.seeds))}")
     try:

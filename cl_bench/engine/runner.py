@@ -59,7 +59,8 @@ from cl_bench.engine.recording import Recorder
 from cl_bench.engine.state import Resumable
 from cl_bench.errors import UserError
 from cl_bench.metrics import summarize
-from cl_bench.scenarios import load_data, scenario_order
+from cl_bench.scenarios import check_class_order, load_data, locate_data, scenario_order
+from cl_bench.scenarios.decode_check import check_decodes
 from cl_bench.scenarios.image_data import ImageData
 from cl_bench.scenarios.order import task_split, tasks_of
 from cl_bench.scenarios.stream import Stream, build_stream
@@ -102,11 +103,14 @@ class RunRequest:
 
 
 def default_methods(backbone: str) -> list[str]:
-    """Methods in the default run: cards marked ``default_run`` that fit the backbone."""
-    from cl_bench.cards.config import method_names
+    """Methods in the default run: cards marked ``default_run`` that fit the backbone.
+    Only those are loaded (imported): a broken card of your own that is not in the
+    default run does not stop it."""
+    from cl_bench.cards.config import card_index, read_yaml
     kind = backbone_kind(backbone)
-    cards = [load_method(n) for n in method_names()]
-    return [c.name for c in cards if c.raw.get("default_run") and fits(c, kind)]
+    cards = [load_method(name) for name, found in sorted(card_index()["method"].items())
+             if read_yaml(found.path).get("default_run")]
+    return [c.name for c in cards if fits(c, kind)]
 
 
 def fits(card: Card, kind: str) -> bool:
@@ -138,12 +142,15 @@ def resolve_cards(req: RunRequest) -> tuple[list[Card], Card]:
 
 def check_request(req: RunRequest) -> tuple[list[Card], Card]:
     """Everything checkable before data and backbone load: cards, settings and their
-    bounds, image size, and the folders the runs will write (results, feature cache)."""
+    bounds, image size, the data's place and the class order's form, and the folders
+    the runs will write (results, feature cache)."""
     from cl_bench.engine.features import cache_dir
     from cl_bench.engine.preflight import check_image_size, check_seeds, writable_dir
     check_seeds(req.seeds)
     check_image_size(req.backbone, backbone_kind(req.backbone), req.image_size)
     methods, scenario = resolve_cards(req)
+    locate_data(scenario, req.data_root, req.download)
+    check_class_order(scenario, None)  # its fit to the class count: when data is loaded
     writable_dir(req.out, "--out")
     if any(uses_feature_cache(card) for card in methods):
         writable_dir(cache_dir(), "The feature cache ($CL_BENCH_CACHE)")
@@ -342,8 +349,12 @@ class Shared:
 
 def load_shared(req: RunRequest, scenario: Card, methods: list[Card], device: torch.device,
                 precision: str) -> Shared:
-    """Load data and backbone; a missing dataset or weight fails here, before any run."""
+    """Load data and backbone; a missing dataset or weight, an image that does not
+    decode or a class order that does not fit the data fails here, before any run."""
+    from cl_bench.engine.features import cache_dir
     data = load_data(scenario, req.data_root, req.download)
+    check_decodes(data, cache_dir() / "decoded", req.progress)
+    scenario_order(scenario, data.n_classes, req.seeds[0])
     sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
     for card in methods:
         if card.params.get("n_tasks") == 0:  # "0: the stream's number of tasks" (CODA-Prompt)
@@ -405,9 +416,9 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print,
             failed: list[str] | None = None) -> list[dict]:
     """Run every missing method x seed of the request in this process; return its
     results (a run another process is computing right now is skipped and left out).
-    With ``failed``, a run that meets bad data only while it runs (a corrupt image:
-    files are only stat-ed up front) fails alone: its failure is recorded beside
-    its result, it is listed in ``failed`` and the next run starts."""
+    With ``failed``, a run that meets bad data only while it runs (an image spoiled
+    after the decode check, keeping its size and time) fails alone: its failure is
+    recorded beside its result, it is listed in ``failed`` and the next run starts."""
     methods, scenario = check_request(req)
     device = resolve_device(req.device)
     make_deterministic(req.threads)

@@ -9,22 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 from cl_bench.cards.config import Card
-from cl_bench.errors import UserError
-from cl_bench.scenarios.folders import list_split, need_root
-from cl_bench.scenarios.transforms import load_rgb
-
-
-def _unreadable(paths: list[str], progress: bool) -> list[str]:
-    bad = []
-    for p in tqdm(paths, desc="decoding", unit="img", leave=False, disable=not progress):
-        try:
-            load_rgb(p)
-        except UserError:
-            bad.append(p)
-    return bad
+from cl_bench.scenarios.decode_check import undecodable
+from cl_bench.scenarios.folders import need_root
+from cl_bench.scenarios.tree import scan
 
 
 def check_data(card: Card, data_root: Path | None, progress: bool = True
@@ -46,7 +34,8 @@ def check_data(card: Card, data_root: Path | None, progress: bool = True
         return lines, ok
     args = params.get("dataset_args") or {}
     root = need_root(data_root, args.get("folder"), card.name)
-    splits = {s: list_split(root, s) for s in ("train", "test")}
+    scans = {s: scan(root, s) for s in ("train", "test")}
+    splits = {s: found.classes for s, found in scans.items()}
     want_classes = args.get("n_classes")
     lines, ok = [f"{card.name}: {root}"], True
     for split, classes in splits.items():
@@ -67,8 +56,14 @@ def check_data(card: Card, data_root: Path | None, progress: bool = True
     if only:
         ok = False
         lines.append(f"  class folders only in one split: {', '.join(only[:10])}")
+    broken = [entry for found in scans.values() for entry in found.broken]
+    if broken:
+        ok = False
+        lines.append(f"  {len(broken)} {'entry leads' if len(broken) == 1 else 'entries lead'}"
+                     " to no image or class folder (a run refuses them):")
+        lines += [f"    {entry}" for entry in broken]
     paths = [p for classes in splits.values() for files in classes.values() for p in files]
-    bad = _unreadable(paths, progress)
+    bad = undecodable(paths, progress)
     if bad:
         ok = False
         lines.append(f"  {len(bad)} unreadable file(s):")

@@ -20,6 +20,7 @@ from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from cl_bench.errors import UserError
 from cl_bench.scenarios.image_data import FileList, ImageData
+from cl_bench.scenarios.tree import scan
 
 ARCHIVES = ("the pre-sampled archives linked from LAMDA-PILOT's README "
             "(https://github.com/LAMDA-CL/LAMDA-PILOT#datasets)")
@@ -49,13 +50,19 @@ def need_root(data_root: Path | None, folder: str | None, name: str) -> Path:
     return root
 
 
-def list_split(root: Path, split: str) -> dict[str, list[str]]:
-    """class folder -> sorted image paths."""
-    out = {}
-    for d in sorted(p for p in (root / split).iterdir() if p.is_dir()):
-        out[d.name] = sorted(str(f) for f in d.iterdir()
-                             if f.is_file() and f.suffix.lower() in IMG_EXTENSIONS)
-    return out
+def list_split(root: Path, split: str, name: str) -> dict[str, list[str]]:
+    """class folder -> sorted image paths; a link or image name that leads to no file
+    is refused (dropped, it would make a run succeed on fewer images than it should)."""
+    found = scan(root, split)
+    if found.broken:
+        raise UserError(
+            f"Scenario {name}: in {root / split}, {len(found.broken)} "
+            f"{'entry leads' if len(found.broken) == 1 else 'entries lead'} "
+            "to no image or class folder: "
+            f"{'; '.join(found.broken[:5])}{' ...' if len(found.broken) > 5 else ''}. Restore "
+            "the targets from the archive or delete the entries, so that the run reads the "
+            f"data you think it reads (`cl-bench data check --scenario {name}` lists every one).")
+    return found.classes
 
 
 def imagefolder(data_root: Path | None, folder: str | None = None,
@@ -63,7 +70,7 @@ def imagefolder(data_root: Path | None, folder: str | None = None,
                 ) -> ImageData:
     """Image files in PILOT's layout; ``n_classes`` (when given) must match the disk."""
     root = need_root(data_root, folder, name)
-    train, test = list_split(root, "train"), list_split(root, "test")
+    train, test = list_split(root, "train", name), list_split(root, "test", name)
     if sorted(train) != sorted(test):
         only = sorted(set(train) ^ set(test))
         raise UserError(f"Scenario {name}: train and test of {root} have different class "
@@ -91,14 +98,24 @@ def imagefolder(data_root: Path | None, folder: str | None = None,
                      test_y=test_y, class_names=names)
 
 
-def cifar100(data_root: Path | None, download: bool = False, name: str = "cifar100",
-             **_: object) -> ImageData:
-    """CIFAR-100 through torchvision from the data root; downloads only when asked."""
-    from torchvision.datasets import CIFAR100
+def cifar_root(data_root: Path | None, download: bool) -> None:
+    """A data root is given, and holds the archive's folder unless it may be fetched
+    (what the loader needs before torchvision reads it, checked without reading it)."""
     if data_root is None:
         raise UserError("Scenario cifar100 needs --data-root DIR (or CL_BENCH_DATA) with "
                         "torchvision's DIR/cifar-100-python/; add --download to fetch it there "
                         "(about 170 MB).")
+    if not download and not (Path(data_root) / "cifar-100-python").is_dir():
+        raise UserError(f"CIFAR-100 not found in {data_root}: expected torchvision's "
+                        f"{Path(data_root) / 'cifar-100-python'}/{{train,test,meta}}. Run again "
+                        "with --download to fetch it, or extract cifar-100-python.tar.gz there.")
+
+
+def cifar100(data_root: Path | None, download: bool = False, name: str = "cifar100",
+             **_: object) -> ImageData:
+    """CIFAR-100 through torchvision from the data root; downloads only when asked."""
+    from torchvision.datasets import CIFAR100
+    cifar_root(data_root, download)
     try:
         sets = [CIFAR100(str(data_root), train=t, download=download) for t in (True, False)]
     except RuntimeError as e:

@@ -33,7 +33,8 @@ class FileList:
     def digest(self, h) -> None:
         """Names, sizes and modification times: cheap, and changes when a file does.
         Every file is stat-ed here anyway, so a missing or empty one is refused here,
-        before any run; one that does not decode fails only the runs that read it."""
+        before any run; one that does not decode is refused by the decode check that
+        follows (:mod:`cl_bench.scenarios.decode_check`), also before any run."""
         bad = []
         for p in self.paths:
             try:

@@ -101,7 +101,7 @@ def fmnist(data_root: Path | None = None) -> ImageData:
     return ImageData(name="fmnist", class_names=list(FMNIST_CLASSES), **arrays)
 
 
-def _find_fmnist_dir(data_root: Path | None) -> Path:
+def find_fmnist_dir(data_root: Path | None) -> Path:
     """Where the four .gz files are: ``data_root``, ``data_root/fashion-mnist`` or Debian's."""
     candidates = (
         [FMNIST_SYSTEM_DIR] if data_root is None else [data_root, data_root / "fashion-mnist"]
@@ -121,7 +121,7 @@ def _find_fmnist_dir(data_root: Path | None) -> Path:
 
 def fmnist_full(data_root: Path | None = None) -> ImageData:
     """The complete Fashion-MNIST (60,000 train / 10,000 test), read from IDX files."""
-    folder = _find_fmnist_dir(None if data_root is None else Path(data_root))
+    folder = find_fmnist_dir(None if data_root is None else Path(data_root))
     train_x, train_y, test_x, test_y = (load_idx(folder / f) for f in FMNIST_FILES)
     for x, y in ((train_x, train_y), (test_x, test_y)):
         if x.ndim != 3 or y.ndim != 1 or x.shape[0] != y.shape[0]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 from torchvision import transforms as T
 
 from cl_bench.errors import UserError
@@ -53,12 +53,26 @@ class ToModelInput:
         return x[0] if single else x
 
 
+def decode(path: str) -> Image.Image:
+    """Decode an image file fully, or raise what PIL raises for it."""
+    with Image.open(path) as img:
+        return img.convert("RGB")
+
+
+def decode_problem(path: str) -> str | None:
+    """Why ``path`` does not decode (the exception, in one line), or None."""
+    try:
+        decode(path)
+    except Exception as e:  # a file is data: whatever PIL raises on it, it is unusable
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
 def load_rgb(path: str) -> Image.Image:
     """Decode an image file fully, or stop with its path (never a silent skip)."""
     try:
-        with Image.open(path) as img:
-            return img.convert("RGB")
-    except (OSError, UnidentifiedImageError, ValueError) as e:
+        return decode(path)
+    except Exception as e:  # as in decode_problem
         raise UserError(f"Cannot read image {path} ({type(e).__name__}: {e}). Replace or "
                         "delete the file; `cl-bench data check --scenario ...` lists every "
                         "unreadable file of a dataset.") from None
