@@ -21,8 +21,8 @@ from cl_bench.engine.runner import RunRequest, resolve_cards
 from cl_bench.reporting.report import aggregate, load_runs
 from cl_bench.store import record_check, results
 
-MISSION = ["run", "--methods", "tosca,l2p", "--scenario", "imagenet-a", "--dry-run",
-           "--precision", "fp32"]  # the plan names the precision: fp32 on every CPU
+# the README's headline command; the plan names the precision --precision auto picks
+MISSION = ["run", "--methods", "tosca,l2p", "--scenario", "imagenet-a", "--dry-run"]
 VIT_B = "backbone vit_base_patch16_224, weights vit_base_patch16_224.augreg_in21k"
 ORDERED = "scenario.test_shuffle=false (paper)"
 # the paper settings of the eight baseline cards, as their sources give them
