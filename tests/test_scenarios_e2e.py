@@ -111,9 +111,9 @@ def cached_rows(cache: Path) -> list[int]:
     return sorted(read_entry(p).shape[0] for p in cache.glob("*/*.npy"))
 
 
-def run_simplecil(out: Path, scenario: str) -> dict:
+def run_simplecil(out: Path, scenario: str, *args: str) -> dict:
     result = invoke("run", "--methods", "simplecil", "--scenario", scenario, "--image-size",
-                    "32", "--out", str(out), "--no-progress")
+                    "32", "--out", str(out), "--no-progress", *args)
     assert result.exit_code == 0, result.output
     assert result.stderr == ""  # no damaged entry, no warning
     record = json.loads(next(out.glob("runs/*/simplecil/*.json")).read_text())
@@ -133,11 +133,12 @@ def auto_precision() -> str:
 
 
 # scenario -> (train, test) images of its subset, SimpleCIL's (avg, last) on it at 32 px
-# per precision: fp32 the same on AVX2 and AVX512 CPUs; bf16 measured on AVX512-BF16
+# per precision: fp32 the same on AVX2 and AVX512 CPUs; bf16 the same on AVX512-BF16 and
+# emulated on AVX2 (bf16 kernels may round otherwise elsewhere: larger sets, e.g. digits,
+# moved by one image between those two, so only these small subsets test bf16)
 SUBSETS = {"fmnist": ((65, 35), {"fp32": (66.66, 57.14), "bf16": (70.14, 62.86)}),
            "synthetic": ((66, 34), {"fp32": (85.86, 70.59), "bf16": (85.86, 70.59)}),
            "fmnist-full": ((67, 33), None)}
-DIGITS = {"fp32": (79.71, 72.68), "bf16": (80.26, 73.8)}  # the whole set, at 32 px
 
 
 @pytest.mark.precision_auto
@@ -155,13 +156,11 @@ def test_scenario_subset_runs_end_to_end(name, tmp_path, monkeypatch):
         assert avg_last(record) == accuracy[auto_precision()]
 
 
-@pytest.mark.precision_auto
 def test_digits_runs_end_to_end(tmp_path, monkeypatch):
     """The whole set: 1,442 train (45 x 32 + 2) and 355 test (11 x 32 + 3) images."""
     monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path / "cache"))
-    record = run_simplecil(tmp_path / "out", "digits")
+    record = run_simplecil(tmp_path / "out", "digits", "--precision", "fp32")
     assert cached_rows(tmp_path / "cache") == [355, 1442]
-    assert record["config"]["backbone"]["precision"] == auto_precision()
-    assert avg_last(record) == DIGITS[auto_precision()]  # EfficientNet-Lite0 at 32 px
+    assert avg_last(record) == (79.71, 72.68)  # EfficientNet-Lite0 features at 32 px
     assert record["timing"]["features_from"] == "extracted"
 
