@@ -252,6 +252,8 @@ def check(
     """
     from cl_bench.commands import regress
     from cl_bench.engine.preflight import writable_dir
+    if tolerance is not None:
+        regress.check_tolerance(tolerance)
     suite_def = regress.load_suite(suite)
     path = baseline or regress.default_baseline(suite, writing=update_baseline)
     if update_baseline:
