@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cl_bench.errors import UserError
+from cl_bench.errors import UserError, refuse_long_names
 
 app = typer.Typer(
     help="Benchmark continual-learning methods on pretrained vision models: every method on "
@@ -21,7 +21,7 @@ def user_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            return refuse_long_names(fn)(*args, **kwargs)
         except UserError as e:
             typer.echo(f"error: {e.paragraph()}", err=True)
             raise typer.Exit(2) from None

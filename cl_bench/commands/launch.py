@@ -270,6 +270,7 @@ def launch(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo = print) -> G
     """Plan, submit what is missing, follow it to the end, read the results back."""
     jobs = plan(reqs, opts, echo)
     out = jobs[0].req.out
+    results.check_run_files(out, [j.path for j in jobs])
     results.write_grid(out, [j.path for j in jobs])
     grid, todo = GridResult(), []
     for job in jobs:

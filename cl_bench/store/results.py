@@ -270,6 +270,33 @@ def run_once(path: Path, compute: Callable[[], dict]) -> Attempt:
         lock.release()
 
 
+SIDECARS = {"lock file": lock_path, "failure record": failure_path, "checkpoint": checkpoint_path}
+
+
+def check_run_files(out: Path, paths: list[Path]) -> None:
+    """Refuse, before a grid writes anything, a path it will write that something else
+    holds: a folder (or a FIFO, a dangling link) named like a run's result, lock file,
+    failure record or checkpoint, or a file where one of its folders goes. Met later,
+    each is a traceback: opening the lock after the data loaded, replacing the result
+    or removing the checkpoint after the run trained."""
+    out = Path(out)
+    folders = {grid_path(out, paths).parent} | {
+        out.joinpath(*p.relative_to(out).parts[:depth])
+        for p in paths for depth in range(1, len(p.relative_to(out).parts))}
+    for folder in sorted(folders):
+        if os.path.lexists(folder) and not folder.is_dir():
+            raise UserError(f"{folder} is a file, but cl-bench keeps results in a folder of "
+                            "that name. Remove or rename the file, or choose another --out.")
+    for path in paths:
+        for role, of in {"result": Path, **SIDECARS}.items():
+            target = of(path)
+            if os.path.lexists(target) and not target.is_file():
+                kind = "a folder" if target.is_dir() else "not a regular file"
+                raise UserError(f"{target} is {kind}, but it is where cl-bench keeps the "
+                                f"{role} of the run {path.name}. Remove or rename it, then run "
+                                "the command again.")
+
+
 def grid_path(out: Path, paths: Iterable[Path]) -> Path:
     rel = sorted(str(Path(p).relative_to(out)) for p in paths)
     digest = hashlib.sha256("\n".join(rel).encode()).hexdigest()[:12]
