@@ -90,14 +90,7 @@ def plan(methods: str | Sequence[str] | None = None, scenario: str | Sequence[st
     if not scenarios:
         raise UserError("--scenario is empty; give at least one, e.g. --scenario fmnist.")
     check_protocol(arguments.text("protocol", protocol, 'protocol="fair"'))
-    if methods is None:
-        method_list = []
-    else:
-        method_list = arguments.names("methods", methods, 'methods=["tosca", "simplecil"]')
-        if not method_list:
-            text = methods if isinstance(methods, str) else ",".join(methods)
-            raise UserError(f'--methods "{text}" names no method; give at least one (see '
-                            "`cl-bench list methods`), or omit --methods for the default set.")
+    method_list = [] if methods is None else arguments.methods(methods)
     common = {
         "seeds": seed_list, "protocol": protocol,
         "backbone": arguments.text("backbone", backbone, 'backbone="vit_base_patch16_224"',

@@ -82,6 +82,16 @@ def names(name: str, value: object, example: str) -> list[str]:
     return list(dict.fromkeys(item.strip() for item in items if item.strip()))
 
 
+def methods(value: object) -> list[str]:
+    """Method names, at least one: an empty ``--methods ""`` is a slip, not "no method"."""
+    found = names("methods", value, 'methods=["tosca", "simplecil"]')
+    if not found:
+        text = value if isinstance(value, str) else ",".join(map(str, value))
+        raise UserError(f'--methods "{text}" names no method; give at least one (see '
+                        "`cl-bench list methods`), or omit --methods for the default set.")
+    return found
+
+
 def strings(name: str, value: object, example: str) -> list[str]:
     """A list (any iterable) of strings, kept as they are: ``--set`` values may hold commas."""
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):

@@ -201,7 +201,9 @@ def account(
     backbone: Annotated[str, typer.Option(help="Backbone (see `cl-bench list backbones`).")]
         = "vit_base_patch16_224",
     tasks: Annotated[int, typer.Option(help="Number of tasks T.")] = 10,
-    classes: Annotated[int, typer.Option(help="Number of classes C (C/T per task).")] = 200,
+    classes: Annotated[int, typer.Option(
+        help="Number of classes C: C/T per task; when T does not divide C the first task "
+             "takes the rest, as a scenario does (10 in 3 tasks: 4, 3, 3).")] = 200,
     weights: Annotated[str | None, typer.Option(
         help="Backbone weights; default random (counts do not depend on values).")] = None,
     image_size: Annotated[int | None, typer.Option(help="ViT input resolution.")] = None,
@@ -219,9 +221,17 @@ def account(
     """
     import json
 
+    from cl_bench import arguments
     from cl_bench.accounting.placeholder_run import account as run_account
     from cl_bench.accounting.placeholder_run import account_table
-    rows = run_account(_csv(methods), backbone, weights, tasks, classes, image_size)
+    from cl_bench.backbones import backbone_kind
+    from cl_bench.cards.config import load_method
+    from cl_bench.engine.preflight import check_image_size
+    method_list = arguments.methods(methods)
+    for name in method_list:  # every name checked before the first method is counted
+        load_method(name)
+    check_image_size(backbone, backbone_kind(backbone), image_size)  # as `run` checks it
+    rows = run_account(method_list, backbone, weights, tasks, classes, image_size)
     typer.echo(json.dumps(rows, indent=1) if as_json else account_table(rows))
 
 
