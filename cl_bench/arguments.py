@@ -58,8 +58,9 @@ def whole(name: str, value: object, example: str, *, optional: bool = False) -> 
 
 def folder(name: str, value: object, example: str, *, optional: bool = False
            ) -> Path | None:
-    """A path (a string or an os.PathLike), ``~`` expanded, or None where ``optional``."""
-    if value is None and optional:
+    """A path (a string or an os.PathLike), ``~`` expanded, or None where ``optional``
+    (an empty string there too: no folder given)."""
+    if optional and (value is None or isinstance(value, str) and not value):
         return None
     if not isinstance(value, (str, os.PathLike)) or isinstance(value, bytes):
         raise refuse(name, value, "a path (a string or a pathlib.Path)" + (

@@ -270,9 +270,6 @@ def run_once(path: Path, compute: Callable[[], dict]) -> Attempt:
         lock.release()
 
 
-SIDECARS = {"lock file": lock_path, "failure record": failure_path, "checkpoint": checkpoint_path}
-
-
 def check_run_files(out: Path, paths: list[Path]) -> None:
     """Refuse, before a grid writes anything, a path it will write that something else
     holds: a folder (or a FIFO, a dangling link) named like a run's result, lock file,
@@ -288,8 +285,9 @@ def check_run_files(out: Path, paths: list[Path]) -> None:
             raise UserError(f"{folder} is a file, but cl-bench keeps results in a folder of "
                             "that name. Remove or rename the file, or choose another --out.")
     for path in paths:
-        for role, of in {"result": Path, **SIDECARS}.items():
-            target = of(path)
+        for role, target in (("result", path), ("lock file", lock_path(path)),
+                             ("failure record", failure_path(path)),
+                             ("checkpoint", checkpoint_path(path))):
             if os.path.lexists(target) and not target.is_file():
                 kind = "a folder" if target.is_dir() else "not a regular file"
                 raise UserError(f"{target} is {kind}, but it is where cl-bench keeps the "
