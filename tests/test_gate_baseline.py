@@ -1,7 +1,7 @@
 """`cl-bench check` checks its own baseline before the suite runs: every value a finite
 number (not a bool, string, NaN or Infinity), every tolerance a finite number >= 0, in
-the file and on the command line. Each case is refused in seconds: exit 2, one
-paragraph, nothing run or written."""
+the file and on the command line; and the suite's entries when it loads. Each case is
+refused in seconds: exit 2, one paragraph, nothing run or written."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from test_validation import refused
 
 from cl_bench.cards.config import ROOT
 from cl_bench.commands import regress
+from cl_bench.commands.suite_entries import check_entries
 
 KEY = "synthetic-prompts/l2p"
 
@@ -99,3 +100,41 @@ def test_good_numbers_pass_and_compare_as_before():
     assert [(r.metric, r.baseline, r.tolerance, r.status) for r in rows if r.key == KEY] == [
         ("avg_acc", 50, 0, "DROP"),
         ("last_acc", base["metrics"][KEY]["last_acc"]["value"], 1.0, "DROP")]
+
+
+@pytest.mark.parametrize(("runs", "needle"), [
+    ("[5]", "every entry of runs: needs a name and methods (entry 1 is 5)"),
+    ("[{name: a, methods: [simplecil], seed: [1994]}]",
+     "entry 1 of runs: ('a') has the unknown key 'seed'. Did you mean \"seeds\"?"),
+    ("[{name: a, methods: [simplecil], image_size: '64'}]",
+     "entry 1 of runs: ('a'): image_size='64' (str): image_size must be an integer or None"),
+    ("[{name: a, methods: [simplecil], seeds: [1.5]}]", "seeds must be integers"),
+    ("[{name: a, methods: [simplecil], sets: tosca.epochs=2}]", "sets must be a list of strings"),
+    ("[{name: a, methods: []}]", 'names no method'),
+    ("[{name: a, methods: [simplecil]}, {name: a, methods: [tosca]}]",
+     "entry 2 of runs: ('a'): another entry has the same name"),
+])
+def test_suite_entries_are_checked_when_the_suite_loads(tmp_path, runs, needle):
+    """Before, each of these was a traceback (or a silent misreading) once the suite ran."""
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    (cards / "mine.yaml").write_text(f"name: mine\nruns: {runs}\n")
+    out = tmp_path / "out"
+    refused(invoke("check", "--cards", str(cards), "--suite", "mine", "--update-baseline",
+                   "--baseline", str(tmp_path / "b.json"), "--out", str(out)), needle, out)
+    assert not (tmp_path / "b.json").exists()
+
+
+def test_a_single_method_or_seed_in_a_suite_entry_is_a_list_of_one():
+    suite = {"runs": [{"name": "a", "methods": "simplecil, tosca", "seeds": 1994}]}
+    check_entries(Path("s.yaml"), suite)
+    assert suite["runs"][0]["methods"] == ["simplecil", "tosca"]
+    assert suite["runs"][0]["seeds"] == [1994]
+
+
+def test_update_baseline_into_a_folder_is_refused_before_the_suite(tmp_path):
+    out = tmp_path / "out"
+    refused(invoke("check", "--suite", "ci", "--update-baseline", "--baseline", str(tmp_path),
+                   "--out", str(out)),
+            f"--baseline {tmp_path} is a folder; give the file to write, e.g. --baseline "
+            f"{tmp_path / 'ci.json'}", out)

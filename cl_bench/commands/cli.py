@@ -268,6 +268,9 @@ def check(
     path = baseline or regress.default_baseline(suite, writing=update_baseline)
     if update_baseline:
         writable_dir(path.parent, "The baseline's folder")
+        if path.is_dir():  # found only when written, after the whole suite ran
+            raise UserError(f"--baseline {path} is a folder; give the file to write, e.g. "
+                            f"--baseline {path / f'{suite}.json'}.")
     else:  # a missing or unusable baseline is refused before the suite runs, not after
         base = regress.read_baseline(path, suite_def)
     measured = regress.run_suite(suite_def, out, typer.echo, progress)

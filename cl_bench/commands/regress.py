@@ -21,6 +21,7 @@ from pathlib import Path
 
 from cl_bench.cards import config, sources
 from cl_bench.cards.config import read_yaml
+from cl_bench.commands.suite_entries import check_entries
 from cl_bench.errors import UserError
 from cl_bench.store import results
 from cl_bench.store.records import Result
@@ -64,11 +65,7 @@ def load_suite(name: str) -> dict:
     path = found.path
     suite = read_yaml(path)
     suite.setdefault("name", name)
-    if not isinstance(suite.get("runs"), list) or not suite["runs"]:
-        raise UserError(f"{path} needs a non-empty `runs:` list of entries.")
-    for entry in suite["runs"]:
-        if "name" not in entry or "methods" not in entry:
-            raise UserError(f"{path}: every entry of runs: needs a name and methods.")
+    check_entries(path, suite)
     return suite
 
 
