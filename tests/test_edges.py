@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from test_validation import refused
 
 from cl_bench.errors import UserError
 from cl_bench.scenarios.order import split_in_tasks, task_split
+from cl_bench.store import results
 from cl_bench.store.filelock import open_lock_file
 
 RUN = ["--methods", "simplecil", "--backbone", "efficientnet_lite0", "--image-size", "32",
@@ -62,6 +65,21 @@ def test_a_fifo_as_lock_file_and_a_file_as_results_folder(tmp_path):
     refused(invoke("run", "--out", str(out), "--scenario", "synthetic", *RUN),
             f"{result.parent} is a file, but cl-bench keeps results in a folder of that name")
     assert tree(out) == [out / "runs", out / "runs" / "synthetic", result.parent]
+
+
+def test_status_does_not_hang_on_a_fifo_as_lock_file(tmp_path):
+    """Opening a FIFO for reading waits for a writer: `status` would hang forever."""
+    run = tmp_path / "out" / "runs" / "synthetic" / "simplecil" / "1993-0123456789.json"
+    run.parent.mkdir(parents=True)
+    os.mkfifo(results.lock_path(run))
+    repo = str(Path(__file__).resolve().parents[1])  # this checkout's cl_bench
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (repo, os.environ.get("PYTHONPATH")) if p)}
+    status = subprocess.run([sys.executable, "-m", "cl_bench", "status", "--out",
+                             str(tmp_path / "out")], capture_output=True, text=True,
+                            timeout=120, env=env)
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.splitlines()[-1] == "1 runs: 0 done, 0 running, 0 failed, 1 pending"
 
 
 def test_refused_with_a_launcher_and_for_a_later_scenario(tmp_path):

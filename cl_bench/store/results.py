@@ -195,7 +195,7 @@ def probe_lock(path: Path) -> LockState | None:
     exclusive one and never blocks anything but a concurrent acquire's first try.
     """
     try:
-        fd = os.open(lock_path(path), os.O_RDONLY)
+        fd = os.open(lock_path(path), os.O_RDONLY | os.O_NONBLOCK)  # a FIFO there: no hang
     except FileNotFoundError:
         return None
     try:
