@@ -45,9 +45,10 @@ def unknown(kind: str, name: str, choices: Iterable[str]) -> UserError:
 
 def name_too_long(e: OSError) -> UserError | None:
     """The UserError for an OSError "File name too long", else None. Only a path the user
-    gave can be too long (cl-bench's own names are short), and it is met where that path
-    is first looked at (``--data-root``, ``--weights``, ``--cards``, ``--results``), so
-    nothing has been written yet."""
+    gave can be too long (cl-bench's own names are short); it is met where that path is
+    first looked at (``--data-root``, ``--weights``, ``--cards``, ``--results``), which is
+    before anything is written. The folders cl-bench writes to are checked up front
+    (:func:`cl_bench.engine.preflight.writable_dir`)."""
     if e.errno != errno.ENAMETOOLONG:
         return None
     name = str(e.filename or "")
