@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cl_bench.errors import UserError
+from cl_bench import arguments
+from cl_bench.errors import UserError, refuse_long_names
 from cl_bench.store.records import Result
 
 if TYPE_CHECKING:
@@ -51,25 +52,6 @@ class SkippedResultWarning(UserWarning):
     """A result file that is not a complete, valid record was left out (and why)."""
 
 
-def _names(value: str | Iterable[str], what: str) -> list[str]:
-    """A comma-separated string (as on the command line) or a sequence of names, each once."""
-    items = value.split(",") if isinstance(value, str) else list(value)
-    if not all(isinstance(item, str) for item in items):
-        raise UserError(f"{what} must be names (strings), got {items!r}.")
-    return list(dict.fromkeys(item.strip() for item in items if item.strip()))
-
-
-def _seeds(seeds: int | Iterable[int]) -> list[int]:
-    from cl_bench.engine.preflight import check_seeds
-    seed_list = [seeds] if isinstance(seeds, int) else list(seeds)
-    if any(isinstance(s, bool) or not isinstance(s, int) for s in seed_list):
-        raise UserError(f"seeds must be integers, e.g. seeds=[1993, 1994]; got {seed_list!r}.")
-    if not seed_list:
-        raise UserError("--seeds is empty; give at least one seed, e.g. --seeds 1993.")
-    check_seeds(seed_list)
-    return seed_list
-
-
 def settings_as_sets(settings: Mapping[str, object] | None) -> list[str]:
     """``{"tosca.epochs": 3}`` -> ``["tosca.epochs=3"]``, the command line's ``--set``.
 
@@ -77,7 +59,8 @@ def settings_as_sets(settings: Mapping[str, object] | None) -> list[str]:
     value is a Python value (number, bool, None, list, dict), or a string, read as on
     the command line (``"0.01"`` is a number there, ``"batch"`` a name)."""
     sets = []
-    for key, value in (settings or {}).items():
+    for key, value in arguments.mapping("settings", settings,
+                                        'settings={"tosca.epochs": 5}').items():
         if not isinstance(key, str) or "=" in key:
             raise UserError(f"settings key {key!r} must be a string owner.key, e.g. "
                             '"tosca.epochs" or "scenario.increment".')
@@ -90,6 +73,7 @@ def settings_as_sets(settings: Mapping[str, object] | None) -> list[str]:
     return sets
 
 
+@refuse_long_names
 def plan(methods: str | Sequence[str] | None = None, scenario: str | Sequence[str] = "fmnist",
          seeds: int | Iterable[int] = (1993,), *, out: str | Path = "results",
          backbone: str | None = None, weights: str | None = None,
@@ -102,36 +86,41 @@ def plan(methods: str | Sequence[str] | None = None, scenario: str | Sequence[st
     without a backbone gets its scenario's (:func:`cl_bench.cards.protocol.resolve_backbone`)."""
     from cl_bench.cards.protocol import check_protocol
     from cl_bench.engine.runner import RunRequest, default_methods
-    seed_list = _seeds(seeds)
-    scenarios = _names(scenario, "scenario")
+    seed_list = arguments.seeds(seeds)
+    scenarios = arguments.names("scenario", scenario, 'scenario="fmnist"')
     if not scenarios:
         raise UserError("--scenario is empty; give at least one, e.g. --scenario fmnist.")
-    check_protocol(protocol)
-    if methods is None:
-        method_list = []
-    else:
-        method_list = _names(methods, "methods")
-        if not method_list:
-            text = methods if isinstance(methods, str) else ",".join(methods)
-            raise UserError(f'--methods "{text}" names no method; give at least one (see '
-                            "`cl-bench list methods`), or omit --methods for the default set.")
-    reqs = [RunRequest(methods=method_list, scenario=name, seeds=seed_list, backbone=backbone,
-                       weights=weights, image_size=image_size,
-                       data_root=None if data_root is None else Path(data_root),
-                       download=download, device=device, precision=precision, out=Path(out),
-                       sets=list(sets), progress=progress, protocol=protocol)
-            for name in scenarios]
+    check_protocol(arguments.text("protocol", protocol, 'protocol="fair"'))
+    method_list = [] if methods is None else arguments.methods(methods)
+    common = {
+        "seeds": seed_list, "protocol": protocol,
+        "backbone": arguments.text("backbone", backbone, 'backbone="vit_base_patch16_224"',
+                                   optional=True),
+        "weights": arguments.text("weights", weights, 'weights="random"', optional=True,
+                                  path=True),
+        "image_size": arguments.whole("image_size", image_size, "image_size=224",
+                                      optional=True),
+        "data_root": arguments.folder("data_root", data_root, 'data_root="~/data"',
+                                      optional=True),
+        "download": arguments.flag("download", download),
+        "device": arguments.text("device", device, 'device="cuda"'),
+        "precision": arguments.text("precision", precision, 'precision="fp32"'),
+        "out": arguments.folder("out", out, 'out="results"'),
+        "sets": arguments.strings("sets", sets, 'sets=["tosca.epochs=5"]'),
+        "progress": arguments.flag("progress", progress)}
+    reqs = [RunRequest(methods=method_list, scenario=name, **common) for name in scenarios]
     for req in reqs:  # the default set is the one that runs on the scenario's backbone
         req.methods = req.methods or default_methods(req.backbone)
     return reqs
 
 
+@refuse_long_names
 def run_requests(requests: list[RunRequest], echo: Echo | None = print) -> list[Result]:
     """Run every missing method x seed of the requests in this process, skipping finished
     runs; the results of all (a run another process is computing now is left out).
     Raises :class:`RunsFailed` after the last run when some failed on the way."""
     from cl_bench.engine.runner import execute, preflight
-    say = echo or (lambda _: None)
+    say = arguments.callback("echo", echo) or (lambda _: None)
     if len(requests) > 1:
         preflight(requests)  # a bad last request stops the command before anything runs
     failed: list[str] = []
@@ -142,6 +131,7 @@ def run_requests(requests: list[RunRequest], echo: Echo | None = print) -> list[
     return done
 
 
+@refuse_long_names
 def run(methods: str | Sequence[str] | None = None, scenario: str | Sequence[str] = "fmnist",
         seeds: int | Iterable[int] = (1993,), *, out: str | Path = "results",
         backbone: str | None = None, weights: str | None = None,
@@ -160,6 +150,7 @@ def run(methods: str | Sequence[str] | None = None, scenario: str | Sequence[str
     line's ``--set`` (see :func:`settings_as_sets`); ``echo``: where the progress lines
     go (None: nowhere). Raises UserError for bad input (nothing written) and
     :class:`RunsFailed` when runs failed midway (the others finished)."""
+    echo = arguments.callback("echo", echo)
     requests = plan(methods, scenario, seeds, out=out, backbone=backbone, weights=weights,
                     image_size=image_size, data_root=data_root, download=download,
                     device=device, precision=precision, progress=progress,
@@ -168,9 +159,11 @@ def run(methods: str | Sequence[str] | None = None, scenario: str | Sequence[str
 
 
 def _warn(path: Path, why: str) -> None:
-    warnings.warn(f"skipped {path}: {why}", SkippedResultWarning, stacklevel=3)
+    # 4: this function, the API function, its refuse_long_names wrapper, the caller
+    warnings.warn(f"skipped {path}: {why}", SkippedResultWarning, stacklevel=4)
 
 
+@refuse_long_names
 def load_results(folder: str | Path = "results", *, scenarios: Iterable[str] = (),
                  methods: Iterable[str] = (), on_skip: Skipped | None = None
                  ) -> pd.DataFrame:
@@ -181,12 +174,16 @@ def load_results(folder: str | Path = "results", *, scenarios: Iterable[str] = (
     A file that is not a valid record is left out with a :class:`SkippedResultWarning`
     (or ``on_skip(path, why)``); a folder without finished runs is a UserError."""
     from cl_bench.reporting.report import load_runs
-    runs, skipped = load_runs(Path(folder), list(scenarios), list(methods))
+    say = arguments.callback("on_skip", on_skip) or _warn
+    runs, skipped = load_runs(arguments.folder("folder", folder, 'folder="results"'),
+                              arguments.names("scenarios", scenarios, 'scenarios=["fmnist"]'),
+                              arguments.names("methods", methods, 'methods=["tosca"]'))
     for path, why in skipped:
-        (on_skip or _warn)(path, why)
+        say(path, why)
     return runs
 
 
+@refuse_long_names
 def report(folder: str | Path = "results", out: str | Path = "reports/latest", *,
            formats: str | Iterable[str] | None = None, images: str | Iterable[str] | None = None,
            scenarios: Iterable[str] = (), methods: Iterable[str] = (),
@@ -197,12 +194,17 @@ def report(folder: str | Path = "results", out: str | Path = "reports/latest", *
     files are skipped as in :func:`load_results`."""
     from cl_bench.engine.preflight import writable_dir
     from cl_bench.reporting.report import FORMATS, IMAGE_FORMATS, write_report
-    out = Path(out)
+    folder = arguments.folder("folder", folder, 'folder="results"')
+    out = arguments.folder("out", out, 'out="reports/latest"')
+    selected = (arguments.names("scenarios", scenarios, 'scenarios=["fmnist"]'),
+                arguments.names("methods", methods, 'methods=["tosca"]'))
+    kinds = (arguments.names("formats", FORMATS if formats is None else formats,
+                             'formats=["md", "csv"]'),
+             arguments.names("images", IMAGE_FORMATS if images is None else images,
+                             'images=["png"]'))
+    say = arguments.callback("on_skip", on_skip) or _warn
     writable_dir(out, "--out")
-    written, skipped = write_report(
-        Path(folder), out, list(scenarios), list(methods),
-        _names(FORMATS if formats is None else formats, "formats"),
-        _names(IMAGE_FORMATS if images is None else images, "images"))
+    written, skipped = write_report(folder, out, *selected, *kinds)
     for path, why in skipped:
-        (on_skip or _warn)(path, why)
+        say(path, why)
     return written

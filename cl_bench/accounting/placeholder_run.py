@@ -19,7 +19,7 @@ from cl_bench.cards.resolve import resolve_for_backbone
 from cl_bench.contract import AdaptedStream, Inputs, drive, spec_of
 from cl_bench.engine.recording import Recorder
 from cl_bench.errors import UserError
-from cl_bench.scenarios.order import task_split
+from cl_bench.scenarios.order import split_in_tasks
 from cl_bench.scenarios.stream import Stream, build_stream
 
 
@@ -31,8 +31,7 @@ def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
     resolve_for_backbone(card, backbone)
     params = dict(card.params, epochs=1, batch_size=1)
     features_only = spec_of(cls).inputs is Inputs.FEATURES
-    per_task = n_classes // n_tasks
-    sizes = task_split(n_classes, per_task, per_task)
+    sizes = split_in_tasks(n_classes, n_tasks)
     # one sample per task, labelled with the task's last class: heads and prototypes grow
     # to their full size, and per-task passes (EWC's importances) stay one image long
     y = torch.tensor(sizes).cumsum(0) - 1

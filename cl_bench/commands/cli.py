@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cl_bench.errors import UserError
+from cl_bench.errors import UserError, refuse_long_names
 
 app = typer.Typer(
     help="Benchmark continual-learning methods on pretrained vision models: every method on "
@@ -21,7 +21,7 @@ def user_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            return refuse_long_names(fn)(*args, **kwargs)
         except UserError as e:
             typer.echo(f"error: {e.paragraph()}", err=True)
             raise typer.Exit(2) from None
@@ -205,7 +205,9 @@ def account(
     backbone: Annotated[str, typer.Option(help="Backbone (see `cl-bench list backbones`).")]
         = "vit_base_patch16_224",
     tasks: Annotated[int, typer.Option(help="Number of tasks T.")] = 10,
-    classes: Annotated[int, typer.Option(help="Number of classes C (C/T per task).")] = 200,
+    classes: Annotated[int, typer.Option(
+        help="Number of classes C: C/T per task; when T does not divide C the first task "
+             "takes the rest, as a scenario does (10 in 3 tasks: 4, 3, 3).")] = 200,
     weights: Annotated[str | None, typer.Option(
         help="Backbone weights; default random (counts do not depend on values).")] = None,
     image_size: Annotated[int | None, typer.Option(help="ViT input resolution.")] = None,
@@ -223,9 +225,17 @@ def account(
     """
     import json
 
+    from cl_bench import arguments
     from cl_bench.accounting.placeholder_run import account as run_account
     from cl_bench.accounting.placeholder_run import account_table
-    rows = run_account(_csv(methods), backbone, weights, tasks, classes, image_size)
+    from cl_bench.backbones import backbone_kind
+    from cl_bench.cards.config import load_method
+    from cl_bench.engine.preflight import check_image_size
+    method_list = arguments.methods(methods)
+    for name in method_list:  # every name checked before the first method is counted
+        load_method(name)
+    check_image_size(backbone, backbone_kind(backbone), image_size)  # as `run` checks it
+    rows = run_account(method_list, backbone, weights, tasks, classes, image_size)
     typer.echo(json.dumps(rows, indent=1) if as_json else account_table(rows))
 
 
@@ -256,10 +266,15 @@ def check(
     """
     from cl_bench.commands import regress
     from cl_bench.engine.preflight import writable_dir
+    if tolerance is not None:
+        regress.check_tolerance(tolerance)
     suite_def = regress.load_suite(suite)
     path = baseline or regress.default_baseline(suite, writing=update_baseline)
     if update_baseline:
         writable_dir(path.parent, "The baseline's folder")
+        if path.is_dir():  # found only when written, after the whole suite ran
+            raise UserError(f"--baseline {path} is a folder; give the file to write, e.g. "
+                            f"--baseline {path / f'{suite}.json'}.")
     else:  # a missing or unusable baseline is refused before the suite runs, not after
         base = regress.read_baseline(path, suite_def)
     measured = regress.run_suite(suite_def, out, typer.echo, progress)

@@ -20,11 +20,14 @@ where it runs the same submitit code path (pickles, job folders, results).
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import multiprocessing
 import os
 import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
@@ -55,6 +58,7 @@ from cl_bench.errors import UserError, unknown
 from cl_bench.store import results
 
 LAUNCHERS = ("local", "slurm")
+PROBE_TIMEOUT_S = 30.0  # a controller silent this long is as good as none for a submission
 DEFAULT_SLURM_TIME_MIN = 240
 POLL_S = {"slurm": 15.0, "local": 0.5}  # submitit clusters: SLURM, or its local stand-in
 
@@ -108,8 +112,8 @@ def check_options(opts: LaunchOptions) -> None:
                              ("--slurm-array-parallelism", opts.slurm_array_parallelism, 1)):
         if value is not None and value < low:
             raise UserError(f"{name} must be at least {low}, not {value}.")
-    if opts.launcher == "slurm":
-        slurm_cluster()
+    if opts.launcher == "slurm" and slurm_cluster() == "slurm":
+        probe_controller()
 
 
 def slurm_cluster() -> str:
@@ -122,6 +126,32 @@ def slurm_cluster() -> str:
                         "PATH here. Run the command on a SLURM login node (where `sbatch "
                         "--version` works), or use --launcher local --jobs N on this machine.")
     return "slurm"
+
+
+def probe_controller() -> None:
+    """Ask the SLURM controller for this user's jobs before anything is planned or
+    written. With sbatch on PATH but no controller answering (a machine outside the
+    cluster, slurmctld down or unreachable), submitit's sbatch would fail only after
+    the data loaded and the grid was recorded. Without squeue there is nothing to ask;
+    a failing sbatch is then still one paragraph (:func:`submit`)."""
+    if shutil.which("squeue") is None:
+        return
+    fix = ("Run the command on a login node of the cluster, where `squeue` answers; check "
+           "that the controller is up (`scontrol ping`); or use --launcher local --jobs N "
+           "on this machine. Nothing was written.")
+    try:
+        done = subprocess.run(["squeue", "--noheader", "--format=%i", f"--user={os.getuid()}"],
+                              capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"--launcher slurm: the SLURM controller did not answer `squeue` within "
+                        f"{PROBE_TIMEOUT_S:g} s. {fix}") from None
+    except OSError as e:
+        raise UserError(f"--launcher slurm: `squeue` cannot be run ({e.strerror}). {fix}"
+                        ) from None
+    if done.returncode != 0:
+        said = " ".join((done.stderr or done.stdout).split())[:300] or f"exit {done.returncode}"
+        raise UserError(f"--launcher slurm: the SLURM controller does not answer here (`squeue` "
+                        f"failed: {said}). {fix}")
 
 
 @dataclass(frozen=True)
@@ -270,6 +300,7 @@ def launch(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo = print) -> G
     """Plan, submit what is missing, follow it to the end, read the results back."""
     jobs = plan(reqs, opts, echo)
     out = jobs[0].req.out
+    results.check_run_files(out, [j.path for j in jobs])
     results.write_grid(out, [j.path for j in jobs])
     grid, todo = GridResult(), []
     for job in jobs:
@@ -352,7 +383,15 @@ def submit(todo: list[Job], opts: LaunchOptions, out: Path, echo: Echo) -> tuple
         gpus_per_node=opts.slurm_gpus, cpus_per_task=opts.slurm_cpus,
         slurm_partition=opts.slurm_partition,
         slurm_array_parallelism=opts.slurm_array_parallelism)
-    submitted = executor.map_array(Requeued() if opts.slurm_requeue else work, todo)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # submitit prints sbatch's stderr too
+            submitted = executor.map_array(Requeued() if opts.slurm_requeue else work, todo)
+    except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError) as e:
+        said = " ".join(str(e).split())[:300]
+        raise UserError(f"--launcher slurm: sbatch did not accept the job array ({said}). The "
+                        f"grid is recorded in {out}, its runs pending (`cl-bench status --out "
+                        f"{out}`); fix the cause, e.g. the partition or the limits asked for, "
+                        "and run the same command again.") from None
     echo(f"submitted {len(todo)} runs to {cluster} as job {submitted[0].job_id.split('_')[0]}; "
          f"logs in {logs}")
     if not opts.wait:

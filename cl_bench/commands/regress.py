@@ -11,6 +11,8 @@ is raised on purpose (``--update-baseline``).
 
 from __future__ import annotations
 
+import json
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from cl_bench.cards import config, sources
 from cl_bench.cards.config import read_yaml
+from cl_bench.commands.suite_entries import check_entries
 from cl_bench.errors import UserError
 from cl_bench.store import results
 from cl_bench.store.records import Result
@@ -77,11 +80,7 @@ def load_suite(name: str) -> dict:
     path = found.path
     suite = read_yaml(path)
     suite.setdefault("name", name)
-    if not isinstance(suite.get("runs"), list) or not suite["runs"]:
-        raise UserError(f"{path} needs a non-empty `runs:` list of entries.")
-    for entry in suite["runs"]:
-        if "name" not in entry or "methods" not in entry:
-            raise UserError(f"{path}: every entry of runs: needs a name and methods.")
+    check_entries(path, suite)
     return suite
 
 
@@ -231,32 +230,81 @@ def default_baseline(name: str, writing: bool) -> Path:
     return config.BASELINES_DIR / f"{name}.json"
 
 
+def finite_number(value: object) -> bool:
+    """A JSON number the gate can compare with. Not a bool (``true`` is 1 to Python), not
+    NaN (every comparison with NaN is false, so a NaN baseline passes as "ok") and not
+    infinite (a tolerance of Infinity lets any drop pass)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(
+        value)
+
+
+def check_tolerance(value: float) -> None:
+    """``--tolerance``: refused before the suite runs, as a tolerance in the file is. A
+    negative one would report every metric as a drop, ``inf`` or ``nan`` none."""
+    if not finite_number(value) or value < 0:
+        raise UserError(f"--tolerance {value}: a tolerance is the accuracy points a metric "
+                        "may drop and must be a finite number of at least 0, e.g. "
+                        "--tolerance 1.0 (0: no drop at all).")
+
+
+def number_problems(metrics: dict) -> list[str]:
+    """Every unusable number among the metrics :func:`compare` reads, of every key (a
+    key the suite no longer runs is compared too): values and ``by_cpu`` values must be
+    finite numbers, tolerances finite numbers >= 0."""
+    def shown(value: object) -> str:
+        text = json.dumps(value)
+        return text if len(text) <= 24 else text[:21] + "..."
+    found = []
+    for key, entry in metrics.items():
+        if not isinstance(entry, dict):
+            found.append(f"{key} {shown(entry)} (not a mapping of metrics)")
+            continue
+        for m, base in ((m, entry[m]) for m in METRICS if m in entry):
+            if not isinstance(base, dict):
+                found.append(f"{key} {m} {shown(base)} (not a mapping with a value)")
+                continue
+            numbers = [("value", base.get("value"))]
+            by_cpu = base.get("by_cpu", {})
+            numbers += ([(f"by_cpu {cpu}", v) for cpu, v in by_cpu.items()]
+                        if isinstance(by_cpu, dict) else [("by_cpu", by_cpu)])
+            found += [f"{key} {m} {what} {shown(v)}" for what, v in numbers
+                      if not finite_number(v)]
+            if "tolerance" in base and not (finite_number(tol := base["tolerance"])
+                                            and tol >= 0):
+                found.append(f"{key} {m} tolerance {shown(tol)}")
+    return found
+
+
 def read_baseline(path: Path, suite: dict) -> dict:
-    """The baseline, verified before the suite runs: it exists, is JSON and holds a
-    value for every metric of every run of the suite."""
-    import json
-    fix = f"Recreate it with `cl-bench check --suite {suite['name']} --update-baseline " \
-          f"--baseline {path}`."
-    if not path.is_file():
-        raise UserError(f"Baseline {path} does not exist. {fix}")
+    """The baseline, verified before the suite runs: it exists, is JSON, holds a value
+    for every metric of every run of the suite, and every number in it is usable."""
+    remake = f"`cl-bench check --suite {suite['name']} --update-baseline --baseline {path}`"
+    fix = f"Recreate it with {remake}."
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, OSError) as e:
+    except FileNotFoundError:
+        raise UserError(f"Baseline {path} does not exist. {fix}") from None
+    except OSError as e:
+        raise UserError(f"Baseline {path} cannot be read ({e.strerror or e}). Give a "
+                        f"readable file with --baseline, or recreate it with {remake}.") from None
+    except ValueError as e:
         raise UserError(f"Baseline {path} is not readable JSON ({e}). {fix}") from None
     metrics = data.get("metrics") if isinstance(data, dict) else None
     if not isinstance(metrics, dict):
         raise UserError(f"Baseline {path} has no `metrics` mapping. {fix}")
     lacking = [f"{key} {m}" for key in suite_keys(suite) for m in METRICS
                if not isinstance(metrics.get(key), dict) or not isinstance(
-                   metrics[key].get(m), dict) or not isinstance(metrics[key][m].get("value"),
-                                                                 (int, float))]
-    lacking += [f"{key} {m} by_cpu" for key, entry in metrics.items() if isinstance(entry, dict)
-                for m, v in entry.items() if isinstance(v, dict) and "by_cpu" in v and not (
-                    isinstance(v["by_cpu"], dict) and all(isinstance(x, (int, float))
-                                                          for x in v["by_cpu"].values()))]
+                   metrics[key].get(m), dict) or "value" not in metrics[key][m]]
     if lacking:
         raise UserError(f"Baseline {path} has no value for {', '.join(lacking[:4])}"
                         f"{' ...' if len(lacking) > 4 else ''} of suite {suite['name']}. {fix}")
+    bad = number_problems(metrics)
+    if bad:
+        raise UserError(f"Baseline {path} holds numbers the gate cannot compare with: "
+                        f"{', '.join(bad[:4])}{' ...' if len(bad) > 4 else ''}. Every value "
+                        "must be a finite number (not true/false, a string, NaN or Infinity) "
+                        "and every tolerance a finite number of at least 0 (accuracy "
+                        f"points). Correct them, or recreate the file with {remake}.")
     return data
 
 

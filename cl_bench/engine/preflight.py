@@ -8,6 +8,7 @@ file, lock or failure record behind (see :mod:`cl_bench.engine.runner`).
 from __future__ import annotations
 
 import errno
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -47,6 +48,34 @@ def check_image_size(backbone: str, kind: str, size: int | None) -> None:
                         f"{low + patch}).")
 
 
+RESERVED_BYTES = 255  # for what cl-bench writes below a folder: runs/<scenario>/<method>/...
+
+
+def check_name_lengths(path: Path, existing: Path, what: str) -> None:
+    """Every name in ``path`` within the filesystem's limit (255 bytes on most), and the
+    whole path short enough to hold cl-bench's files: a longer one fails only when the
+    folder is created, after data and backbone loaded. ``existing``: the nearest folder
+    of ``path`` that exists, whose filesystem sets the limits."""
+    def limit(name: str, default: int) -> int:
+        try:
+            return os.pathconf(existing, name)
+        except (OSError, ValueError):
+            return default
+    name_max = limit("PC_NAME_MAX", 255)
+    for part in path.parts:
+        size = len(os.fsencode(part))
+        if size > name_max:
+            raise UserError(f'{what}: the name "{part[:24]}..." is {size} bytes long, but this '
+                            f"filesystem allows at most {name_max} bytes per file or folder "
+                            "name. Choose a shorter name.")
+    size = len(os.fsencode(os.path.abspath(path)))
+    path_max = limit("PC_PATH_MAX", 4096) - RESERVED_BYTES
+    if size > path_max:
+        raise UserError(f"{what}: the path is {size} bytes long, but cl-bench writes files "
+                        f"below it and needs it within {path_max} bytes (the filesystem's "
+                        f"limit less {RESERVED_BYTES}). Choose a shorter path.")
+
+
 def writable_dir(path: Path, what: str) -> None:
     """Refuse unless ``path`` is a folder this process can create files in, or can be
     created (its nearest existing parent is such a folder). Probed with a nameless
@@ -54,10 +83,11 @@ def writable_dir(path: Path, what: str) -> None:
     for root or on a read-only mount."""
     path = Path(path)
     existing = path
-    while not existing.exists():
+    while not os.path.exists(existing):  # False, not an error, for a name too long
         if existing.parent == existing:
             break
         existing = existing.parent
+    check_name_lengths(path, existing, what)
     if not existing.is_dir():
         where = "is" if existing == path else f"lies under {existing}, which is"
         raise UserError(f"{what} {path} {where} a file, not a folder. Choose another path.")

@@ -427,6 +427,7 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print,
     for line in describe(req, methods, scenario, shared, device.type, precision):
         echo(line)
     runs = plan_runs(req, methods, scenario, shared.backbone, precision, shared.data.on_disk)
+    results.check_run_files(req.out, [r.path for r in runs])
     results.write_grid(req.out, [r.path for r in runs])
     out = []
     for run in runs:
@@ -457,13 +458,17 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print,
 
 
 def preflight(reqs: list[RunRequest]) -> None:
-    """Check every request and load each one's data and backbone once (then drop them),
-    so that a bad setting, dataset or weight of the last one stops the command before
-    the first run writes anything, as it does for a single request."""
+    """Check every request, load each one's data and backbone once (then drop them) and
+    plan its result paths, so that a bad setting, dataset, weight or result path of the
+    last one stops the command before the first run writes anything, as it does for a
+    single request."""
     for req in reqs:
         methods, scenario = check_request(req)
         device = resolve_device(req.device)
-        load_shared(req, scenario, methods, device, resolve_precision(req.precision, device))
+        precision = resolve_precision(req.precision, device)
+        shared = load_shared(req, scenario, methods, device, precision)
+        runs = plan_runs(req, methods, scenario, shared.backbone, precision, shared.data.on_disk)
+        results.check_run_files(req.out, [r.path for r in runs])
 
 
 def execute_all(reqs: list[RunRequest], echo: Callable[[str], None] = print,

@@ -29,15 +29,18 @@ from pathlib import Path
 
 from avalanche.benchmarks.scenarios.generic_scenario import CLScenario
 
+from cl_bench import arguments
 from cl_bench.backbones import DEFAULT_BACKBONE, backbone_kind, load_backbone
 from cl_bench.cards.config import load_scenario
-from cl_bench.engine.preflight import check_image_size, check_seeds
+from cl_bench.engine.preflight import check_image_size
+from cl_bench.errors import refuse_long_names
 from cl_bench.scenarios import load_data, scenario_order
 from cl_bench.scenarios.order import task_split
 from cl_bench.scenarios.stream import build_stream
 from cl_bench.scenarios.transforms import eval_transform, train_transform
 
 
+@refuse_long_names
 def scenario(name: str, *, seed: int = 1993, data_root: str | Path | None = None,
              backbone: str | None = None, weights: str | None = None,
              image_size: int | None = None, download: bool = False) -> CLScenario:
@@ -46,13 +49,20 @@ def scenario(name: str, *, seed: int = 1993, data_root: str | Path | None = None
     size as ``--backbone`` and ``--image-size`` do; only the architecture decides it,
     so ``weights`` (as ``--weights``) are only loaded, and checked, when given.
     ``data_root`` and ``download``: as ``--data-root`` and ``--download``. A bad name,
-    seed or size raises the ``UserError`` that ``cl-bench run`` reports."""
-    backbone = backbone or DEFAULT_BACKBONE
-    check_seeds([seed])
+    seed or size raises the ``UserError`` that ``cl-bench run`` reports, and so does an
+    argument of the wrong type (:mod:`cl_bench.arguments`)."""
+    name = arguments.text("name", name, 'name="fmnist"')
+    seed = arguments.seed(seed)
+    backbone = arguments.text("backbone", backbone, 'backbone="vit_base_patch16_224"',
+                              optional=True) or DEFAULT_BACKBONE
+    weights = arguments.text("weights", weights, 'weights="random"', optional=True, path=True)
+    image_size = arguments.whole("image_size", image_size, "image_size=224", optional=True)
+    root = arguments.folder("data_root", data_root, 'data_root="~/data"', optional=True)
+    download = arguments.flag("download", download)
     check_image_size(backbone, backbone_kind(backbone), image_size)
     card = load_scenario(name)
     size = load_backbone(backbone, weights or "random", image_size).input_size
-    data = load_data(card, Path(data_root).expanduser() if data_root else None, download)
+    data = load_data(card, root, download)
     order = scenario_order(card, data.n_classes, seed)
     sizes = task_split(data.n_classes, card.params["init_cls"], card.params["increment"])
     stream = build_stream(data.train_x, data.train_y, data.test_x, data.test_y, order, sizes,

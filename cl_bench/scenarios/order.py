@@ -56,6 +56,15 @@ def task_split(n_classes: int, init_cls: int, increment: int) -> list[int]:
     return sizes
 
 
+def split_in_tasks(n_classes: int, n_tasks: int) -> list[int]:
+    """``n_tasks`` tasks over ``n_classes``, as a scenario splits them: ``C // T`` classes
+    per task, the first task taking the rest (``init_cls`` = C - (T-1) * (C // T)), e.g.
+    10 classes in 3 tasks: 4, 3, 3. ``task_split(C, C // T, C // T)`` would add a smaller
+    extra task instead (3, 3, 3, 1: T + 1 tasks)."""
+    per_task = n_classes // n_tasks
+    return task_split(n_classes, n_classes - (n_tasks - 1) * per_task, per_task)
+
+
 def tasks_of(sizes: Sequence[int]) -> list[list[int]]:
     """Label positions per task, e.g. [2, 2, 1] -> [[0, 1], [2, 3], [4]]."""
     out, start = [], 0

@@ -23,8 +23,14 @@ _OPEN: set[int] = set()  # this process's lock-file descriptors
 
 
 def open_lock_file(path: Path) -> int:
-    """Open (create) a lock file; its descriptor is closed in forked children."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # minus umask
+    """Open (create) a lock file; its descriptor is closed in forked children. A folder
+    or an unwritable file in its place is the user's to move, not a bug."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # minus umask
+    except OSError as e:
+        raise UserError(f"Cannot open the lock file {path} ({e.strerror}): cl-bench keeps a "
+                        "lock there. Remove or rename what is in its place, or make its "
+                        "folder writable.") from None
     _OPEN.add(fd)
     return fd
 

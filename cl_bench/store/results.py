@@ -195,7 +195,7 @@ def probe_lock(path: Path) -> LockState | None:
     exclusive one and never blocks anything but a concurrent acquire's first try.
     """
     try:
-        fd = os.open(lock_path(path), os.O_RDONLY)
+        fd = os.open(lock_path(path), os.O_RDONLY | os.O_NONBLOCK)  # a FIFO there: no hang
     except FileNotFoundError:
         return None
     try:
@@ -268,6 +268,31 @@ def run_once(path: Path, compute: Callable[[], dict]) -> Attempt:
         return Attempt("ran", record)
     finally:
         lock.release()
+
+
+def check_run_files(out: Path, paths: list[Path]) -> None:
+    """Refuse, before a grid writes anything, a path it will write that something else
+    holds: a folder (or a FIFO, a dangling link) named like a run's result, lock file,
+    failure record or checkpoint, or a file where one of its folders goes. Met later,
+    each is a traceback: opening the lock after the data loaded, replacing the result
+    or removing the checkpoint after the run trained."""
+    out = Path(out)
+    folders = {grid_path(out, paths).parent} | {
+        out.joinpath(*p.relative_to(out).parts[:depth])
+        for p in paths for depth in range(1, len(p.relative_to(out).parts))}
+    for folder in sorted(folders):
+        if os.path.lexists(folder) and not folder.is_dir():
+            raise UserError(f"{folder} is a file, but cl-bench keeps results in a folder of "
+                            "that name. Remove or rename the file, or choose another --out.")
+    for path in paths:
+        for role, target in (("result", path), ("lock file", lock_path(path)),
+                             ("failure record", failure_path(path)),
+                             ("checkpoint", checkpoint_path(path))):
+            if os.path.lexists(target) and not target.is_file():
+                kind = "a folder" if target.is_dir() else "not a regular file"
+                raise UserError(f"{target} is {kind}, but it is where cl-bench keeps the "
+                                f"{role} of the run {path.name}. Remove or rename it, then run "
+                                "the command again.")
 
 
 def grid_path(out: Path, paths: Iterable[Path]) -> Path:
