@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import invoke
+from conftest import FAST, invoke
 from test_validation import card_variant, refused
 
 from cl_bench.cards import config
@@ -266,12 +266,10 @@ def test_record_check_reads_the_protocol_name(e2e_run):
 def test_dry_run_of_a_finished_grid_says_done(e2e_run, tmp_path):
     """The planned path is the one the run wrote (hash resolved without weights)."""
     out, _, recs = e2e_run
-    lines = plan("run", "--out", str(out), "--scenario", "synthetic", "--no-progress",
-                 "--set", "tosca.epochs=3", "--dry-run")
+    lines = plan("run", "--out", str(out), *FAST, "--dry-run")
     assert lines[-1] == "2 runs planned: 2 done, 0 pending"
     copy_out = tmp_path / "copy"
     shutil.copytree(out, copy_out)
     next(copy_out.glob("runs/*/tosca/*.json")).write_text("{}")
-    lines = plan("run", "--out", str(copy_out), "--scenario", "synthetic", "--no-progress",
-                 "--set", "tosca.epochs=3", "--dry-run")
+    lines = plan("run", "--out", str(copy_out), *FAST, "--dry-run")
     assert lines[-1] == "2 runs planned: 1 done, 1 pending"
