@@ -1,0 +1,79 @@
+"""`cl-bench account` gives the numbers a run records, for every built-in method:
+each card (made cheap: one epoch, batch 1, a narrow RanPAC projection) runs on a
+tiny ImageFolder stream with a random ViT-Tiny at 32 px, and every field of the
+record's ``accounting`` equals the one `account` prints at the same backbone,
+image size, tasks and classes.
+
+Why an image folder and batch 1: `account` stands for the paper scenarios, whose
+training augments images, so the prompt methods' query pass runs at every step
+(in-memory scenarios reuse cached queries instead and record one pass fewer);
+and `account` takes its training step on a batch of one, while a loss over the
+whole batch (MOS's orthogonality term) costs a different amount per sample on a
+larger batch.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import invoke
+from test_folders import make_tree
+from test_validation import card_variant
+
+from cl_bench.cards.config import METHODS_DIR, load_method
+
+BUILT_IN = sorted(p.stem for p in METHODS_DIR.glob("*.yaml"))
+SHORT = {"epochs": 1, "batch_size": 1, "M": 100}  # where a card has the setting
+SHAPE = ["--backbone", "vit_tiny_patch16_224", "--image-size", "32"]
+TASKS, CLASSES = 5, 10
+
+
+def variant(name: str) -> str:
+    return f"{name}-short"
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory) -> tuple[dict, dict]:
+    """(record accounting, account row) per built-in method, from one run and one
+    account call over every variant."""
+    tmp = tmp_path_factory.mktemp("account")
+    for name in BUILT_IN:
+        defaults = load_method(name).raw["defaults"]
+        cards = card_variant(tmp, METHODS_DIR, name, variant(name), defaults={
+            **defaults, **{k: v for k, v in SHORT.items() if k in defaults}})
+    root = make_tree(tmp / "data", [f"c{k}" for k in range(CLASSES)], n_train=1, n_test=1)
+    methods = ",".join(variant(n) for n in BUILT_IN)
+    step = str(CLASSES // TASKS)
+    ran = invoke("run", "--out", str(tmp / "out"), "--cards", str(cards), "--methods", methods,
+                 "--scenario", "imagefolder", "--data-root", str(root), "--set",
+                 f"scenario.init_cls={step}", "--set", f"scenario.increment={step}", *SHAPE,
+                 "--weights", "random", "--precision", "fp32", "--no-progress")
+    assert ran.exit_code == 0, ran.output
+    counted = invoke("account", "--cards", str(cards), "--methods", methods, *SHAPE,
+                     "--tasks", str(TASKS), "--classes", str(CLASSES), "--json")
+    assert counted.exit_code == 0, counted.output
+    records = {}
+    for path in (tmp / "out" / "runs" / "imagefolder").glob("*/*.json"):
+        record = json.loads(path.read_text())
+        records[record["method"]] = record["accounting"]
+    return records, {row["method"]: row for row in json.loads(counted.stdout)}
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_account_equals_the_record(both, name):
+    records, rows = both
+    record, row = records[variant(name)], rows[variant(name)]
+    assert {key: row[key] for key in record} == record
+    assert row["inference_backbone_passes"] == (record["inference_gflops_per_image"]
+                                                / record["backbone_gflops_per_pass"])
+    assert len(record["trainable_per_task"]) == (1 if name == "joint" else TASKS)
+
+
+def test_ease_trains_a_proxy_over_the_task_classes(both):
+    """The placeholder experience holds both classes of its task: the adapter set
+    (12 blocks, d = 192, width 64) and a 2-class cosine proxy with its sigma."""
+    records, rows = both
+    adapters = 12 * (2 * 192 * 64 + 64 + 192)
+    assert rows[variant("ease")]["trainable_per_task"] == [adapters + 2 * 192 + 1] * TASKS
+    assert records[variant("ease")]["trainable_per_task"] == [adapters + 2 * 192 + 1] * TASKS
