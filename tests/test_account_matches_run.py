@@ -9,7 +9,9 @@ training augments images, so the prompt methods' query pass runs at every step
 (in-memory scenarios reuse cached queries instead and record one pass fewer);
 and `account` takes its training step on a batch of one, while a loss over the
 whole batch (MOS's orthogonality term) costs a different amount per sample on a
-larger batch.
+larger batch. Both commands run on one thread: their steps are tiny, and two
+OpenMP threads spin-waiting for a core that another job holds made the module
+take six times as long.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from test_folders import make_tree
 from test_validation import card_variant
 
 from cl_bench.cards.config import METHODS_DIR, load_method
+from cl_bench.engine.environment import threads
 
 BUILT_IN = sorted(p.stem for p in METHODS_DIR.glob("*.yaml"))
 SHORT = {"epochs": 1, "batch_size": 1, "M": 100}  # where a card has the setting
@@ -45,13 +48,14 @@ def both(tmp_path_factory) -> tuple[dict, dict]:
     root = make_tree(tmp / "data", [f"c{k}" for k in range(CLASSES)], n_train=1, n_test=1)
     methods = ",".join(variant(n) for n in BUILT_IN)
     step = str(CLASSES // TASKS)
-    ran = invoke("run", "--out", str(tmp / "out"), "--cards", str(cards), "--methods", methods,
-                 "--scenario", "imagefolder", "--data-root", str(root), "--set",
-                 f"scenario.init_cls={step}", "--set", f"scenario.increment={step}", *SHAPE,
-                 "--weights", "random", "--precision", "fp32", "--no-progress")
+    with threads(1):
+        ran = invoke("run", "--out", str(tmp / "out"), "--cards", str(cards), "--methods",
+                     methods, "--scenario", "imagefolder", "--data-root", str(root), "--set",
+                     f"scenario.init_cls={step}", "--set", f"scenario.increment={step}", *SHAPE,
+                     "--weights", "random", "--precision", "fp32", "--no-progress")
+        counted = invoke("account", "--cards", str(cards), "--methods", methods, *SHAPE,
+                         "--tasks", str(TASKS), "--classes", str(CLASSES), "--json")
     assert ran.exit_code == 0, ran.output
-    counted = invoke("account", "--cards", str(cards), "--methods", methods, *SHAPE,
-                     "--tasks", str(TASKS), "--classes", str(CLASSES), "--json")
     assert counted.exit_code == 0, counted.output
     records = {}
     for path in (tmp / "out" / "runs" / "imagefolder").glob("*/*.json"):
