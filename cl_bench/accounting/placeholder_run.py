@@ -9,8 +9,10 @@ not depend on weight values or data, so random backbone weights are fine.
 A placeholder experience must hold every class of its task, as a real one does:
 methods size what they build from the classes an experience holds (EASE's proxy,
 MOS's initial-guess prototypes), and one sample per task once gave them one class.
-The record of the run is assembled by the runner's own
-:func:`~cl_bench.engine.runner.accounting_block`, so both carry the same fields.
+The price is that passes over a task's data (prototypes, EWC's importances) read
+C/T images instead of one. A row carries the fields of a run's ``accounting``
+record, computed by the same :func:`~cl_bench.engine.runner.accounting_block`;
+tests/test_account_matches_run.py holds the two equal for every built-in card.
 """
 
 from __future__ import annotations
