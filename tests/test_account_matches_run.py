@@ -1,7 +1,7 @@
 """`cl-bench account` gives the numbers a run records, for every built-in method:
 each card (made cheap: one epoch, batch 1, a narrow RanPAC projection) runs on a
 tiny ImageFolder stream with a random ViT-Tiny at 32 px (a card that takes CNNs
-only: EfficientNet-Lite0), and every field of the record's ``accounting`` equals
+only: EfficientNet-Lite0 at 64 px), and every field of the record's ``accounting`` equals
 the one `account` prints at the same backbone, image size, tasks and classes.
 
 Why an image folder and batch 1: `account` stands for the paper scenarios, whose
@@ -39,18 +39,20 @@ def variant(name: str) -> str:
     return f"{name}-short"
 
 
-def backbone_for(name: str) -> str:
-    """A random ViT-Tiny, or the embedded CNN for a card that takes CNNs only."""
-    cnn_only = load_method(name).raw.get("backbones") == "cnn"
-    return "efficientnet_lite0" if cnn_only else "vit_tiny_patch16_224"
+def backbone_for(name: str) -> tuple[str, int]:
+    """A random ViT-Tiny at 32 px, or for a card that takes CNNs only the embedded
+    CNN at 64 px (2 x 2 values per channel for batch norm at a batch of one)."""
+    if load_method(name).raw.get("backbones") == "cnn":
+        return "efficientnet_lite0", 64
+    return "vit_tiny_patch16_224", 32
 
 
-def run_and_account(tmp: Path, cards: Path, root: Path, backbone: str,
+def run_and_account(tmp: Path, cards: Path, root: Path, backbone: tuple[str, int],
                     names: list[str]) -> tuple[dict, dict]:
     """(record accounting, account row) per variant of ``names`` on ``backbone``."""
     methods = ",".join(variant(n) for n in names)
-    shape = ["--backbone", backbone, "--image-size", "32"]
-    step, out = str(CLASSES // TASKS), tmp / backbone
+    shape = ["--backbone", backbone[0], "--image-size", str(backbone[1])]
+    step, out = str(CLASSES // TASKS), tmp / backbone[0]
     with threads(1):
         ran = invoke("run", "--out", str(out), "--cards", str(cards), "--methods", methods,
                      "--scenario", "imagefolder", "--data-root", str(root), "--set",
