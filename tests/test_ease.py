@@ -191,7 +191,8 @@ def test_account_counts_t_passes(tmp_path):
                "--tasks", "3", "--classes", "6", "--image-size", "32")
     assert r.exit_code == 0, r.output
     rows = [line.split() for line in r.output.splitlines() if line.startswith("ease")]
-    # trainable, added task 1, added later, stored@end, GFLOPs, passes
-    assert rows[0][1:5] == ["298,177", "298,368", "299,904", "897,408"]
+    # trainable, added task 1, added later, stored@end, GFLOPs, passes; trainable: the
+    # adapter set and a 2-class proxy with its sigma (the placeholder task holds 2 classes)
+    assert rows[0][1:5] == ["298,369", "298,368", "299,904", "897,408"]
     # three adapted passes; each adapter adds ~5% to a ViT-Tiny block at 5 tokens
     assert float(rows[0][6]) == 3.162

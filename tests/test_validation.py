@@ -34,10 +34,11 @@ def refused(result, needle: str, out: Path | None = None) -> None:
 
 def card_variant(tmp_path: Path, folder: Path, base: str, name: str, **keys) -> Path:
     """A folder for --cards holding built-in card ``base`` as ``name`` with ``keys``
-    replaced (a card made broken on purpose); returns the folder."""
+    replaced (a card made broken on purpose, or cheaper); returns the folder, which
+    further calls on the same ``tmp_path`` add to."""
     raw = yaml.safe_load((folder / f"{base}.yaml").read_text())
     cards = tmp_path / "cards"
-    cards.mkdir()
+    cards.mkdir(exist_ok=True)
     (cards / f"{name}.yaml").write_text(yaml.safe_dump({**raw, "name": name, **keys}))
     return cards
 
@@ -156,7 +157,7 @@ BOUNDS = "bounds: {batch_size: [1, null], eval_batch_size: [1, null]}\n"
 ])
 def test_broken_method_card(tmp_path, monkeypatch, text, needle):
     cards = tmp_path / "methods"
-    cards.mkdir()
+    cards.mkdir(exist_ok=True)
     (cards / "broken.yaml").write_text(text)
     monkeypatch.setattr(config, "METHODS_DIR", cards)
     out = tmp_path / "out"
@@ -167,7 +168,7 @@ def test_broken_method_card(tmp_path, monkeypatch, text, needle):
 
 def test_non_utf8_card(tmp_path, monkeypatch):
     cards = tmp_path / "methods"
-    cards.mkdir()
+    cards.mkdir(exist_ok=True)
     (cards / "broken.yaml").write_bytes(b"title: caf\xe9\n" + (STRATEGY + DEFAULTS).encode())
     monkeypatch.setattr(config, "METHODS_DIR", cards)
     out = tmp_path / "out"
@@ -183,7 +184,7 @@ def test_list_survives_a_broken_card(tmp_path, monkeypatch, kind, folder, good, 
     """`list` is an inventory: it lists every good card, then names each bad one and
     exits 2, so the damage is neither hidden nor able to hide the other cards."""
     cards = tmp_path / kind
-    cards.mkdir()
+    cards.mkdir(exist_ok=True)
     shutil.copy(getattr(config, folder) / f"{good}.yaml", cards)
     (cards / "broken.yaml").write_text("dataset: synthetic\n" + STRATEGY)
     monkeypatch.setattr(config, folder, cards)
@@ -203,7 +204,7 @@ def test_list_survives_a_broken_card(tmp_path, monkeypatch, kind, folder, good, 
 ])
 def test_broken_scenario_card(tmp_path, monkeypatch, drop, add, needle):
     cards = tmp_path / "benchmarks"
-    cards.mkdir()
+    cards.mkdir(exist_ok=True)
     text = (ROOT / "benchmarks" / "synthetic.yaml").read_text()
     assert drop in text
     (cards / "broken.yaml").write_text(text.replace(drop, add))

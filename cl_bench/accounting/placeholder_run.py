@@ -2,17 +2,24 @@
 without data or training.
 
 Each method is driven through T tasks of placeholder data (one random sample
-per task, labelled with the task's last class) with one optimisation step of
-batch 1 per task, so that every module, prompt, head row and plugin state
-exists exactly as after a real run; counts do not depend on weight values or
-data, so random backbone weights are fine.
+per class) with one optimisation step of batch 1 per task, so that every module,
+prompt, head row and plugin state exists exactly as after a real run; counts do
+not depend on weight values or data, so random backbone weights are fine.
+
+A placeholder experience must hold every class of its task, as a real one does:
+methods size what they build from the classes an experience holds (EASE's proxy,
+MOS's initial-guess prototypes), and one sample per task once gave them one class.
+The price is that passes over a task's data (prototypes, EWC's importances) read
+C/T images instead of one. A row carries the fields of a run's ``accounting``
+record, computed by the same :func:`~cl_bench.engine.runner.accounting_block`;
+tests/test_account_matches_run.py holds the two equal for every built-in card.
 """
 
 from __future__ import annotations
 
 import torch
 
-from cl_bench.accounting.count import TrainFlops, backbone_flops, inference_flops
+from cl_bench.accounting.count import TrainFlops
 from cl_bench.backbones import load_backbone
 from cl_bench.cards.config import load_method, strategy_of
 from cl_bench.cards.resolve import resolve_for_backbone
@@ -32,9 +39,7 @@ def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
     params = dict(card.params, epochs=1, batch_size=1)
     features_only = spec_of(cls).inputs is Inputs.FEATURES
     sizes = split_in_tasks(n_classes, n_tasks)
-    # one sample per task, labelled with the task's last class: heads and prototypes grow
-    # to their full size, and per-task passes (EWC's importances) stay one image long
-    y = torch.tensor(sizes).cumsum(0) - 1
+    y = torch.arange(sum(sizes))  # one sample per class (module docstring)
     g = torch.Generator().manual_seed(0)
     if features_only:
         x = torch.randn(len(y), backbone.dim, generator=g)
@@ -53,25 +58,18 @@ def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
         params["n_tasks"] = len(sizes)
     recorder = Recorder(task_of_label, backbone, progress=False)
     meter = TrainFlops(stop_after_first=True)
-    from cl_bench.engine.runner import quiet_evaluator
+    from cl_bench.engine.runner import accounting_block, quiet_evaluator
     strategy = cls(params=params, backbone=backbone, n_classes=n_classes,
                    device=torch.device("cpu"), plugins=[recorder, meter],
                    evaluator=quiet_evaluator())
     drive(strategy, stream, evaluate=False)
-    bb = backbone_flops(backbone)
-    inf = inference_flops(strategy, backbone)
+    block = accounting_block(strategy, backbone, recorder, meter)
     return {
         "method": name, "backbone": backbone.name, "tasks": len(sizes),
-        "classes": n_classes,
-        "backbone_params": sum(p.numel() for p in backbone.model.parameters()),
+        "classes": n_classes, **block,
         "trainable_last_task": recorder.trainable[-1],
-        "added_per_task": [b - a for a, b in
-                           zip([0, *recorder.stored[:-1]], recorder.stored, strict=True)],
-        "stored_at_end": recorder.stored[-1],
-        "backbone_gflops_per_pass": bb / 1e9,
-        "inference_gflops_per_image": inf / 1e9,
-        "inference_backbone_passes": inf / bb,
-        "train_gflops_per_sample": max(meter.per_sample, default=0.0) / 1e9,
+        "inference_backbone_passes": (block["inference_gflops_per_image"]
+                                      / block["backbone_gflops_per_pass"]),
     }
 
 
