@@ -184,7 +184,7 @@ class Card:
         setting and of the dotted keys below it). ``defaults``: the values are the
         card's own, so the error blames the card."""
         problems = [p for key, p in self.problems()
-                    if only is None or key == only or key.startswith(f"{only}.")]
+                    if only is None or key == only or key.startswith((f"{only}.", f"{only}["))]
         if not problems:
             return
         if defaults:
@@ -194,7 +194,10 @@ class Card:
 
     def problems(self) -> list[tuple[str, str]]:
         """(key, what is wrong) for every broken rule, in the order declared."""
-        rules, out = self.rules(), []
+        rules = self.rules()
+        out = [(key, f"{self.name}.{key} = {value} is not a finite number; every number of "
+                     "a setting must be finite, however YAML spells it (.inf, .nan, 1e999)")
+               for key, value in non_finite(self.params)]
         for key, allowed in rules["choices"].items():
             found, value = lookup(self.params, key)
             if found and not any(a == value and isinstance(a, bool) == isinstance(value, bool)
@@ -226,6 +229,20 @@ class Card:
 
 def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def non_finite(value: Any, key: str = "") -> list[tuple[str, float]]:
+    """(dotted key, value) of every infinite or NaN float in a setting, however deep in
+    its mappings and lists (YAML reads ``.inf`` and ``.nan`` as floats, which pass every
+    bound: ``nan < 0`` and ``nan > 1`` are both false)."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [(key, value)]
+    if isinstance(value, dict):
+        return [hit for k, v in value.items()
+                for hit in non_finite(v, f"{key}.{k}" if key else str(k))]
+    if isinstance(value, list):
+        return [hit for i, v in enumerate(value) for hit in non_finite(v, f"{key}[{i}]")]
+    return []
 
 
 def lookup(params: dict, key: str) -> tuple[bool, Any]:
@@ -266,12 +283,16 @@ def check_rules(card: Card, required: bool) -> None:
 
 
 def scientific(text: str) -> float | str:
-    """``text`` as a finite float when it is one (``1e-4``, ``5E3``), else unchanged."""
+    """``text`` as a float when it is a number (``1e-4``, ``5E3``, ``1e999``), else
+    unchanged. Python also reads ``inf`` and ``nan`` as floats: those stay text (a
+    word, not a number), while an overflowing number becomes inf, which the card's
+    rules then refuse as not finite."""
+    if text.strip().lstrip("+-").lower() in ("inf", "infinity", "nan"):
+        return text
     try:
-        number = float(text)
+        return float(text)
     except ValueError:
         return text
-    return number if math.isfinite(number) else text
 
 
 def coerce(text: str, default: Any, label: str) -> Any:

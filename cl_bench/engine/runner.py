@@ -55,6 +55,7 @@ from cl_bench.engine.environment import (
     versions,
 )
 from cl_bench.engine.features import FeatureStore
+from cl_bench.engine.finite import FiniteWatch
 from cl_bench.engine.recording import Recorder
 from cl_bench.engine.state import Resumable
 from cl_bench.errors import UserError
@@ -224,8 +225,9 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     def build() -> tuple:
         recorder = Recorder(stream.task_of_label, backbone, label=card.name, progress=progress)
         train_flops = TrainFlops()
+        watch = FiniteWatch(card.name, card.params, card.raw.get("defaults"))  # diverged: fail
         return cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
-                   device=device, plugins=[recorder, train_flops, *plugins],
+                   device=device, plugins=[recorder, train_flops, watch, *plugins],
                    evaluator=quiet_evaluator()), recorder, train_flops
     # a strategy that cannot save its state is not checkpointed: a killed run starts over
     checkpoint = RunCheckpoint(result if issubclass(cls, Resumable) else None,
