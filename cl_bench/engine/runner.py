@@ -1,8 +1,9 @@
 """Expand methods x scenario x seeds, skip what is finished, run the rest.
 
 Everything a run could fail on because of the user's input (names, --set
-keys, data, weights, method/backbone fit) is checked before the first run
-starts, so a bad command writes nothing. Each run is computed under its lock
+keys, data, weights, method/backbone fit, a memory estimate beyond the machine's)
+is checked before the first run starts, so a bad command writes nothing. Each
+run is computed under its lock
 (:func:`cl_bench.store.results.run_once`), here or in the workers of
 :mod:`cl_bench.commands.launch`, so two invocations never compute the same run at once.
 """
@@ -56,6 +57,7 @@ from cl_bench.engine.environment import (
 )
 from cl_bench.engine.features import FeatureStore
 from cl_bench.engine.finite import FiniteWatch
+from cl_bench.engine.memory import check_memory
 from cl_bench.engine.recording import Recorder
 from cl_bench.engine.state import Resumable
 from cl_bench.errors import UserError
@@ -412,6 +414,7 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print,
     its result, it is listed in ``failed`` and the next run starts."""
     methods, scenario = check_request(req)
     device = resolve_device(req.device)
+    check_memory(methods, scenario, req.backbone, req.image_size, device.type)
     make_deterministic(req.threads)
     precision = resolve_precision(req.precision, device)
     shared = load_shared(req, scenario, methods, device, precision)
@@ -454,6 +457,7 @@ def preflight(reqs: list[RunRequest]) -> None:
     for req in reqs:
         methods, scenario = check_request(req)
         device = resolve_device(req.device)
+        check_memory(methods, scenario, req.backbone, req.image_size, device.type)
         load_shared(req, scenario, methods, device, resolve_precision(req.precision, device))
 
 
