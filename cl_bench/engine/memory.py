@@ -146,19 +146,24 @@ def available(device_type: str) -> int:
     return free
 
 
+def task_count(n_classes: int, init_cls: int, increment: int) -> int:
+    """The number of tasks :func:`cl_bench.scenarios.order.task_split` makes (init_cls
+    classes, then increment each, a smaller last task for the rest), without building
+    the split: the class count may be huge here, which is what is being checked."""
+    return 1 + max(0, -(-(n_classes - init_cls) // increment))
+
+
 def check_memory(methods: list[Card], scenario: Card, backbone: str, image_size: int | None,
                  device_type: str) -> None:
     """Refuse (``UserError``) the first run whose estimate exceeds :func:`available`,
     naming the estimate, its largest allocations and the setting to change."""
     from cl_bench.cards.resolve import resolve_for_backbone
     from cl_bench.scenarios.footprint import class_count, footprint
-    from cl_bench.scenarios.order import task_split
     planned = architecture(backbone, image_size)
     weights, activation = backbone_profile(backbone, image_size)
     seen = footprint(scenario)
     n_classes = class_count(scenario) or 0
-    n_tasks = len(task_split(n_classes, scenario.params["init_cls"],
-                             scenario.params["increment"])) if n_classes else 1
+    n_tasks = task_count(n_classes, scenario.params["init_cls"], scenario.params["increment"])
     blocks = len(getattr(planned.model, "blocks", ())) if planned.kind == "vit" else 0
     work = Workload(n_classes, n_tasks, seen.train_images, seen.test_images, planned.dim,
                     blocks, planned.input_size)

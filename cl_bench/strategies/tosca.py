@@ -125,7 +125,7 @@ class Tosca(PerTaskTemplate):
                            "feature", params["augment_views"] * work.train_images * d * 2,
                            "augment_views"),
                 Allocation("one LuCA module per task", work.n_tasks * luca * FLOAT,
-                           "mlp_ratio")]
+                           "mlp_ratio or the task count")]
 
     def model_adaptation(self, model=None):
         model = self.model if model is None else model
