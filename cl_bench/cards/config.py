@@ -10,8 +10,11 @@ as YAML and must keep the default's type.
 
 Every numeric setting is bounded, and a card's own defaults are checked when
 it is loaded, so that a setting out of range is refused before anything runs
-instead of training something else (``epochs: -1`` trains nothing). A card
-declares, beside ``defaults``:
+instead of training something else (``epochs: -1`` trains nothing). Every number
+of a setting is finite, however YAML spells it (``.inf`` and ``.nan`` are floats
+that pass any bound). A setting that scales time has an upper bound (``epochs``);
+one that scales memory is checked, with the others, by the memory estimate before
+a run (:mod:`cl_bench.engine.memory`). A card declares, beside ``defaults``:
 
     bounds:      # [lowest, highest], both allowed; null: unbounded; a setting's
       epochs: [1, null]           # name: that setting's value (top_k <= pool_size)
