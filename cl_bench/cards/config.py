@@ -304,7 +304,7 @@ def coerce(text: str, default: Any, label: str) -> Any:
         value = yaml.safe_load(text)
     except yaml.YAMLError:
         value = text
-    if default is None or value is None:
+    if default is None:
         return value
     if isinstance(default, float) and isinstance(value, str):
         value = scientific(value)  # YAML 1.1 reads 1e-4 (no dot) as a string
@@ -316,7 +316,7 @@ def coerce(text: str, default: Any, label: str) -> Any:
         return float(value)
     elif isinstance(default, int) and isinstance(value, int) and not isinstance(value, bool):
         return value
-    elif isinstance(default, str):
+    elif isinstance(default, str) and value is not None:  # null is no value, not "None"
         return str(value)
     elif isinstance(default, list) and isinstance(value, list):
         return value

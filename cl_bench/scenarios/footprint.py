@@ -34,6 +34,13 @@ class Footprint:
     image_bytes: int
 
 
+def count(args: dict, key: str, default: int) -> int:
+    """``args[key]`` when it is a number, else the loader's default (the loader itself
+    refuses a value of the wrong type, with its own message)."""
+    value = args.get(key, default)
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+
 def footprint(scenario: Card) -> Footprint:
     """The scenario's :class:`Footprint`. The generated dataset is sized by its
     settings (n_classes, images per class, size): each split is made as float32
@@ -41,8 +48,9 @@ def footprint(scenario: Card) -> Footprint:
     dataset = scenario.params["dataset"]
     args = scenario.params.get("dataset_args") or {}
     if dataset in GENERATED:
-        n, size = args.get("n_classes", 10), args.get("size", 32)
-        train, test = n * args.get("train_per_class", 24), n * args.get("test_per_class", 8)
+        n, size = count(args, "n_classes", 10), count(args, "size", 32)
+        train = n * count(args, "train_per_class", 24)
+        test = n * count(args, "test_per_class", 8)
         pixels = 3 * size * size
         return Footprint(train, test, pixels * (train + test) + 4 * pixels * max(train, test))
     expected = scenario.params.get("expected") or {}
