@@ -103,11 +103,16 @@ class PromptStrategy(OnSharedViT, AutocastForward, PerTaskTemplate):
     def check_params(cls, params: dict, backbone: Backbone) -> None:
         super().check_params(params, backbone)
         depth = len(backbone.model.blocks)
-        for key in (k for k in params if k.endswith("layers")):
+        lists = [k for k in params if k.endswith("layers")]
+        for key in lists:
             outside = [b for b in params[key] if not (isinstance(b, int) and 0 <= b < depth)]
             if outside or len(set(params[key])) != len(params[key]):
                 raise UserError(f"{cls.__name__}: {key} = {params[key]} must list distinct "
                                 f"block indices 0 to {depth - 1} of {backbone.name}.")
+        if lists and not any(params[key] for key in lists):  # degenerate by construction
+            raise UserError(f"{cls.__name__}: {' and '.join(f'{k} = []' for k in lists)} puts "
+                            "a prompt in no block, so only the head would train. Name at "
+                            f"least one block index (0 to {depth - 1}) in {' or '.join(lists)}.")
 
     @classmethod
     def memory(cls, params: dict, work: Workload) -> list[Allocation]:
