@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import invoke
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from cl_bench.cards.config import load_method, load_scenario, method_names, non_finite
@@ -48,6 +48,7 @@ HOSTILE = {
     "yaml spelling": ["0x7fffffffffffffff", "0o777", "1_000_000", "190:20:30", "+12", ".5"],
 }
 SPELLINGS = [text for texts in HOSTILE.values() for text in texts]
+DIVERGED = ("diverged", "non-finite", "NaN or inf")  # words of a divergence's failure
 
 
 def method_settings() -> list[tuple[str, str]]:
@@ -111,6 +112,8 @@ def check_outcome(result, out: Path, item: str) -> None:
     """Refused before any file exists; or finished with valid, finite records; or
     failed as a diverged run (a .failed record, no result)."""
     assert "Traceback" not in result.output, (item, result.output)
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        item, repr(result.exception))  # CliRunner keeps a bug's exception out of the output
     if result.exit_code == 2:
         assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, item
         assert not out.exists() or list(out.rglob("*")) == [], item
@@ -121,16 +124,16 @@ def check_outcome(result, out: Path, item: str) -> None:
         for path in found:
             assert results.load_valid(path)["status"] == "done", item
         return
-    assert result.exit_code == 1, (item, result.output)
+    assert result.exit_code == 1 and "FAILED" in result.stdout, (item, result.output)
     assert found == [], item
     failures = [json.loads(p.read_text()) for p in out.glob("runs/*/*/*.json.failed")]
-    assert failures and all(f["error"]["type"] == "UserError" for f in failures), item
-    assert all("diverged" in f["error"]["message"] or "non-finite" in f["error"]["message"]
+    assert failures, item
+    assert all(any(word in f["error"]["message"] for word in DIVERGED)
                for f in failures), (item, failures)
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          phases=[Phase.generate], suppress_health_check=[HealthCheck.too_slow])
 @given(case=st.sampled_from(CASES), text=hostile_text())
 def test_hostile_settings_end_to_end(case, text):
     owner, key = case
@@ -143,3 +146,5 @@ def test_hostile_settings_end_to_end(case, text):
                         "--precision", "fp32", *VIT, "--methods", method, "--set", TINY,
                         *epochs, "--set", item)
         check_outcome(result, out, item)
+        event({0: "ran: valid record", 1: "diverged: .failed record",
+               2: "refused before running"}[result.exit_code])  # --hypothesis-show-statistics
