@@ -142,7 +142,7 @@ def check_outcome(result, out: Path, item: str) -> None:
                for f in failures), (item, failures)
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+@settings(max_examples=30, deadline=None, derandomize=True, database=None,
           phases=[Phase.generate], suppress_health_check=[HealthCheck.too_slow])
 @given(case=st.one_of(st.sampled_from(NUMERIC), st.sampled_from(CASES)), text=hostile_text())
 def test_hostile_settings_end_to_end(case, text):
