@@ -6,6 +6,8 @@ machine that runs them."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from conftest import invoke
 from test_validation import refused
@@ -60,10 +62,22 @@ def test_over_memory_is_refused_before_anything_is_written(tmp_path, args, needl
     refused(invoke("run", "--out", str(out), *RUN, *args, *dry), needle, out)
 
 
-def test_a_launcher_dry_run_leaves_the_check_to_its_workers(tmp_path):
-    """The dry run of a SLURM grid cannot know the nodes' memory: it plans the run."""
+@pytest.mark.parametrize("dry", [[], ["--dry-run"]])
+def test_local_workers_share_this_machine(tmp_path, dry):
+    out = tmp_path / "out"
+    refused(invoke("run", "--out", str(out), *RUN, "--methods", "ranpac", "--set",
+                   "ranpac.M=40000", "--launcher", "local", *dry), "Lower ranpac.M", out)
+
+
+def test_a_slurm_dry_run_leaves_the_check_to_its_nodes(tmp_path, monkeypatch):
+    """The dry run of a SLURM grid cannot know the nodes' memory: it plans the run.
+    (sbatch and srun only need to be on PATH: a dry run submits nothing.)"""
+    for tool in ("sbatch", "srun"):
+        (tmp_path / tool).write_text("#!/bin/sh\nexit 1\n")
+        (tmp_path / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     result = invoke("run", "--out", str(tmp_path), *RUN, "--methods", "ranpac",
-                    "--set", "ranpac.M=40000", "--dry-run", "--launcher", "local")
+                    "--set", "ranpac.M=40000", "--dry-run", "--launcher", "slurm")
     assert result.exit_code == 0, result.output
     assert "1 runs planned: 0 done, 1 pending" in result.stdout
 

@@ -89,8 +89,8 @@ def origins(req: RunRequest, card: Card, scenario: Card) -> dict[str, str]:
 def plan_request(req: RunRequest, device: str, precision: str,
                  here: bool = True) -> tuple[list[str], list[str]]:
     """The lines of one scenario's plan, and the state of each of its runs. ``here``:
-    the runs would run on this machine, so its memory is checked as the run checks it
-    (a launcher's workers check their own)."""
+    the runs would run on this machine (in this process or local workers), so its
+    memory is checked as the run checks it; SLURM nodes' memory is not known here."""
     methods, scenario = check_request(req)
     if here:
         check_memory(methods, scenario, req.backbone, req.image_size, device)
@@ -153,7 +153,7 @@ def dry_run(reqs: list[RunRequest], opts: LaunchOptions) -> list[str]:
     """The plan of every request, as ``cl-bench run`` with ``opts`` would run it."""
     lines, states = ["dry run: nothing is loaded, trained or written"], []
     for req in reqs:
-        more, found = plan_request(req, *target(req, opts), here=opts.launcher is None)
+        more, found = plan_request(req, *target(req, opts), here=opts.launcher != "slurm")
         lines, states = lines + more, states + found
     if any(req.protocol == "paper" for req in reqs):
         lines += ["paper settings and their sources:",
