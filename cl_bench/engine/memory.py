@@ -101,18 +101,23 @@ def backbone_profile(name: str, image_size: int | None) -> tuple[int, int]:
     return weights, 2 * largest[0] * FLOAT
 
 
+def capped(batch: int, images: int) -> int:
+    """A batch holds at most the images it is drawn from (0 images: not known)."""
+    return min(batch, images) if images else batch
+
+
 def engine_allocations(card: Card, work: Workload, device_type: str, weights: int,
                        activation: int, scenario_bytes: int) -> list[Allocation]:
     """What the engine allocates for a run of ``card``, whatever the method."""
     spec = spec_of(strategy_of(card))
     params = card.params
-    batch = extraction_batch(device_type) if spec.reads_feature_cache else 0
+    batch = capped(extraction_batch(device_type) if spec.reads_feature_cache else 0,
+                   work.train_images + work.test_images)
     scales = "--image-size"
-    if spec.inputs is not Inputs.FEATURES:  # the method's own passes over images
-        batch = max(batch, params.get("batch_size", 0), params.get("eval_batch_size", 0))
+    if spec.inputs is not Inputs.FEATURES:  # the method's own passes: a task, the test set
+        batch = max(batch, capped(params.get("batch_size", 0), work.train_images // work.n_tasks),
+                    capped(params.get("eval_batch_size", 0), work.test_images))
         scales = f"--image-size or {card.name}.batch_size"
-    images = max(work.train_images, work.test_images)
-    batch = min(batch, images) if images else batch
     pixels = 3 * work.image_size ** 2 * FLOAT
     out = [Allocation("the backbone's weights" + " and its trained copy" * spec.trains_backbone,
                       weights * (1 + spec.trains_backbone), "--image-size or --backbone"),
