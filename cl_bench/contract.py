@@ -51,6 +51,12 @@ What a method declares:
   before the run's config is hashed, so the result records what ran; the card's
   ``defaults_when:`` values for the resolved value follow (:mod:`cl_bench.cards.resolve`,
   the one place run, dry run and account settle a card);
+* **what it allocates that scales with its settings** (:meth:`Method.memory`): its
+  dominant allocations (a Gram matrix, one adapter set per task, prototypes, a
+  prompt pool), each with the setting that scales it, from the settings and the
+  run's :class:`~cl_bench.engine.memory.Workload`; with what every run allocates, the
+  estimate refuses a command whose runs cannot fit in memory before anything runs
+  (:mod:`cl_bench.engine.memory`);
 * **which backbone passes make its features** (:meth:`Method.feature_backbones`): the
   frozen backbone for a ``FEATURES`` method; the accounting counts one pass of each
   per test image;
@@ -93,6 +99,7 @@ from cl_bench.errors import UserError
 
 if TYPE_CHECKING:
     from cl_bench.backbones.base import Backbone
+    from cl_bench.engine.memory import Allocation, Workload
     from cl_bench.scenarios.stream import Stream
 
 
@@ -150,6 +157,14 @@ class Method:
     def check_params(cls, params: dict, backbone: Backbone) -> None:
         """Refuse (``UserError``) settings the backbone makes invalid. Default: the
         method has none; the card's bounds and choices cover its settings."""
+
+    @classmethod
+    def memory(cls, params: dict, work: Workload) -> list[Allocation]:
+        """The method's own dominant allocations under the resolved ``params`` (lower
+        bounds, so that a refusal is never wrong), each naming the key of ``params``
+        that scales it. Default: none beyond what every run allocates (the engine
+        counts those)."""
+        return []
 
     def routing(self) -> torch.Tensor | None:
         """The module chosen per sample of the last evaluated batch, or None for a

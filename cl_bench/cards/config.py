@@ -10,8 +10,11 @@ as YAML and must keep the default's type.
 
 Every numeric setting is bounded, and a card's own defaults are checked when
 it is loaded, so that a setting out of range is refused before anything runs
-instead of training something else (``epochs: -1`` trains nothing). A card
-declares, beside ``defaults``:
+instead of training something else (``epochs: -1`` trains nothing). Every number
+of a setting is finite, however YAML spells it (``.inf`` and ``.nan`` are floats
+that pass any bound). A setting that scales time has an upper bound (``epochs``);
+one that scales memory is checked, with the others, by the memory estimate before
+a run (:mod:`cl_bench.engine.memory`). A card declares, beside ``defaults``:
 
     bounds:      # [lowest, highest], both allowed; null: unbounded; a setting's
       epochs: [1, null]           # name: that setting's value (top_k <= pool_size)
@@ -191,7 +194,7 @@ class Card:
         setting and of the dotted keys below it). ``defaults``: the values are the
         card's own, so the error blames the card."""
         problems = [p for key, p in self.problems()
-                    if only is None or key == only or key.startswith(f"{only}.")]
+                    if only is None or key == only or key.startswith((f"{only}.", f"{only}["))]
         if not problems:
             return
         if defaults:
@@ -201,7 +204,10 @@ class Card:
 
     def problems(self) -> list[tuple[str, str]]:
         """(key, what is wrong) for every broken rule, in the order declared."""
-        rules, out = self.rules(), []
+        rules = self.rules()
+        out = [(key, f"{self.name}.{key} = {value} is not a finite number; every number of "
+                     "a setting must be finite, however YAML spells it (.inf, .nan, 1e999)")
+               for key, value in non_finite(self.params)]
         for key, allowed in rules["choices"].items():
             found, value = lookup(self.params, key)
             if found and not any(a == value and isinstance(a, bool) == isinstance(value, bool)
@@ -233,6 +239,20 @@ class Card:
 
 def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def non_finite(value: Any, key: str = "") -> list[tuple[str, float]]:
+    """(dotted key, value) of every infinite or NaN float in a setting, however deep in
+    its mappings and lists (YAML reads ``.inf`` and ``.nan`` as floats, which pass every
+    bound: ``nan < 0`` and ``nan > 1`` are both false)."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [(key, value)]
+    if isinstance(value, dict):
+        return [hit for k, v in value.items()
+                for hit in non_finite(v, f"{key}.{k}" if key else str(k))]
+    if isinstance(value, list):
+        return [hit for i, v in enumerate(value) for hit in non_finite(v, f"{key}[{i}]")]
+    return []
 
 
 def lookup(params: dict, key: str) -> tuple[bool, Any]:
@@ -273,12 +293,16 @@ def check_rules(card: Card, required: bool) -> None:
 
 
 def scientific(text: str) -> float | str:
-    """``text`` as a finite float when it is one (``1e-4``, ``5E3``), else unchanged."""
+    """``text`` as a float when it is a number (``1e-4``, ``5E3``, ``1e999``), else
+    unchanged. Python also reads ``inf`` and ``nan`` as floats: those stay text (a
+    word, not a number), while an overflowing number becomes inf, which the card's
+    rules then refuse as not finite."""
+    if text.strip().lstrip("+-").lower() in ("inf", "infinity", "nan"):
+        return text
     try:
-        number = float(text)
+        return float(text)
     except ValueError:
         return text
-    return number if math.isfinite(number) else text
 
 
 def coerce(text: str, default: Any, label: str) -> Any:
@@ -287,7 +311,7 @@ def coerce(text: str, default: Any, label: str) -> Any:
         value = yaml.safe_load(text)
     except yaml.YAMLError:
         value = text
-    if default is None or value is None:
+    if default is None:
         return value
     if isinstance(default, float) and isinstance(value, str):
         value = scientific(value)  # YAML 1.1 reads 1e-4 (no dot) as a string
@@ -299,7 +323,7 @@ def coerce(text: str, default: Any, label: str) -> Any:
         return float(value)
     elif isinstance(default, int) and isinstance(value, int) and not isinstance(value, bool):
         return value
-    elif isinstance(default, str):
+    elif isinstance(default, str) and value is not None:  # null is no value, not "None"
         return str(value)
     elif isinstance(default, list) and isinstance(value, list):
         return value

@@ -43,6 +43,7 @@ from cl_bench.engine.environment import (
     resolve_device,
     resolve_precision,
 )
+from cl_bench.engine.memory import check_memory
 from cl_bench.engine.runner import (
     RunRequest,
     Shared,
@@ -261,6 +262,8 @@ def plan(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo) -> list[Job]:
     for req in reqs:
         methods, scenario = check_request(req)
         device, precision, threads = worker_target(req, opts)
+        if opts.launcher == "local":  # the workers share this machine's memory
+            check_memory(methods, scenario, req.backbone, req.image_size, device)
         req = replace(req, out=req.out.resolve(), progress=False, device=device,
                       precision=precision, threads=threads,
                       data_root=req.data_root.resolve() if req.data_root else None)

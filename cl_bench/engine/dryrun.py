@@ -25,11 +25,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import timm
-import torch
-
-from cl_bench.backbones import backbone_kind, use_weights_normalization
-from cl_bench.backbones.base import Backbone
+from cl_bench.backbones import use_weights_normalization
+from cl_bench.backbones.planned import Unknown, planned_backbone
 from cl_bench.cards.config import Card, parse_sets
 from cl_bench.cards.protocol import (
     SCENARIO_PREFIX,
@@ -40,51 +37,14 @@ from cl_bench.cards.protocol import (
 from cl_bench.cards.resolve import resolve_for_backbone
 from cl_bench.commands.launch import LaunchOptions, worker_target
 from cl_bench.engine.environment import resolve_device, resolve_precision
+from cl_bench.engine.memory import check_memory
 from cl_bench.engine.runner import RunRequest, check_request, resolved_config
 from cl_bench.scenarios import check_class_order
+from cl_bench.scenarios.footprint import class_count
 from cl_bench.scenarios.order import task_split
 from cl_bench.store import results
 
 FILE_DATASETS = ("imagefolder",)  # loaders whose images stay files on disk (FileList)
-FIXED_CLASSES = {"fmnist": 10, "fmnist-full": 10, "digits": 10, "cifar100": 100}
-
-
-class Unknown(Exception):
-    """A result path that cannot be known without loading something; the reason."""
-
-
-def planned_backbone(name: str, weights: str | None, img_size: int | None) -> Backbone:
-    """The backbone as a result's config records it, with its architecture on the meta
-    device (no memory, no weights). Raises :class:`Unknown` for an absent weights file."""
-    if weights not in (None, "random", "pretrained") and not Path(weights).expanduser(
-            ).is_file():
-        raise Unknown(f"the weights file {weights} is not on this machine (its digest "
-                      "names the result)")
-    if backbone_kind(name) == "vit":
-        from cl_bench.backbones.vit import PINNED_TAGS, weights_identity
-        tag = PINNED_TAGS[name]
-        with torch.device("meta"):
-            model = timm.create_model(tag if weights is None else tag.split(".")[0],
-                                      pretrained=False, num_classes=0,
-                                      **({"img_size": img_size} if img_size else {}))
-        record, digest = weights_identity(name, weights)
-        return Backbone(name=name, model=model, dim=model.num_features,
-                        input_size=model.patch_embed.img_size[0], kind="vit",
-                        weights=record, weights_digest=digest)
-    from cl_bench.backbones import efficientnet as lite0
-    with torch.device("meta"):
-        model = timm.create_model(lite0.TIMM_NAME, pretrained=False)
-    record, digest = lite0.weights_identity(weights or "pretrained")
-    return Backbone(name=name, model=model, dim=lite0.DIM,
-                    input_size=img_size or lite0.INPUT_SIZE, kind="cnn", weights=record,
-                    weights_digest=digest, mean=lite0.MEAN, std=lite0.STD)
-
-
-def class_count(scenario: Card) -> int | None:
-    """The scenario's number of classes as its card states it (or as the dataset fixes
-    it), or None."""
-    args = scenario.params.get("dataset_args") or {}
-    return args.get("n_classes") or FIXED_CLASSES.get(scenario.params["dataset"])
 
 
 def check_stream(scenario: Card) -> None:
@@ -139,10 +99,15 @@ def origins(req: RunRequest, card: Card, scenario: Card) -> dict[str, str]:
     return out
 
 
-def plan_request(req: RunRequest, device: str, precision: str) -> tuple[list[str], list[str]]:
-    """The lines of one scenario's plan, and the state of each of its runs."""
+def plan_request(req: RunRequest, device: str, precision: str,
+                 here: bool = True) -> tuple[list[str], list[str]]:
+    """The lines of one scenario's plan, and the state of each of its runs. ``here``:
+    the runs would run on this machine (in this process or local workers), so its
+    memory is checked as the run checks it; SLURM nodes' memory is not known here."""
     methods, scenario = check_request(req)
     check_stream(scenario)
+    if here:
+        check_memory(methods, scenario, req.backbone, req.image_size, device)
     head = (f"{scenario.name}: backbone {req.backbone}, weights {{}}, protocol {req.protocol}, "
             f"{device}/{precision}, seeds {', '.join(map(str, req.seeds))}")
     try:
@@ -202,7 +167,7 @@ def dry_run(reqs: list[RunRequest], opts: LaunchOptions) -> list[str]:
     """The plan of every request, as ``cl-bench run`` with ``opts`` would run it."""
     lines, states = ["dry run: nothing is loaded, trained or written"], []
     for req in reqs:
-        more, found = plan_request(req, *target(req, opts))
+        more, found = plan_request(req, *target(req, opts), here=opts.launcher != "slurm")
         lines, states = lines + more, states + found
     if any(req.protocol == "paper" for req in reqs):
         lines += ["paper settings and their sources:",

@@ -33,6 +33,7 @@ from cl_bench.engine.feature_cache import (
     sidecar,
     write_entry,
 )
+from cl_bench.errors import UserError
 from cl_bench.scenarios.augment import AugmentedView
 from cl_bench.scenarios.image_data import FileList, ImageData
 from cl_bench.scenarios.transforms import eval_transform
@@ -105,9 +106,11 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-class NonFiniteFeatures(RuntimeError):
+class NonFiniteFeatures(UserError):
     """Extracted features that are not finite: no method could be scored on them, so the
-    run fails (its ``.failed`` record names why) instead of reporting chance numbers."""
+    run fails (its ``.failed`` record names why) instead of reporting chance numbers. A
+    user's error, not a bug: broken weights, or a first-session adaptation (APER,
+    RanPAC) that a setting made diverge."""
 
 
 class FeatureStore:
@@ -182,7 +185,9 @@ class FeatureStore:
                 f"{backbone.name} features of {data.name} {label} hold {bad} NaN or inf "
                 f"values of {half.numel()}: the backbone's weights are broken, or a feature "
                 "exceeds fp16's range (65504). Nothing was cached and the run is not scored; "
-                "check the weights file, or the backbone's output on one image.")
+                "check the weights file, or the backbone's output on one image. A backbone "
+                "adapted on the first task (named <backbone>+adapter, +finetune or +bn) "
+                "diverged there: lower its learning rate or weight decay.")
         if self.use_disk:
             write_entry(path, repr(key), half.numpy())
         self.seconds += time.perf_counter() - t0

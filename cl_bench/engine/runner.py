@@ -1,8 +1,9 @@
 """Expand methods x scenario x seeds, skip what is finished, run the rest.
 
 Everything a run could fail on because of the user's input (names, --set
-keys, data, weights, method/backbone fit) is checked before the first run
-starts, so a bad command writes nothing. Each run is computed under its lock
+keys, data, weights, method/backbone fit, a memory estimate beyond the machine's)
+is checked before the first run starts, so a bad command writes nothing. Each
+run is computed under its lock
 (:func:`cl_bench.store.results.run_once`), here or in the workers of
 :mod:`cl_bench.commands.launch`, so two invocations never compute the same run at once.
 """
@@ -55,6 +56,8 @@ from cl_bench.engine.environment import (
     versions,
 )
 from cl_bench.engine.features import FeatureStore
+from cl_bench.engine.finite import FiniteWatch
+from cl_bench.engine.memory import check_memory
 from cl_bench.engine.recording import Recorder
 from cl_bench.engine.state import Resumable
 from cl_bench.errors import UserError
@@ -231,8 +234,9 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     def build() -> tuple:
         recorder = Recorder(stream.task_of_label, backbone, label=card.name, progress=progress)
         train_flops = TrainFlops()
+        watch = FiniteWatch(card.name, card.params, card.raw.get("defaults"))  # diverged: fail
         return cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
-                   device=device, plugins=[recorder, train_flops, *plugins],
+                   device=device, plugins=[recorder, train_flops, watch, *plugins],
                    evaluator=quiet_evaluator()), recorder, train_flops
     # a strategy that cannot save its state is not checkpointed: a killed run starts over
     checkpoint = RunCheckpoint(result if issubclass(cls, Resumable) else None,
@@ -421,6 +425,7 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print,
     recorded beside its result, it is listed in ``failed`` and the next run starts."""
     methods, scenario = check_request(req)
     device = resolve_device(req.device)
+    check_memory(methods, scenario, req.backbone, req.image_size, device.type)
     make_deterministic(req.threads)
     precision = resolve_precision(req.precision, device)
     shared = load_shared(req, scenario, methods, device, precision)
@@ -465,6 +470,7 @@ def preflight(reqs: list[RunRequest]) -> None:
     for req in reqs:
         methods, scenario = check_request(req)
         device = resolve_device(req.device)
+        check_memory(methods, scenario, req.backbone, req.image_size, device.type)
         precision = resolve_precision(req.precision, device)
         shared = load_shared(req, scenario, methods, device, precision)
         runs = plan_runs(req, methods, scenario, shared.backbone, precision, shared.data.on_disk)

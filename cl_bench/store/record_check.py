@@ -4,7 +4,8 @@ back as finished and ``status``, ``report`` and ``check`` read as results.
 A record counts only when every number a reader uses is there, of the right type,
 finite, in range and consistent with the others (the summary numbers are recomputed
 from the accuracy matrix), and the record belongs to the path it lies at (scenario
-and method folders, seed and config hash in the file name). Anything else, from a
+and method folders, seed and config hash in the file name). Every other number of
+the record (its resolved config, memory) is finite too. Anything else, from a
 torn write to a hand-edited or foreign file, is reported as a list of problems
 worded to name the field, so the run is recomputed and the user is told why.
 """
@@ -36,6 +37,8 @@ TIMING_OTHER = {
 }
 TIMING_OTHER_WORDS = {"features_from": "a name", "resumed_from_task": "a task number",
                       "threads": "thread counts per phase"}
+LAYERED = ("acc_matrix", "acc_seen", "routing_acc", "acc_task_mean", *SUMMARY_NUMBERS,
+           "accounting", "timing")  # keys whose numbers the layered checks look at
 TOLERANCE = 1e-6
 SHOWN = 3  # problems named in a one-line reason
 
@@ -205,6 +208,26 @@ def _block_problems(record: dict) -> list[str]:
     return out
 
 
+def _finite_problems(value: object, where: str) -> list[str]:
+    """Every inf or NaN anywhere below ``value`` (JSON writes them as ``Infinity`` and
+    ``NaN``, which ``json`` reads back as floats)."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [f"{where} is {value!r}, not a finite number"]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _finite_problems(v, f"{where}.{k}")]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _finite_problems(v, f"{where}[{i}]")]
+    return []
+
+
+def _other_numbers_problems(record: dict) -> list[str]:
+    """The numbers the layered checks do not look at (the resolved config, protocol,
+    memory, extra keys) are finite too: a run whose config says ``lr: Infinity`` is not
+    a result, whatever its accuracy."""
+    return [p for key, value in record.items() if key not in LAYERED
+            for p in _finite_problems(value, key)]
+
+
 def problems(record: object, path: Path | None = None) -> list[str]:
     """Everything wrong with a result record, worded for a user (empty: valid).
 
@@ -228,6 +251,7 @@ def problems(record: object, path: Path | None = None) -> list[str]:
     if missing:
         return [f"missing key{'s' * (len(missing) > 1)}: {', '.join(missing)}"]
     out = [] if record["status"] == "done" else [f"status is {record['status']!r}, not 'done'"]
+    out += _other_numbers_problems(record)
     out += _place_problems(record, Path(path)) if path is not None else []
     shape = _shape_problems(record)
     out += shape

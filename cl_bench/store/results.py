@@ -243,7 +243,8 @@ def run_once(path: Path, compute: Callable[[], dict]) -> Attempt:
 
     Under the run's lock: check again that it is not finished (another process may
     have finished it since the caller looked), remove temp files a killed writer
-    left, compute, write atomically, forget an earlier failure. A failure is
+    left, compute, check the record (:func:`refuse_invalid`), write atomically,
+    forget an earlier failure. A failure is
     recorded beside the result and re-raised; an interrupt (KeyboardInterrupt,
     SIGKILL) records nothing, so the run counts as pending and the next
     invocation runs it again.
@@ -259,6 +260,7 @@ def run_once(path: Path, compute: Callable[[], dict]) -> Attempt:
             leftover.unlink(missing_ok=True)
         try:
             record = compute()
+            refuse_invalid(record, path)
         except Exception as e:
             write_failure(path, e)
             raise
@@ -293,6 +295,21 @@ def check_run_files(out: Path, paths: list[Path]) -> None:
                 raise UserError(f"{target} is {kind}, but it is where cl-bench keeps the "
                                 f"{role} of the run {path.name}. Remove or rename it, then run "
                                 "the command again.")
+
+
+def refuse_invalid(record: dict, path: Path) -> None:
+    """A record that readers would not count as finished (a non-finite number, an
+    accuracy out of range) is never written: the run fails, its failure is recorded,
+    and no sweep report shows it as a result."""
+    from cl_bench.store.record_check import problems, reason  # it imports this module
+
+    found = problems(record, path)
+    if found:
+        raise UserError(f"The run of {record.get('method')} seed {record.get('seed')} finished "
+                        f"but its record is not a valid result ({reason(found)}), so it was "
+                        "not saved; the failure is recorded in the run's .failed file. A "
+                        "non-finite number usually means training diverged: lower the "
+                        "learning rate.")
 
 
 def grid_path(out: Path, paths: Iterable[Path]) -> Path:

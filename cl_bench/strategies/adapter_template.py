@@ -27,6 +27,7 @@ from torch import nn
 from cl_bench.backbones.adapters import AdapterSet
 from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.contract import Inputs, MethodSpec, Schedule
+from cl_bench.engine.memory import Allocation, Workload, adapter_sets
 from cl_bench.strategies.per_task import AutocastForward, PerTaskTemplate
 from cl_bench.strategies.shared_vit import OnSharedViT
 
@@ -97,6 +98,11 @@ class AdapterStrategy(OnSharedViT, AutocastForward, PerTaskTemplate):
     model_class: type[AdapterModel] = AdapterModel
     injects = "puts adapters into transformer blocks"
     state_attrs = ("model.task", "model.task_of_class", "model.current")
+
+    @classmethod
+    def memory(cls, params: dict, work: Workload) -> list[Allocation]:
+        """One adapter set per task, all kept (and run at test time)."""
+        return [adapter_sets(work, params["ffn"], work.n_tasks, "ffn")]
 
     def model_adaptation(self, model=None):
         model = self.model if model is None else model

@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader
 
 from cl_bench.backbones.base import Backbone, autocast
 from cl_bench.contract import Inputs, MethodSpec, Schedule
+from cl_bench.engine.memory import Allocation, Workload, adapter_sets
 from cl_bench.strategies.backbone_copy import dataset_classes
 from cl_bench.strategies.first_session_adapt import (
     adapted_backbone,
@@ -96,6 +97,13 @@ class FirstSessionTemplate(AutocastForward, PerTaskTemplate):
     @classmethod
     def check_params(cls, params: dict, backbone: Backbone) -> None:
         check_variant(cls.variant(params, backbone), backbone)
+
+    @classmethod
+    def memory(cls, params: dict, work: Workload) -> list[Allocation]:
+        """The first session's adapters (one set), when it adapts with adapters."""
+        if params["adapt"] != "adapter":
+            return []
+        return [adapter_sets(work, params["ffn"], 1, "ffn")]
 
     @property
     def adapting(self) -> bool:

@@ -42,6 +42,7 @@ from torch.utils.data import DataLoader
 from cl_bench.backbones.adapters import merge
 from cl_bench.backbones.base import autocast
 from cl_bench.backbones.prompted import PromptedViT
+from cl_bench.engine.memory import FLOAT, Allocation, Workload
 from cl_bench.strategies.adapter_template import AdapterModel, AdapterStrategy, Normalize
 from cl_bench.strategies.per_task import make_optimizer
 
@@ -218,6 +219,18 @@ class Mos(AdapterStrategy):
     """MOS as an Avalanche strategy on images."""
 
     model_class = MosNet
+
+    @classmethod
+    def memory(cls, params: dict, work: Workload) -> list[Allocation]:
+        """Beside its adapter sets: a d x d covariance per class (``ca_storage:
+        covariance``) and, in classifier alignment, ``batch_size x ca_samples`` drawn
+        features per seen class."""
+        d, n = work.dim, work.n_classes
+        per_class = d * d if params["ca_storage"] == "covariance" else d
+        drawn = params["batch_size"] * params["ca_samples"] * n * d * FLOAT
+        return [*super().memory(params, work),
+                Allocation("the class statistics", n * per_class * FLOAT, "ca_storage"),
+                Allocation("the classifier alignment's samples", drawn, "ca_samples")]
 
     def build_optimizer(self, model: MosNet):
         """Adapters at ``lr``, the head at ``lr x head_lr_ratio`` (official get_optimizer)."""

@@ -30,6 +30,7 @@ from torch import nn
 from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.contract import Inputs, MethodSpec, Schedule
+from cl_bench.engine.memory import FLOAT, Allocation, Workload
 from cl_bench.errors import UserError
 from cl_bench.strategies.per_task import AutocastForward, PerTaskTemplate
 from cl_bench.strategies.prompt_matching import class_mask, mask_logits
@@ -102,11 +103,26 @@ class PromptStrategy(OnSharedViT, AutocastForward, PerTaskTemplate):
     def check_params(cls, params: dict, backbone: Backbone) -> None:
         super().check_params(params, backbone)
         depth = len(backbone.model.blocks)
-        for key in (k for k in params if k.endswith("layers")):
+        lists = [k for k in params if k.endswith("layers")]
+        for key in lists:
             outside = [b for b in params[key] if not (isinstance(b, int) and 0 <= b < depth)]
             if outside or len(set(params[key])) != len(params[key]):
                 raise UserError(f"{cls.__name__}: {key} = {params[key]} must list distinct "
                                 f"block indices 0 to {depth - 1} of {backbone.name}.")
+        if lists and not any(params[key] for key in lists):  # degenerate by construction
+            raise UserError(f"{cls.__name__}: {' and '.join(f'{k} = []' for k in lists)} puts "
+                            "a prompt in no block, so only the head would train. Name at "
+                            f"least one block index (0 to {depth - 1}) in {' or '.join(lists)}.")
+
+    @classmethod
+    def memory(cls, params: dict, work: Workload) -> list[Allocation]:
+        """The prompt pool: ``pool_size`` prompts of the longest length, at each
+        prompted layer, with the optimizer's two moments."""
+        length = max(v for k, v in params.items() if k.endswith("length"))
+        layers = max([1, *(len(v) for k, v in params.items() if k.endswith("layers"))])
+        pool = params["pool_size"] * length * layers * work.dim * FLOAT * 3
+        return [Allocation("the prompt pool and its optimizer state", pool,
+                           "pool_size or the prompt length")]
 
     def forward_model(self) -> torch.Tensor:
         """Mini-batches are (images, labels, queries, task) when the runner gave the

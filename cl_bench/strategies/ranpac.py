@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from cl_bench.backbones.base import Backbone
+from cl_bench.engine.memory import FLOAT, Allocation, Workload
 from cl_bench.strategies.first_session import FirstSessionNet, FirstSessionTemplate
 from cl_bench.strategies.ridge import choose_ridge, solve_ridge
 
@@ -69,6 +70,20 @@ class RanPAC(FirstSessionTemplate):
         model = RanpacNet(backbone, self.variant(params, backbone), params)
         super().__init__(params=params, backbone=backbone, model=model, device=device,
                          plugins=plugins, evaluator=evaluator)
+
+    @classmethod
+    def memory(cls, params: dict, work: Workload) -> list[Allocation]:
+        """The float64 M x M Gram matrix G, G + lambda I and its Cholesky factor (the
+        ridge solve holds all three), W_rand (d x M, float32), and a task's projected
+        features (float64)."""
+        width = params["M"] or work.dim
+        task = -(-work.train_images // work.n_tasks)
+        return [*super().memory(params, work),
+                Allocation(f"the Gram matrix and its ridge solve (3 x {width}^2 float64)",
+                           3 * width * width * 8, "M"),
+                Allocation("the random projection W_rand", work.dim * params["M"] * FLOAT,
+                           "M"),
+                Allocation("a task's projected features", task * width * 8, "M")]
 
     def fit(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """Accumulate the task's statistics, choose lambda on the task, solve."""

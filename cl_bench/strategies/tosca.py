@@ -19,6 +19,8 @@ from torch.func import functional_call, vmap
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.contract import Inputs, MethodSpec, Schedule
+from cl_bench.engine.memory import FLOAT, Allocation, Workload
+from cl_bench.errors import UserError
 from cl_bench.strategies.heads import CosineClassifier, set_prototypes
 from cl_bench.strategies.luca import LuCA, select_module
 from cl_bench.strategies.per_task import PerTaskTemplate
@@ -99,6 +101,31 @@ class Tosca(PerTaskTemplate):
                          params["selection"], params["init"])
         super().__init__(params=params, model=model, device=device, plugins=plugins,
                          evaluator=evaluator)
+
+    @classmethod
+    def check_params(cls, params: dict, backbone: Backbone) -> None:
+        """LuCA's layers are d // ratio wide: a ratio above the feature width d builds
+        zero-width layers, a model that is degenerate by construction (it trains
+        nothing, yet its run would finish with a number)."""
+        for key, layer in (("mlp_ratio", "adapter"), ("se_ratio", "calibrator")):
+            if backbone.dim // params[key] < 1:
+                raise UserError(
+                    f"tosca.{key} = {params[key]} leaves LuCA's {layer} with no unit: its "
+                    f"width is the feature width over the ratio, {backbone.dim} // "
+                    f"{params[key]} = 0 on {backbone.name}. Set --set tosca.{key} to at most "
+                    f"{backbone.dim} (the paper uses 16).")
+
+    @classmethod
+    def memory(cls, params: dict, work: Workload) -> list[Allocation]:
+        """K cached augmented views of every training feature (fp16), and one LuCA per
+        task."""
+        d = work.dim
+        luca = 2 * d * (d // params["mlp_ratio"]) + 2 * d * (d // params["se_ratio"])
+        return [Allocation(f"{params['augment_views']} augmented views of every training "
+                           "feature", params["augment_views"] * work.train_images * d * 2,
+                           "augment_views"),
+                Allocation("one LuCA module per task", work.n_tasks * luca * FLOAT,
+                           "mlp_ratio or the task count")]
 
     def model_adaptation(self, model=None):
         model = self.model if model is None else model
