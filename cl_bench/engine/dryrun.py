@@ -41,7 +41,7 @@ from cl_bench.engine.memory import check_memory
 from cl_bench.engine.runner import RunRequest, check_request, resolved_config
 from cl_bench.scenarios import check_class_order
 from cl_bench.scenarios.footprint import class_count
-from cl_bench.scenarios.order import task_split
+from cl_bench.scenarios.order import check_split, task_split
 from cl_bench.store import results
 
 FILE_DATASETS = ("imagefolder",)  # loaders whose images stay files on disk (FileList)
@@ -53,7 +53,7 @@ def check_stream(scenario: Card) -> None:
     n_classes = class_count(scenario)
     check_class_order(scenario, n_classes)
     if n_classes is not None:
-        task_split(n_classes, scenario.params["init_cls"], scenario.params["increment"])
+        check_split(n_classes, scenario.params["init_cls"], scenario.params["increment"])
 
 
 def size_by_stream(methods: list[Card], scenario: Card) -> None:

@@ -33,10 +33,9 @@ def class_order(n_classes: int, seed: int | None = None, explicit: Sequence[int]
     return np.random.RandomState(seed).permutation(n_classes).tolist()
 
 
-def task_split(n_classes: int, init_cls: int, increment: int) -> list[int]:
-    """Number of classes per task: ``init_cls`` first, then ``increment`` each;
-    a remainder becomes an extra, smaller last task (Avalanche's generator drops
-    it; PILOT keeps it, and so do we)."""
+def check_split(n_classes: int, init_cls: int, increment: int) -> None:
+    """Refuse a split :func:`task_split` cannot make, without building it (the class
+    count may be huge where this is checked)."""
     if init_cls < 1 or increment < 1:
         raise UserError(
             f"init_cls ({init_cls}) and increment ({increment}) must both be at least 1. "
@@ -47,13 +46,15 @@ def task_split(n_classes: int, init_cls: int, increment: int) -> list[int]:
             f"init_cls = {init_cls} is larger than the {n_classes} classes of the dataset. "
             f"Use --set scenario.init_cls=N with N <= {n_classes}."
         )
-    sizes = [init_cls]
-    while sum(sizes) + increment < n_classes:
-        sizes.append(increment)
-    rest = n_classes - sum(sizes)
-    if rest > 0:
-        sizes.append(rest)
-    return sizes
+
+
+def task_split(n_classes: int, init_cls: int, increment: int) -> list[int]:
+    """Number of classes per task: ``init_cls`` first, then ``increment`` each;
+    a remainder becomes an extra, smaller last task (Avalanche's generator drops
+    it; PILOT keeps it, and so do we)."""
+    check_split(n_classes, init_cls, increment)
+    full, rest = divmod(n_classes - init_cls, increment)
+    return [init_cls] + [increment] * full + ([rest] if rest else [])
 
 
 def split_in_tasks(n_classes: int, n_tasks: int) -> list[int]:
