@@ -1,5 +1,6 @@
 """LuCA (TOSCA's per-task module): parameter counts, flows, init, entropy and
-module selection, checked against REFERENCE.md section 1."""
+module selection, checked against the TOSCA paper (arXiv 2502.14762) and its official
+code (github.com/muratonuryildirim/tosca, models/tosca.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def n_params(module: torch.nn.Module) -> int:
 
 
 def expected_counts(d: int, r: int = 16, s: int = 16) -> tuple[int, int, int]:
-    """(adapter, LayerNorm, calibrator) from the formulas of REFERENCE section 1."""
+    """(adapter, LayerNorm, calibrator) from the paper's LuCA formulas."""
     h, q = d // r, d // s
     adapter = d * h + h + h * d + d  # Linear(d->h, bias) + Linear(h->d, bias)
     norm = 2 * d  # LayerNorm weight + bias

@@ -1,5 +1,5 @@
 """Class orders, task splits, the stream builder and the summary metrics
-(REFERENCE.md section 4 and the conventions in cl_bench/metrics.py)."""
+(LAMDA-PILOT's utils/data_manager.py and the conventions in cl_bench/metrics.py)."""
 
 from __future__ import annotations
 

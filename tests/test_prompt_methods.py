@@ -1,5 +1,5 @@
-"""L2P, DualPrompt and CODA-Prompt: trainable parameters against REFERENCE.md
-section 2, and each strategy trained on a tiny synthetic stream (random-weight
+"""L2P, DualPrompt and CODA-Prompt: trainable parameters against the
+papers' prompt shapes, and each strategy trained on a tiny synthetic stream (random-weight
 ViT-Tiny at 32 px, 4 classes in tasks of 2 + 1 + 1) as ``runner.run_one``
 drives it."""
 
@@ -49,7 +49,7 @@ def trainable(s) -> int:
 
 
 def expected_prompt_params(method: str, d: int) -> int:
-    """REFERENCE.md section 2 as formulas in the width d."""
+    """The papers' prompt shapes as formulas in the width d."""
     return {"l2p": 10 * 5 * d + 10 * d,                           # prompts + keys
             "dualprompt": 2 * 2 * 5 * d + 3 * 2 * 10 * 5 * d + 10 * d,  # G + E + keys
             "coda-prompt": 5 * 100 * (8 + 2) * d}[method]          # (P + K + A) x 5 layers

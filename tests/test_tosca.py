@@ -1,5 +1,5 @@
 """ToscaNet, the cosine classifier, prototypes, and the TOSCA / SimpleCIL
-strategies end to end on small separable features (REFERENCE.md section 1)."""
+strategies end to end on small separable features (TOSCA paper, arXiv 2502.14762)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ CODA-Prompt parity runs of bench/parity.md; run after patch_pilot.py:
 
     python bench/parity/patch_pc.py /work/scratch/pilot
 
-1. DualPrompt's E-prompt ``reshape`` (PILOT issue 29, REFERENCE.md section 2)
+1. DualPrompt's E-prompt ``reshape`` (LAMDA-PILOT issue 29)
    gets the missing permute of the (key/value, image) axes, but only when the
    environment variable PARITY_RESHAPE_FIX is set to 1: unset, PILOT runs as it
    is. cl-bench's ``dualprompt.reshape_bug`` false is the fixed split.

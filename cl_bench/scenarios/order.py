@@ -1,4 +1,4 @@
-"""Class orders and task splits, PILOT's convention (REFERENCE section 4)."""
+"""Class orders and task splits, PILOT's convention (LAMDA-PILOT utils/data_manager.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """CODA-Prompt: Smith et al., "CODA-Prompt: COntinual Decomposed Attention-based
-Prompting for Rehearsal-Free Continual Learning" (CVPR 2023). REFERENCE.md section 2.
+Prompting for Rehearsal-Free Continual Learning" (CVPR 2023).
 
 Prefix tuning at layers l in {0, ..., 4}; per layer M = 100 components P_m
 (L x D, L = 8), keys K_m (D) and attention vectors A_m (D). With the frozen

@@ -1,6 +1,6 @@
 """EWC: Kirkpatrick et al., "Overcoming catastrophic forgetting in neural
 networks", PNAS 2017; online variant from Schwarz et al., "Progress &
-Compress", ICML 2018. REFERENCE.md section 2.
+Compress", ICML 2018.
 
 Fine-tuning as in Finetune, plus a quadratic pull towards the parameters
 theta* that solved the earlier tasks, weighted by their importance F (a

@@ -1,5 +1,5 @@
 """L2P: Wang et al., "Learning to Prompt for Continual Learning" (CVPR 2022).
-REFERENCE.md section 2; the shared pieces are in prompt_matching.py and prompt_template.py.
+The shared pieces are in prompt_matching.py and prompt_template.py.
 
 A pool of M prompts P_m (L x D) with keys k_m. For an image x with frozen query
 q(x) (final [CLS], no prompts):

@@ -1,5 +1,6 @@
 """TOSCA: Yildirim et al., "Unlocking [CLS] Features for Continual Post-Training"
-(arXiv 2502.14762, TMLR 2026). REFERENCE.md section 1.
+(arXiv 2502.14762, TMLR 2026); the official code is github.com/muratonuryildirim/tosca
+(models/tosca.py; its only commit, also public as the root commit of ladka6/tosca-eval).
 
 Per task t a fresh LuCA_t is trained on the frozen final [CLS] feature x with
 a shared cosine classifier over all seen classes,
