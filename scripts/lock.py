@@ -55,6 +55,11 @@ def installed() -> dict[str, str]:
 
 
 def verify() -> int:
+    if not LOCK.is_file():
+        print(f"{LOCK} is missing: restore it from git (`git checkout -- "
+              f"{LOCK.relative_to(ROOT)}`) or write it with `python scripts/lock.py refresh`.",
+              file=sys.stderr)
+        return 1
     pins, have = read_lock(), installed()
     wrong = [f"{name} {version} (lock: {pins.get(name, 'absent')})"
              for name, version in sorted(have.items())

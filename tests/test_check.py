@@ -169,3 +169,15 @@ def test_each_side_says_where_it_ran():
     rows = regress.compare(base, same, None, cpu="AVX512", suite=suite)
     assert {r.ran_in for r in rows} == {"AVX512/fp32"}
     assert regress.environment_notes(rows, base, same) == []
+
+
+def test_a_malformed_provenance_only_loses_the_annotation():
+    base = {"provenance": "lost", "metrics": {"a/m": {
+        "avg_acc": {"value": 50.0, "tolerance": 1.0}, "last_acc": {"value": 40.0,
+                                                                  "tolerance": 1.0}}}}
+    now = regress.Measured(values={"a/m": {"avg_acc": 50.0, "last_acc": 38.0}},
+                           precision={"a/m": "fp32"}, packages={"timm": "1.0.31"})
+    rows = regress.compare(base, now, None, cpu="AVX2", suite={"runs": [{"name": "a"}]})
+    assert [(r.status, r.ran_in) for r in rows] == [("ok", "?/? -> AVX2/fp32"),
+                                                    ("DROP", "?/? -> AVX2/fp32")]
+    assert len(regress.environment_notes(rows, base, now)) == 1  # no package note

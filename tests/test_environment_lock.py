@@ -121,3 +121,11 @@ def test_report_names_packages_that_differ_between_its_runs():
                                   "(l2p) / 1.0.31 (l2p, tosca). Numbers may move with them; "
                                   "compare runs made in one locked environment.")
     assert package_note(runs.iloc[1:]) is None
+
+
+def test_lock_verify_without_a_lock_names_the_fix(monkeypatch, tmp_path, capsys):
+    lock = load_lock_script()
+    monkeypatch.setattr(lock, "LOCK", tmp_path / "requirements" / "lock.txt")
+    monkeypatch.setattr(lock, "ROOT", tmp_path)
+    assert lock.verify() == 1
+    assert "is missing: restore it from git" in capsys.readouterr().err

@@ -137,15 +137,23 @@ def expected(base: dict, cpu: str, made_on: str) -> tuple[float, str]:
     return (by_cpu[cpu], cpu) if cpu in by_cpu else (base["value"], made_on)
 
 
+def provenance(baseline: dict) -> dict:
+    """The baseline's provenance; an absent or malformed one says nothing (it only
+    annotates the comparison, never decides it)."""
+    found = baseline.get("provenance")
+    return found if isinstance(found, dict) else {}
+
+
 def baseline_precision(baseline: dict, key: str, suite: dict | None) -> str:
     """The precision a baseline key was measured in: recorded in its provenance since
     baselines record it, else the one its suite entry pins (``auto`` tells nothing)."""
-    recorded = baseline.get("provenance", {}).get("precision", {})
+    recorded = provenance(baseline).get("precision")
     if isinstance(recorded, dict) and isinstance(recorded.get(key), str):
         return recorded[key]
     entry = next((e for e in (suite or {}).get("runs", [])
                   if key.startswith(f"{e['name']}/")), {})
-    return entry.get("precision", "auto") if entry.get("precision") != "auto" else "?"
+    pinned = entry.get("precision", "auto")
+    return pinned if isinstance(pinned, str) and pinned != "auto" else "?"
 
 
 def compare(baseline: dict, measured: dict[str, dict[str, float]] | Measured,
@@ -158,7 +166,7 @@ def compare(baseline: dict, measured: dict[str, dict[str, float]] | Measured,
     cpu = cpu or cpu_capability()
     if not isinstance(measured, Measured):
         measured = Measured(values=measured)
-    made_on = baseline.get("provenance", {}).get("cpu_capability", "?")
+    made_on = str(provenance(baseline).get("cpu_capability", "?"))
     rows = []
     entries = baseline.get("metrics", {})
     for key in sorted(set(entries) | set(measured.values)):
@@ -185,7 +193,7 @@ def environment_notes(rows: list[Row], baseline: dict, measured: Measured) -> li
                      f"capability or precision ({'; '.join(where)}; capability as torch "
                      "dispatches, precision of the backbone passes): they are compared with "
                      "their tolerance, and a difference within it may be rounding alone.")
-    diff = differing([recorded(baseline.get("provenance", {})), measured.packages])
+    diff = differing([recorded(provenance(baseline)), measured.packages])
     if diff:
         notes.append(f"Package versions differ from the baseline's (baseline / now, in "
                      f"sorted order): {describe(diff)}. A moved number may come from them; "
