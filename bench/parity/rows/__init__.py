@@ -34,6 +34,12 @@ repository, and calls the row. A row module defines:
     ``{"ours": {"curve": [...]}, "reference": {"curve": [...]}}``; a curve is the
     top-1 accuracy over all seen classes after each task, in percent.
 
+Optional: ``STEP_NONE_WHY`` (why ``step`` is None), ``DIFFERS_WHY`` (the reason written
+when the verdict is "differs"; a "differs" without one is refused), ``NOTES`` (a list of
+lines for bench/parity.md), ``reference_commit(dir) -> str`` (when DIR is not a git
+checkout of the reference, e.g. an installed package's repository) and
+``copy_reference(dir, copy)`` (instead of ``git archive`` of the pinned commit).
+
 ``work`` is a scratch folder for the row (tree, weights, logs), kept between calls so
 a re-run reuses what is there. Everything a row runs uses one thread and fp32.
 """

@@ -1,0 +1,159 @@
+"""bench/parity: the interval arithmetic, the verdict rule, the results schema, the
+row runner (on a toy row and a toy git reference, no real reference needed) and the
+generated bench/parity.md being current."""
+
+from __future__ import annotations
+
+import subprocess
+import types
+from pathlib import Path
+
+import pytest
+from scipy import stats as sps
+
+import bench.parity.__main__ as runner
+from bench.parity import render, schema, stats
+
+
+def test_paired_interval_is_the_t_interval_of_the_differences():
+    block = stats.interval([1.0, 2.0, 3.0], [0.0, 0.0, 0.0], "paired")
+    # differences 1, 2, 3: mean 2, sd 1, t(0.975, 2) = 4.302653
+    assert block["mean_diff"] == pytest.approx(2.0)
+    assert block["ci95"] == pytest.approx([2 - 4.302653 / 3 ** 0.5, 2 + 4.302653 / 3 ** 0.5],
+                                          abs=1e-5)
+    ours, ref = [70.1, 68.3, 71.0, 69.4], [69.0, 68.9, 70.2, 68.1]
+    want = sps.ttest_rel(ours, ref).confidence_interval()
+    assert stats.interval(ours, ref, "paired")["ci95"] == pytest.approx([want.low, want.high])
+
+
+def test_welch_interval_matches_scipy():
+    ours, ref = [1.0, 2.0, 3.0], [2.0, 4.0, 6.0]
+    block = stats.interval(ours, ref, "welch")
+    want = sps.ttest_ind(ours, ref, equal_var=False).confidence_interval()
+    assert block["mean_diff"] == pytest.approx(-2.0)
+    assert block["ci95"] == pytest.approx([want.low, want.high])
+    # dof = (5/3)^2 / ((1/3)^2/2 + (4/3)^2/2) = 50/17
+    half = sps.t.ppf(0.975, 50 / 17) * (5 / 3) ** 0.5
+    assert block["ci95"] == pytest.approx([-2 - half, -2 + half])
+
+
+@pytest.mark.parametrize("ci, agrees", [
+    ([-0.9, 0.9], True),          # inside +-1
+    ([0.2, 0.95], True),          # inside +-1 without 0
+    ([-0.5, 2.4], True),          # contains 0, width 2.9
+    ([-0.5, 2.6], False),         # contains 0, width 3.1
+    ([0.2, 1.5], False),          # neither
+])
+def test_verdict_rule(ci, agrees):
+    assert stats.agrees(ci) is agrees
+
+
+def test_identical_sides_agree_with_a_zero_interval():
+    per_seed = [{"seed": s, "ours": {"curve": [90.0, 80.0 + s]},
+                 "reference": {"curve": [90.0, 80.0 + s]}} for s in range(10)]
+    block = stats.paired_block(per_seed, "paired", [1, 0])
+    assert block["avg"] == {"mean_diff": 0.0, "ci95": [0.0, 0.0]}
+    assert stats.verdict(block) == "agrees"
+
+
+def _toy_reference(tmp_path: Path) -> tuple[Path, str]:
+    ref = tmp_path / "toy-ref"
+    ref.mkdir()
+    (ref / "model.py").write_text("SCALE = 1.0\n")
+    git = ["git", "-C", str(ref), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git[:3] + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "model.py"], check=True)
+    subprocess.run(git + ["commit", "-qm", "toy"], check=True)
+    head = subprocess.run(git[:3] + ["rev-parse", "HEAD"], capture_output=True, text=True)
+    return ref, head.stdout.strip()
+
+
+def _toy_row(commit: str, calls: list) -> types.ModuleType:
+    row = types.ModuleType("toy")
+    row.METHOD, row.PAIRING, row.PAIRING_WHY = "toy", "paired", "the seed is shared."
+    row.REFERENCE = {"repo": "someone/toy", "commit": commit}
+    row.SETTING, row.CLASS_ORDER, row.SEEDS = {"epochs": 1}, [1, 0], list(range(10))
+
+    def prepare(copy: Path) -> None:
+        text = (copy / "model.py").read_text()
+        (copy / "model.py").write_text(text.replace("1.0", "0.5"))
+
+    def step(copy: Path, work: Path) -> dict:
+        return {"after": list(schema.AFTER), "max_abs_param": [0.0, 1e-7, 2e-7],
+                "max_abs_loss": [0.0, 0.0, 1e-7], "max_abs_logit": [1e-7, 1e-7, 3e-7],
+                "bound": 1e-6, "bound_why": "toy", "kept": []}
+
+    def run_seed(copy: Path, work: Path, seed: int) -> dict:
+        calls.append(seed)
+        scale = float((copy / "model.py").read_text().split("=")[1])
+        return {"ours": {"curve": [90.0, 80.0 + seed * scale]},
+                "reference": {"curve": [90.0, 80.0 + seed * scale - 0.1]}}
+
+    row.prepare, row.step, row.run_seed = prepare, step, run_seed
+    return row
+
+
+def test_runner_writes_a_checked_results_file_and_resumes(tmp_path, monkeypatch):
+    ref, commit = _toy_reference(tmp_path)
+    calls: list = []
+    monkeypatch.setattr(runner, "load_row", lambda m: _toy_row(commit, calls))
+    args = ["toy", "--reference", str(ref), "--scratch", str(tmp_path / "s"),
+            "--out", str(tmp_path / "out")]
+    assert runner.main(args) == 0
+    data = schema.load(tmp_path / "out" / "toy.json")
+    assert calls == list(range(10))
+    assert data["paired"]["avg"]["mean_diff"] == pytest.approx(0.05)
+    assert data["paired"]["last"]["ci95"] == pytest.approx([0.1, 0.1])
+    assert data["verdict"] == "agrees" and data["step"]["within_bound"] is True
+    assert data["per_seed"][3]["ours"]["curve"] == [90.0, 81.5]   # the patched copy ran
+    assert (ref / "model.py").read_text() == "SCALE = 1.0\n"        # the checkout did not
+    assert runner.main(args) == 0
+    assert calls == list(range(10)), "finished seeds are kept, not run again"
+
+
+def test_runner_refuses_wrong_commit_and_scratch_inside_repo(tmp_path, monkeypatch, capsys):
+    ref, commit = _toy_reference(tmp_path)
+    monkeypatch.setattr(runner, "load_row", lambda m: _toy_row("0" * 40, []))
+    assert runner.main(["toy", "--reference", str(ref), "--scratch", str(tmp_path / "s")]) == 2
+    assert f"is at commit {commit}" in capsys.readouterr().err
+    monkeypatch.setattr(runner, "load_row", lambda m: _toy_row(commit, []))
+    inside = runner.REPO / "build" / "parity-scratch"
+    assert runner.main(["toy", "--reference", str(ref), "--scratch", str(inside)]) == 2
+    assert "inside the repository" in capsys.readouterr().err
+    assert not inside.exists()
+
+
+def test_a_trial_writes_no_results_file(tmp_path, monkeypatch):
+    ref, commit = _toy_reference(tmp_path)
+    monkeypatch.setattr(runner, "load_row", lambda m: _toy_row(commit, []))
+    assert runner.main(["toy", "--reference", str(ref), "--scratch", str(tmp_path / "s"),
+                        "--out", str(tmp_path / "out"), "--seeds", "3"]) == 0
+    assert not (tmp_path / "out").exists()
+
+
+def test_schema_refuses_what_the_tables_cannot_show(tmp_path):
+    good = {"method": "x", "reference": {"repo": "a/b", "commit": "1" * 40},
+            "step": None, "step_none_why": "trains nothing",
+            "per_seed": [{"seed": s, "ours": {"curve": [1.0]}, "reference": {"curve": [1.0]}}
+                         for s in range(10)],
+            "paired": {"pairing": "paired", "class_order": [0], "n_seeds": 10,
+                       "avg": {"mean_diff": 0.0, "ci95": [0.0, 0.0]},
+                       "last": {"mean_diff": 0.0, "ci95": [0.0, 0.0]}},
+            "verdict": "differs", "why": "because"}
+    schema.check(good, "x")
+    for broken, says in [({"verdict": "differs", "why": ""}, "without 'why'"),
+                         ({"step_none_why": None}, "step_none_why"),
+                         ({"per_seed": good["per_seed"][:9]}, "at least 10")]:
+        with pytest.raises(schema.ResultsError, match=says):
+            schema.check({**good, **broken}, "x")
+    (tmp_path / "x.json").write_text("{")
+    with pytest.raises(schema.ResultsError, match="cannot be read"):
+        schema.load(tmp_path / "x.json")
+
+
+def test_parity_md_is_generated_from_the_results_files():
+    results = schema.load_all()
+    assert render.DOC.read_text() == render.render(results), \
+        "bench/parity.md is stale: run python -m bench.parity.render"
+    for data in results:
+        assert f"python -m bench.parity {data['method']} --reference" in render.DOC.read_text()
