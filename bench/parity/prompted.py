@@ -1,0 +1,348 @@
+"""What the parity rows of L2P and DualPrompt share (bench/parity/rows/l2p.py,
+dualprompt.py) against LAMDA-PILOT (github sun-hailong/LAMDA-PILOT at 2647455,
+``models/l2p.py`` / ``models/dualprompt.py``, ``backbone/prompt.py``,
+``backbone/vit_l2p.py`` / ``vit_dualprompt.py``).
+
+Inputs, made once in the row's ``work`` folder: the parity tree of
+bench/parity/make_tree.py (40 train / 30 test Fashion-MNIST images per class, PNG)
+and cl-bench's random ViT-Tiny at :data:`SIZE` px (bench/parity/export_weights.py).
+
+Step check (:func:`step_check`): cl-bench's model (the card's ``model_class`` on a
+:class:`~cl_bench.backbones.prompted.PromptedViT`, its ``begin_task``, the
+per-task optimizer of ``per_task.make_optimizer``, the strategy's loss: masked
+cross-entropy + the model's ``regularizer``) and PILOT's own ``Learner._train``
+(bench/parity/drivers/pilot_prompted.py) start from the same trainable tensors
+(cl-bench's, exported) and take the same fixed batches (test transform, no
+augmentation), fp32, one thread. Compared after the first optimizer step and after
+tasks 1 and 2: every trainable tensor, the losses, the test logits over the classes
+seen. The bound is measured, not assumed: cl-bench against itself with timm's
+explicit attention instead of the fused kernel (the same arithmetic in another
+order, as PILOT's timm 0.6.13 computes it) gives the size of float32 round-off
+after the same steps; :data:`ROUNDOFF_FACTOR` times that is the bound.
+
+End to end (:func:`run_seed`): ``python -m cl_bench run`` as it is (through
+bench/parity/drivers/ours_init.py, which writes its initial trainable tensors) and
+PILOT's ``trainer._train`` as it is, started from those tensors; the class order
+is fixed (:data:`CLASS_ORDER`), the batch order and the crops are each side's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from bench.parity.export_weights import export
+from bench.parity.make_tree import write_tree
+from bench.parity.patch_pc import patch as patch_pc
+from bench.parity.patch_pilot import patch as patch_pilot
+from bench.parity.rows import ParityError
+
+REPO = Path(__file__).resolve().parents[2]
+DRIVER = Path(__file__).resolve().parent / "drivers" / "pilot_prompted.py"
+REFERENCE_PYTHON = REPO / "bench" / ".venv-avalanche" / "bin" / "python"
+PILOT = {"repo": "sun-hailong/LAMDA-PILOT", "commit": "264745534fc2233f5a50b020e50a3472c47eb756"}
+
+SIZE = 64                      # px: a 4 x 4 patch grid, 17 position entries
+TRAIN_PER_CLASS, TEST_PER_CLASS = 40, 30
+CLASS_ORDER = list(range(10))  # PILOT's order with "shuffle": false; cl-bench "natural"
+SPLIT = 2                      # 5 tasks of 2 classes
+STEP_EPOCHS = 2                # per task in the step check: 10 Adam steps of 16 images
+STEP_BATCH = 16
+ROUNDOFF_FACTOR = 10
+THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One method's settings, the same on both sides.
+
+    ``ours``: cl-bench card settings (``--set method.key=value``); ``pilot``: PILOT's
+    config keys with the same values; ``pilot_env``: environment of PILOT's process
+    (patch switches); ``pilot_step_env``: its environment in the step check."""
+
+    method: str
+    config: str
+    ours: dict
+    pilot: dict
+    pilot_env: dict = field(default_factory=dict)
+
+    def setting(self) -> dict:
+        return {"tree": f"bench/parity/make_tree.py: {TRAIN_PER_CLASS} train / "
+                        f"{TEST_PER_CLASS} test Fashion-MNIST images per class, PNG",
+                "backbone": "vit_tiny_patch16_224 at %d px, cl-bench's seeded random init "
+                            "(bench/parity/export_weights.py)" % SIZE,
+                "tasks": f"{len(CLASS_ORDER) // SPLIT} x {SPLIT} classes",
+                "cl_bench": {f"{self.method}.{k}": v for k, v in self.ours.items()},
+                "pilot": {"config": f"bench/parity/configs/{self.config}", **self.pilot,
+                          **({"env": self.pilot_env} if self.pilot_env else {})},
+                "precision": "fp32, one thread, CPU"}
+
+
+# ---------------------------------------------------------------- inputs
+
+def inputs(work: Path) -> tuple[Path, Path]:
+    """The tree and the weights in ``work`` (made when missing)."""
+    tree, weights = work / "tree", work / f"vit_tiny_random_{SIZE}.pth"
+    if not (tree / "test").is_dir():
+        write_tree(tree, TRAIN_PER_CLASS, TEST_PER_CLASS)
+    if not weights.is_file():
+        export(weights, SIZE)
+    return tree, weights
+
+
+def prepare(copy: Path) -> None:
+    """PILOT's parity patches (bench/parity/patch_pilot.py, patch_pc.py)."""
+    try:
+        patch_pilot(copy)
+        patch_pc(copy)
+    except SystemExit as e:  # the patch scripts stop on a missing anchor
+        raise ParityError(str(e)) from None
+
+
+def images(tree: Path, split: str, classes: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The images of ``classes`` through cl-bench's test transform, class by class."""
+    from cl_bench.scenarios.transforms import FileTransform
+    transform = FileTransform(SIZE, train=False)
+    xs, ys = [], []
+    for c in classes:
+        for path in sorted((tree / split / f"class_{c:02d}").glob("*.png")):
+            xs.append(transform(str(path)))
+            ys.append(CLASS_ORDER.index(c))
+    return torch.stack(xs), torch.tensor(ys)
+
+
+def batches(tree: Path, out: Path, n_tasks: int = 2) -> Path:
+    """The fixed batches of the step check: for each of the first ``n_tasks`` tasks,
+    :data:`STEP_EPOCHS` shuffles (torch generator, seed 0) of its training images in
+    batches of :data:`STEP_BATCH`, and the test images of the classes seen so far."""
+    if out.is_file():
+        return out
+    gen = torch.Generator().manual_seed(0)
+    tasks = [CLASS_ORDER[i:i + SPLIT] for i in range(0, len(CLASS_ORDER), SPLIT)]
+    record = {"all_classes": tasks, "tasks": []}
+    for t in range(n_tasks):
+        x, y = images(tree, "train", tasks[t])
+        train = []
+        for _ in range(STEP_EPOCHS):
+            perm = torch.randperm(len(y), generator=gen)
+            train += [(x[i], y[i]) for i in perm.split(STEP_BATCH)]
+        tx, ty = images(tree, "test", [c for task in tasks[:t + 1] for c in task])
+        test = list(zip(tx.split(STEP_BATCH), ty.split(STEP_BATCH)))
+        record["tasks"].append({"classes": [CLASS_ORDER.index(c) for c in tasks[t]],
+                                "train": train, "test": test})
+    torch.save(record, out)
+    return out
+
+
+# ---------------------------------------------------------------- step check, cl-bench side
+
+def ours_step(row: Row, variant: dict, weights: Path, fixed: Path, init_out: Path,
+              fused: bool = True) -> dict:
+    """cl-bench's model through the fixed batches (see the module docstring). Writes the
+    initial trainable tensors to ``init_out``; ``fused=False``: timm's explicit
+    attention, for the round-off bound."""
+    from timm.layers import Attention
+
+    from cl_bench.backbones.prompted import PromptedViT
+    from cl_bench.backbones.vit import vit
+    from cl_bench.cards.config import load_method, strategy_of
+    from cl_bench.strategies.per_task import make_optimizer
+
+    torch.set_num_threads(1)
+    card = load_method(row.method)
+    params = {**card.params, **row.ours, **variant}
+    backbone = vit("vit_tiny_patch16_224", str(weights), img_size=SIZE)
+    for module in backbone.model.modules():
+        if isinstance(module, Attention):
+            module.fused_attn = fused
+    record = torch.load(fixed, weights_only=True)
+    n_classes = sum(len(t) for t in record["all_classes"])
+    torch.manual_seed(0)
+    model = strategy_of(card).model_class(PromptedViT(backbone.model), backbone.normalize,
+                                          n_classes, params)
+    torch.save({n: p.detach().clone() for n, p in model.named_parameters()}, init_out)
+
+    def logits(test, seen: int) -> torch.Tensor:
+        model.eval()
+        with torch.no_grad():
+            out = torch.cat([model(x)[:, :seen] for x, _ in test])
+        model.train()
+        return out
+
+    def snapshot(losses: list[float], test, seen: int) -> dict:
+        return {"params": {n: p.detach().clone() for n, p in model.named_parameters()},
+                "losses": list(losses), "logits": logits(test, seen)}
+
+    result: dict = {}
+    seen = 0
+    for t, task in enumerate(record["tasks"]):
+        seen += len(task["classes"])
+        model.train()
+        model.begin_task(t, task["classes"])
+        optimizer, _ = make_optimizer(params, model.parameters())
+        losses: list[float] = []
+        for x, y in task["train"]:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y) + model.regularizer
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            if "step 1" not in result:
+                result["step 1"] = snapshot(losses, task["test"], seen)
+        result[f"task {t + 1}"] = snapshot(losses, task["test"], seen)
+    return result
+
+
+# ---------------------------------------------------------------- step check, PILOT side
+
+def reference(copy: Path, args: list[str], env: dict, log: Path) -> None:
+    """The driver in PILOT's copy with the reference's interpreter, one thread."""
+    if not REFERENCE_PYTHON.is_file():
+        raise ParityError(f"{REFERENCE_PYTHON} is missing: make it with bench/peer_venv.py")
+    tree = env.pop("PARITY_TREE")
+    full = {**os.environ, **THREADS, "PARITY_TREE": str(tree),
+            "PARITY_IMG_SIZE": str(SIZE), **env}
+    with open(log, "w") as out:
+        done = subprocess.run(["nice", "-n", "10", str(REFERENCE_PYTHON), str(DRIVER), *args],
+                              cwd=copy, env=full, stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode:
+        raise ParityError(f"PILOT's driver failed ({done.returncode}); see {log}")
+
+
+def pilot_step(row: Row, copy: Path, work: Path, env: dict, init: Path, fixed: Path,
+               name: str) -> dict:
+    tree, weights = inputs(work)
+    out = work / f"step_{name}_pilot.pt"
+    overrides = {**row.pilot, "tuned_epoch": 1, "seed": 0}  # the batches hold every epoch
+    reference(copy, ["step", str(copy / "exps" / row.config), json.dumps(overrides),
+                     str(init), str(fixed), str(out)],
+              {"PARITY_TREE": tree, "PARITY_WEIGHTS": str(weights), **env},
+              work / f"step_{name}_pilot.log")
+    return torch.load(out, weights_only=True)
+
+
+def gaps(a: dict, b: dict) -> dict:
+    """Largest absolute differences, per checkpoint: every trainable tensor (and the
+    tensor where it is largest), the losses, the test logits; and the top-1 agreement
+    of the test logits."""
+    out: dict = {"after": list(a), "max_abs_param": [], "worst_tensor": [],
+                 "max_abs_loss": [], "max_abs_logit": [], "argmax_agree": []}
+    for key in a:
+        per = {n: (a[key]["params"][n] - b[key]["params"][n]).abs().max().item()
+               for n in a[key]["params"]}
+        worst = max(per, key=per.get)
+        out["max_abs_param"].append(per[worst])
+        out["worst_tensor"].append(worst)
+        la, lb = torch.tensor(a[key]["losses"]), torch.tensor(b[key]["losses"])
+        out["max_abs_loss"].append((la - lb).abs().max().item())
+        out["max_abs_logit"].append((a[key]["logits"] - b[key]["logits"]).abs().max().item())
+        out["argmax_agree"].append(float((a[key]["logits"].argmax(1)
+                                          == b[key]["logits"].argmax(1)).float().mean()))
+    return out
+
+
+def largest(g: dict) -> float:
+    return max(max(g["max_abs_param"]), max(g["max_abs_loss"]), max(g["max_abs_logit"]))
+
+
+def step_check(row: Row, copy: Path, work: Path, variants: dict[str, tuple[dict, dict]]) -> dict:
+    """Every variant (name -> (cl-bench settings, PILOT environment)) on both sides, and
+    cl-bench with explicit attention for the round-off bound (first variant)."""
+    tree, weights = inputs(work)
+    fixed = batches(tree, work / "step_batches.pt")
+    results, records = {}, {}
+    for name, (ours_variant, env) in variants.items():
+        init = work / f"step_{name}_init.pt"
+        records[name] = ours_step(row, ours_variant, weights, fixed, init)
+        results[name] = gaps(records[name], pilot_step(row, copy, work, env, init, fixed, name))
+    first = next(iter(variants))
+    explicit = ours_step(row, variants[first][0], weights, fixed, work / "step_explicit_init.pt",
+                         fused=False)
+    roundoff = gaps(records[first], explicit)
+    return {"results": results, "records": records, "roundoff": roundoff,
+            "bound": ROUNDOFF_FACTOR * largest(roundoff)}
+
+
+# ---------------------------------------------------------------- end to end
+
+def ours_run(row: Row, work: Path, seed: int, init: Path) -> dict:
+    tree, weights = inputs(work)
+    out = work / "ours" / str(seed)
+    sets = [f"{row.method}.{k}={json.dumps(v)}" for k, v in row.ours.items()]
+    sets += ["scenario.init_cls=%d" % SPLIT, "scenario.increment=%d" % SPLIT,
+             "scenario.class_order=natural"]
+    cmd = ["nice", "-n", "10", sys.executable, "-m", "bench.parity.drivers.ours_init", "run",
+           "--methods", row.method, "--scenario", "imagefolder", "--data-root", str(tree),
+           "--backbone", "vit_tiny_patch16_224", "--image-size", str(SIZE),
+           "--weights", str(weights), "--precision", "fp32", "--device", "cpu",
+           "--seeds", str(seed), "--out", str(out), "--no-progress"]
+    for s in sets:
+        cmd += ["--set", s]
+    env = {**os.environ, **THREADS, "PARITY_INIT_OUT": str(init),
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "CL_BENCH_CACHE": str(work / "cache")}
+    log = work / f"ours_{seed}.log"
+    with open(log, "w") as f:
+        done = subprocess.run(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
+    found = [p for p in out.rglob("*.json") if "acc_seen" in p.read_text()]
+    if done.returncode or len(found) != 1:
+        raise ParityError(f"cl-bench's run failed ({done.returncode}); see {log}")
+    result = json.loads(found[0].read_text())
+    matrix = result["acc_matrix"]
+    return {"curve": result["acc_seen"], "new_task": [matrix[t][t] for t in range(len(matrix))]}
+
+
+def pilot_run(row: Row, copy: Path, work: Path, seed: int, init: Path) -> dict:
+    tree, weights = inputs(work)
+    out = work / f"pilot_{seed}.json"
+    overrides = {**row.pilot, "seed": seed, "shuffle": False}
+    reference(copy, ["run", str(copy / "exps" / row.config), json.dumps(overrides), str(init),
+                     str(out)],
+              {"PARITY_TREE": tree, "PARITY_WEIGHTS": str(weights), **row.pilot_env},
+              work / f"pilot_{seed}.log")
+    steps = json.loads(out.read_text())
+    return {"curve": [s["top1"] for s in steps],
+            "new_task": [s["grouped"][f"{SPLIT * t:02d}-{SPLIT * t + SPLIT - 1:02d}"]
+                         for t, s in enumerate(steps)]}
+
+
+def run_seed(row: Row, copy: Path, work: Path, seed: int) -> dict:
+    """Both sides end to end with this seed, PILOT from cl-bench's initial tensors.
+    ``new_task``: the accuracy on each task's test images right after training on it."""
+    work.mkdir(parents=True, exist_ok=True)
+    init = work / f"init_{seed}.pt"
+    ours = ours_run(row, work, seed, init)
+    return {"ours": ours, "reference": pilot_run(row, copy, work, seed, init)}
+
+
+# ---------------------------------------------------------------- the row's answer
+
+BOUND_WHY = ("float32 round-off, measured: %d x the largest difference between cl-bench "
+             "and itself with timm's explicit attention instead of the fused kernel (the same "
+             "arithmetic in another order, as timm 0.6.13 in PILOT computes it), after the "
+             "same steps from the same tensors (the 'roundoff' entry)" % ROUNDOFF_FACTOR)
+
+
+def report(check: dict, main: str, kept: list[str]) -> dict:
+    """The step check's answer (bench/parity/rows/__init__.py): variant ``main`` in the
+    top-level lists, every other variant under ``variants``."""
+    g = check["results"][main]
+    out = {key: g[key] for key in ("after", "max_abs_param", "max_abs_loss", "max_abs_logit",
+                                   "worst_tensor", "argmax_agree")}
+    out |= {"bound": check["bound"], "bound_why": BOUND_WHY, "kept": kept,
+            "roundoff": {k: check["roundoff"][k] for k in
+                         ("max_abs_param", "max_abs_loss", "max_abs_logit")},
+            "step_batches": f"{STEP_EPOCHS} epochs per task of {STEP_BATCH}-image batches, "
+                            "test transform (no augmentation), order from torch seed 0"}
+    others = {name: r for name, r in check["results"].items() if name != main}
+    if others:
+        out["variants"] = others
+    return out

@@ -1,0 +1,52 @@
+"""Parity row of DualPrompt against LAMDA-PILOT's ``models/dualprompt.py`` (see
+bench/parity/prompted.py for what is run on each side). The step check runs twice:
+with the E-prompt split fixed on both sides (cl-bench ``reshape_bug: false``, PILOT
+patched by bench/parity/patch_pc.py with ``PARITY_RESHAPE_FIX=1``) and with PILOT's
+split on both sides (``reshape_bug: true``, PILOT as published; LAMDA-PILOT issue 29)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.parity import prompted
+
+METHOD = "dualprompt"
+REFERENCE = {**prompted.PILOT,
+             "what": "models/dualprompt.py Learner (backbone/prompt.py EPrompt, "
+                     "backbone/vit_dualprompt.py)"}
+PAIRING = "paired"
+PAIRING_WHY = ("one seed gives both sides the same initial G-prompts, E-prompt pool, keys "
+               "and head (cl-bench's, written into PILOT before training) and the same class "
+               "order; each side draws its own batch order and crops")
+FIXED = {"PARITY_RESHAPE_FIX": "1"}
+ROW = prompted.Row(
+    method=METHOD, config="parity_dualprompt.json",
+    ours={"epochs": 5, "lr": 0.001, "batch_size": 16, "eval_batch_size": 16},
+    pilot={"tuned_epoch": 5, "init_lr": 0.001, "batch_size": 16}, pilot_env=FIXED)
+SETTING = ROW.setting()
+CLASS_ORDER = prompted.CLASS_ORDER
+SEEDS = list(range(1, 11))
+VARIANTS = {"fixed split": ({"reshape_bug": False}, FIXED),
+            "reshape_bug": ({"reshape_bug": True}, {})}
+KEPT = [
+    "E-prompt split: PILOT reshapes the gathered E-prompts (layers, key/value, batch, ...) "
+    "to (layers, batch, key/value, ...) without the permute (LAMDA-PILOT issue 29); "
+    "cl-bench's `reshape_bug: true` reproduces it (the 'reshape_bug' variant: PILOT as "
+    "published against cl-bench with the switch on), `false` (default) is the fixed split",
+]
+
+
+def prepare(copy: Path) -> None:
+    prompted.prepare(copy)
+
+
+def step(copy: Path, work: Path) -> dict:
+    check = prompted.step_check(ROW, copy, work, VARIANTS)
+    out = prompted.report(check, "fixed split", KEPT)
+    out["reshape_bug_effect"] = prompted.gaps(check["records"]["fixed split"],
+                                              check["records"]["reshape_bug"])
+    return out
+
+
+def run_seed(copy: Path, work: Path, seed: int) -> dict:
+    return prompted.run_seed(ROW, copy, work, seed)
