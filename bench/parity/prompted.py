@@ -5,7 +5,7 @@ dualprompt.py) against LAMDA-PILOT (github sun-hailong/LAMDA-PILOT at 2647455,
 
 Inputs, made once in the row's ``work`` folder: the parity tree of
 bench/parity/make_tree.py (40 train / 30 test Fashion-MNIST images per class, PNG)
-and cl-bench's random ViT-Tiny at :data:`SIZE` px (bench/parity/export_weights.py).
+and cl-bench's random ViT-Tiny at the row's ``size`` (bench/parity/export_weights.py).
 
 Step check (:func:`step_check`): cl-bench's model (the card's ``model_class`` on a
 :class:`~cl_bench.backbones.prompted.PromptedViT`, its ``begin_task``, the
@@ -50,7 +50,6 @@ DRIVER = Path(__file__).resolve().parent / "drivers" / "pilot_prompted.py"
 REFERENCE_PYTHON = REPO / "bench" / ".venv-avalanche" / "bin" / "python"
 PILOT = {"repo": "sun-hailong/LAMDA-PILOT", "commit": "264745534fc2233f5a50b020e50a3472c47eb756"}
 
-SIZE = 64                      # px: a 4 x 4 patch grid, 17 position entries
 TRAIN_PER_CLASS, TEST_PER_CLASS = 40, 30
 CLASS_ORDER = list(range(10))  # PILOT's order with "shuffle": false; cl-bench "natural"
 SPLIT = 2                      # 5 tasks of 2 classes
@@ -70,6 +69,7 @@ class Row:
 
     method: str
     config: str
+    size: int  # px: 32 is a 2 x 2 patch grid (5 position entries), 64 a 4 x 4 one (17)
     ours: dict
     pilot: dict
     pilot_env: dict = field(default_factory=dict)
@@ -78,7 +78,7 @@ class Row:
         return {"tree": f"bench/parity/make_tree.py: {TRAIN_PER_CLASS} train / "
                         f"{TEST_PER_CLASS} test Fashion-MNIST images per class, PNG",
                 "backbone": "vit_tiny_patch16_224 at %d px, cl-bench's seeded random init "
-                            "(bench/parity/export_weights.py)" % SIZE,
+                            "(bench/parity/export_weights.py)" % self.size,
                 "tasks": f"{len(CLASS_ORDER) // SPLIT} x {SPLIT} classes",
                 "cl_bench": {f"{self.method}.{k}": v for k, v in self.ours.items()},
                 "pilot": {"config": f"bench/parity/configs/{self.config}", **self.pilot,
@@ -88,13 +88,13 @@ class Row:
 
 # ---------------------------------------------------------------- inputs
 
-def inputs(work: Path) -> tuple[Path, Path]:
-    """The tree and the weights in ``work`` (made when missing)."""
-    tree, weights = work / "tree", work / f"vit_tiny_random_{SIZE}.pth"
+def inputs(work: Path, size: int) -> tuple[Path, Path]:
+    """The tree and the weights at ``size`` px in ``work`` (made when missing)."""
+    tree, weights = work / "tree", work / f"vit_tiny_random_{size}.pth"
     if not (tree / "test").is_dir():
         write_tree(tree, TRAIN_PER_CLASS, TEST_PER_CLASS)
     if not weights.is_file():
-        export(weights, SIZE)
+        export(weights, size)
     return tree, weights
 
 
@@ -107,10 +107,11 @@ def prepare(copy: Path) -> None:
         raise ParityError(str(e)) from None
 
 
-def images(tree: Path, split: str, classes: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+def images(tree: Path, split: str, classes: list[int], size: int
+           ) -> tuple[torch.Tensor, torch.Tensor]:
     """The images of ``classes`` through cl-bench's test transform, class by class."""
     from cl_bench.scenarios.transforms import FileTransform
-    transform = FileTransform(SIZE, train=False)
+    transform = FileTransform(size, train=False)
     xs, ys = [], []
     for c in classes:
         for path in sorted((tree / split / f"class_{c:02d}").glob("*.png")):
@@ -119,7 +120,7 @@ def images(tree: Path, split: str, classes: list[int]) -> tuple[torch.Tensor, to
     return torch.stack(xs), torch.tensor(ys)
 
 
-def batches(tree: Path, out: Path, n_tasks: int = 2) -> Path:
+def batches(tree: Path, out: Path, size: int, n_tasks: int = 2) -> Path:
     """The fixed batches of the step check: for each of the first ``n_tasks`` tasks,
     :data:`STEP_EPOCHS` shuffles (torch generator, seed 0) of its training images in
     batches of :data:`STEP_BATCH`, and the test images of the classes seen so far."""
@@ -129,12 +130,12 @@ def batches(tree: Path, out: Path, n_tasks: int = 2) -> Path:
     tasks = [CLASS_ORDER[i:i + SPLIT] for i in range(0, len(CLASS_ORDER), SPLIT)]
     record = {"all_classes": tasks, "tasks": []}
     for t in range(n_tasks):
-        x, y = images(tree, "train", tasks[t])
+        x, y = images(tree, "train", tasks[t], size)
         train = []
         for _ in range(STEP_EPOCHS):
             perm = torch.randperm(len(y), generator=gen)
             train += [(x[i], y[i]) for i in perm.split(STEP_BATCH)]
-        tx, ty = images(tree, "test", [c for task in tasks[:t + 1] for c in task])
+        tx, ty = images(tree, "test", [c for task in tasks[:t + 1] for c in task], size)
         test = list(zip(tx.split(STEP_BATCH), ty.split(STEP_BATCH)))
         record["tasks"].append({"classes": [CLASS_ORDER.index(c) for c in tasks[t]],
                                 "train": train, "test": test})
@@ -159,7 +160,7 @@ def ours_step(row: Row, variant: dict, weights: Path, fixed: Path, init_out: Pat
     torch.set_num_threads(1)
     card = load_method(row.method)
     params = {**card.params, **row.ours, **variant}
-    backbone = vit("vit_tiny_patch16_224", str(weights), img_size=SIZE)
+    backbone = vit("vit_tiny_patch16_224", str(weights), img_size=row.size)
     for module in backbone.model.modules():
         if isinstance(module, Attention):
             module.fused_attn = fused
@@ -203,13 +204,13 @@ def ours_step(row: Row, variant: dict, weights: Path, fixed: Path, init_out: Pat
 
 # ---------------------------------------------------------------- step check, PILOT side
 
-def reference(copy: Path, args: list[str], env: dict, log: Path) -> None:
+def reference(copy: Path, args: list[str], env: dict, log: Path, size: int) -> None:
     """The driver in PILOT's copy with the reference's interpreter, one thread."""
     if not REFERENCE_PYTHON.is_file():
         raise ParityError(f"{REFERENCE_PYTHON} is missing: make it with bench/peer_venv.py")
     tree = env.pop("PARITY_TREE")
     full = {**os.environ, **THREADS, "PARITY_TREE": str(tree),
-            "PARITY_IMG_SIZE": str(SIZE), **env}
+            "PARITY_IMG_SIZE": str(size), **env}
     with open(log, "w") as out:
         done = subprocess.run(["nice", "-n", "10", str(REFERENCE_PYTHON), str(DRIVER), *args],
                               cwd=copy, env=full, stdout=out, stderr=subprocess.STDOUT)
@@ -219,13 +220,13 @@ def reference(copy: Path, args: list[str], env: dict, log: Path) -> None:
 
 def pilot_step(row: Row, copy: Path, work: Path, env: dict, init: Path, fixed: Path,
                name: str) -> dict:
-    tree, weights = inputs(work)
+    tree, weights = inputs(work, row.size)
     out = work / f"step_{name}_pilot.pt"
     overrides = {**row.pilot, "tuned_epoch": 1, "seed": 0}  # the batches hold every epoch
     reference(copy, ["step", str(copy / "exps" / row.config), json.dumps(overrides),
                      str(init), str(fixed), str(out)],
               {"PARITY_TREE": tree, "PARITY_WEIGHTS": str(weights), **env},
-              work / f"step_{name}_pilot.log")
+              work / f"step_{name}_pilot.log", row.size)
     return torch.load(out, weights_only=True)
 
 
@@ -256,8 +257,8 @@ def largest(g: dict) -> float:
 def step_check(row: Row, copy: Path, work: Path, variants: dict[str, tuple[dict, dict]]) -> dict:
     """Every variant (name -> (cl-bench settings, PILOT environment)) on both sides, and
     cl-bench with explicit attention for the round-off bound (first variant)."""
-    tree, weights = inputs(work)
-    fixed = batches(tree, work / "step_batches.pt")
+    tree, weights = inputs(work, row.size)
+    fixed = batches(tree, work / f"step_batches_{row.size}.pt", row.size)
     results, records = {}, {}
     for name, (ours_variant, env) in variants.items():
         init = work / f"step_{name}_init.pt"
@@ -274,14 +275,14 @@ def step_check(row: Row, copy: Path, work: Path, variants: dict[str, tuple[dict,
 # ---------------------------------------------------------------- end to end
 
 def ours_run(row: Row, work: Path, seed: int, init: Path) -> dict:
-    tree, weights = inputs(work)
+    tree, weights = inputs(work, row.size)
     out = work / "ours" / str(seed)
     sets = [f"{row.method}.{k}={json.dumps(v)}" for k, v in row.ours.items()]
     sets += ["scenario.init_cls=%d" % SPLIT, "scenario.increment=%d" % SPLIT,
              "scenario.class_order=natural"]
     cmd = ["nice", "-n", "10", sys.executable, "-m", "bench.parity.drivers.ours_init", "run",
            "--methods", row.method, "--scenario", "imagefolder", "--data-root", str(tree),
-           "--backbone", "vit_tiny_patch16_224", "--image-size", str(SIZE),
+           "--backbone", "vit_tiny_patch16_224", "--image-size", str(row.size),
            "--weights", str(weights), "--precision", "fp32", "--device", "cpu",
            "--seeds", str(seed), "--out", str(out), "--no-progress"]
     for s in sets:
@@ -301,13 +302,13 @@ def ours_run(row: Row, work: Path, seed: int, init: Path) -> dict:
 
 
 def pilot_run(row: Row, copy: Path, work: Path, seed: int, init: Path) -> dict:
-    tree, weights = inputs(work)
+    tree, weights = inputs(work, row.size)
     out = work / f"pilot_{seed}.json"
     overrides = {**row.pilot, "seed": seed, "shuffle": False}
     reference(copy, ["run", str(copy / "exps" / row.config), json.dumps(overrides), str(init),
                      str(out)],
               {"PARITY_TREE": tree, "PARITY_WEIGHTS": str(weights), **row.pilot_env},
-              work / f"pilot_{seed}.log")
+              work / f"pilot_{seed}.log", row.size)
     steps = json.loads(out.read_text())
     return {"curve": [s["top1"] for s in steps],
             "new_task": [s["grouped"][f"{SPLIT * t:02d}-{SPLIT * t + SPLIT - 1:02d}"]

@@ -20,9 +20,9 @@ PAIRING_WHY = ("one seed gives both sides the same initial G-prompts, E-prompt p
                "order; each side draws its own batch order and crops")
 FIXED = {"PARITY_RESHAPE_FIX": "1"}
 ROW = prompted.Row(
-    method=METHOD, config="parity_dualprompt.json",
-    ours={"epochs": 5, "lr": 0.001, "batch_size": 16, "eval_batch_size": 16},
-    pilot={"tuned_epoch": 5, "init_lr": 0.001, "batch_size": 16}, pilot_env=FIXED)
+    method=METHOD, config="parity_dualprompt.json", size=32,
+    ours={"epochs": 5, "lr": 0.01, "batch_size": 16, "eval_batch_size": 16},
+    pilot={"tuned_epoch": 5, "init_lr": 0.01, "batch_size": 16}, pilot_env=FIXED)
 SETTING = ROW.setting()
 CLASS_ORDER = prompted.CLASS_ORDER
 SEEDS = list(range(1, 11))

@@ -15,7 +15,7 @@ PAIRING_WHY = ("one seed gives both sides the same initial prompt pool, keys and
                "(cl-bench's, written into PILOT before training) and the same class order; "
                "each side draws its own batch order and crops")
 ROW = prompted.Row(
-    method=METHOD, config="parity_l2p.json",
+    method=METHOD, config="parity_l2p.json", size=64,
     ours={"epochs": 5, "lr": 0.001875, "batch_size": 16, "eval_batch_size": 16},
     pilot={"tuned_epoch": 5, "init_lr": 0.001875, "batch_size": 16})
 SETTING = ROW.setting()
