@@ -7,6 +7,7 @@ before anything trains: the reference then starts from the same tensors
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -18,6 +19,7 @@ from cl_bench.strategies.shared_vit import OnSharedViT
 _build = OnSharedViT.__init__
 
 
+@functools.wraps(_build)  # Avalanche reads the constructors' signatures
 def _traced(self, **kwargs) -> None:
     _build(self, **kwargs)
     torch.save({name: p.detach().clone() for name, p in self.model.named_parameters()},
