@@ -347,3 +347,24 @@ def report(check: dict, main: str, kept: list[str]) -> dict:
     if others:
         out["variants"] = others
     return out
+
+
+DIFFERS_WHY = (
+    "The step check shows both sides computing the same steps to float32 round-off. End to "
+    "end only the initial tensors and the class order are shared: each side draws its own "
+    "batch order and random crops from the seed, so a seed's difference has the spread of two "
+    "independent trainings on 40 images per class, and 10 seeds give an interval wider than "
+    "the verdict rule's 3 points.")
+
+WHY_LR = (
+    "Why a task could score 0 % right after training on it (the previous round's last task, "
+    "on both sides): both train the head on the current task's logits only (the older "
+    "classes masked), so nothing ranks a new class above the older ones, and with a random "
+    "ViT the features of all images share one large common component: an older class's row "
+    "can take a whole new task. cl-bench's L2P alone, no augmentation, 64 px, lr 0.001875: "
+    "right after task 2, 35 of its 60 test images went to class 0 (T-shirt) while 85 % were "
+    "right among the task's own two classes. A larger lr or more epochs did not remove this "
+    "for L2P (task 2 right after training: 38 % at lr 0.01, 35 % at lr 0.005 for 10 epochs, "
+    "45 % at 32 px, lr 0.02, 10 epochs); for DualPrompt (its own E-prompt per task in "
+    "training) lr 0.01 at 32 px gave 96.7, 68.3, 90.0, 68.3, 33.3 % right after tasks 1-5 "
+    "(chance 50, 25, 17, 12.5, 10 %). Each seed's `new_task` lists this accuracy on both sides.")

@@ -35,6 +35,13 @@ KEPT = [
     "published against cl-bench with the switch on), `false` (default) is the fixed split",
 ]
 
+DIFFERS_WHY = prompted.DIFFERS_WHY
+NOTES = [
+    "End to end with the fixed E-prompt split on both sides (PILOT with PARITY_RESHAPE_FIX=1, "
+    "bench/parity/patch_pc.py); PILOT's split is compared step by step.",
+    prompted.WHY_LR,
+]
+
 
 def prepare(copy: Path) -> None:
     prompted.prepare(copy)

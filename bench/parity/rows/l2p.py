@@ -28,6 +28,11 @@ KEPT = [
     "models equal; from the same random draw the two start that entry (~0.02) apart",
 ]
 
+DIFFERS_WHY = prompted.DIFFERS_WHY
+NOTES = [
+    prompted.WHY_LR,
+]
+
 
 def prepare(copy: Path) -> None:
     prompted.prepare(copy)
