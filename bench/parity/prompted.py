@@ -64,8 +64,8 @@ class Row:
     """One method's settings, the same on both sides.
 
     ``ours``: cl-bench card settings (``--set method.key=value``); ``pilot``: PILOT's
-    config keys with the same values; ``pilot_env``: environment of PILOT's process
-    (patch switches); ``pilot_step_env``: its environment in the step check."""
+    config keys with the same values; ``pilot_env``: environment of PILOT's end-to-end
+    process (patch switches; the step check names its own per variant)."""
 
     method: str
     config: str
