@@ -17,7 +17,7 @@ def test_fixed_batches_follow_each_epochs_order_in_chunks():
     assert list(batches) == [[0, 1], [2, 3], [4]]
 
 
-def test_batch_orders_permute_each_tasks_images_per_epoch(tmp_path):
+def test_batch_orders_permute_each_tasks_images_per_epoch_and_seed(tmp_path):
     for c in range(10):
         folder = tmp_path / "train" / f"class_{c:02d}"
         folder.mkdir(parents=True)
@@ -30,6 +30,7 @@ def test_batch_orders_permute_each_tasks_images_per_epoch(tmp_path):
         assert all(sorted(epoch) == want for epoch in orders[t])
     assert orders[0][0] != orders[0][1]  # a fresh permutation per epoch
     assert orders == tosca.batch_orders(tmp_path, tosca.CLASS_ORDER)
+    assert orders != tosca.batch_orders(tmp_path, tosca.CLASS_ORDER, seed=1994)  # per seed
 
 
 def test_luca_names_map_both_ways_onto_every_tensor():

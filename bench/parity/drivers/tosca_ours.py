@@ -4,7 +4,8 @@ as the runner builds it (cl_bench/engine/runner.py ``run_one``) with the card un
 the ``paper`` protocol (batch-mean entropy selection, class-ordered test batches of
 ``eval_batch_size``), the features of the test transform (``augment_views`` 0), the
 given batches, and records of what the reference driver records
-(bench/parity/drivers/tosca_ref.py), for the first two tasks.
+(bench/parity/drivers/tosca_ref.py), for the first two tasks: the step check, and with
+a seed the paired end-to-end runs.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class StepRecords(SupervisedPlugin):
         self.init: list[dict] = []
         self.out: dict = {"losses": []}
         self.logits: list[torch.Tensor] = []
+        self.labels: list[torch.Tensor] = []
 
     def before_training_exp(self, strategy, **kwargs) -> None:
         model = strategy.model
@@ -67,21 +69,27 @@ class StepRecords(SupervisedPlugin):
 
     def before_eval(self, strategy, **kwargs) -> None:
         self.logits.clear()
+        self.labels.clear()
 
     def after_eval_iteration(self, strategy, **kwargs) -> None:
         self.logits.append(strategy.mb_output.detach().clone())
+        self.labels.append(strategy.mb_y.detach().clone())
 
     def after_eval(self, strategy, **kwargs) -> None:
         t = len(self.out["losses"])
         self.out[f"task {t}"] = {"params": trainable(strategy.model),
                                  "loss": self.out["losses"][t - 1],
-                                 "logits": torch.cat(self.logits)}
+                                 "logits": torch.cat(self.logits),
+                                 "labels": torch.cat(self.labels)}
 
 
 def run(tree: Path, weights: Path, size: int, order: list[int], sizes: list[int],
-        settings: dict, orders: list[list[list[str]]]) -> tuple[dict, list[dict]]:
+        settings: dict, orders: list[list[list[str]]], seed: int = 0
+        ) -> tuple[dict, list[dict]]:
     """(records, initial tensors per task) of cl-bench's TOSCA on the first two tasks;
-    ``orders[task][epoch]``: the batches' images, as paths relative to ``tree``."""
+    ``orders[task][epoch]``: the batches' images, as paths relative to ``tree``;
+    ``seed`` seeds the initial tensors as a run's seed does (``run_one``). Features go
+    through the feature cache (``$CL_BENCH_CACHE``) as in a run."""
     make_deterministic(1)
     data = imagefolder(tree)
     backbone = load_backbone("vit_tiny_patch16_224", str(weights), size)
@@ -91,12 +99,12 @@ def run(tree: Path, weights: Path, size: int, order: list[int], sizes: list[int]
         card.override(key, str(value))
     card.check()
     resolve_for_backbone(card, backbone)
-    store = FeatureStore(torch.device("cpu"), precision="fp32", progress=False, use_disk=False,
+    store = FeatureStore(torch.device("cpu"), precision="fp32", progress=False, use_disk=True,
                          batch_size=32)
     stream = build_stream(store.get(backbone, data, "train"), data.train_y,
                           store.get(backbone, data, "test"), data.test_y, order, sizes,
                           test_shuffle=False, seed=0)
-    seed_everything(0)
+    seed_everything(seed)
     records = StepRecords(stream.seen_test[0].dataset)
     strategy = Tosca(params=card.params, backbone=backbone, n_classes=data.n_classes,
                      device=torch.device("cpu"), plugins=[records], evaluator=quiet_evaluator())

@@ -129,7 +129,8 @@ def step_hooks(mt, spec: dict, out: dict) -> None:
         result = eval_task(self)
         t = self._cur_task
         out[f"task {t + 1}"] = {"params": snapshot(self), "loss": out["losses"][t],
-                                "logits": torch.cat(test_logits)}
+                                "logits": torch.cat(test_logits),
+                                "labels": torch.as_tensor(self.test_loader.dataset.labels)}
         if t == 1:
             raise Stop
         return result
