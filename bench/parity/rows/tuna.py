@@ -7,7 +7,8 @@ Setting: six Fashion-MNIST classes of bench/parity/make_tree.py's tree (40 train
 30 test images each; trouser/sneaker, T-shirt/ankle boot, dress/bag, so that a
 randomly initialised ViT-Tiny with trained adapters learns every task) in three tasks
 of two classes at one fixed class order (the folders'); the ``--weights random``
-ViT-Tiny of export_weights.py at 64 px; lr 0.05, batch 48, the rest the card's
+ViT-Tiny of export_weights.py at 64 px; 10 epochs per task at lr 0.01, batch 16
+(at lr 0.05 the cosine classifier does not settle on this ViT), the rest the card's
 defaults (the authors' exps/tuna_imgr.json), with the three switches that reproduce
 the authors' code (``--protocol paper``: the live adapter as the universal one, the
 orthogonality loss training the stored up-projections, the alignment's decay from
@@ -57,7 +58,7 @@ PEER_PYTHON = ROOT / "bench" / ".venv-avalanche" / "bin" / "python"
 DRIVER = ROOT / "bench" / "parity" / "drivers" / "tuna_ref.py"
 FMNIST_CLASSES = [1, 7, 0, 9, 3, 8]  # trouser, sneaker, T-shirt, ankle boot, dress, bag
 SIZE, BACKBONE = 64, "vit_tiny_patch16_224"
-EPOCHS, LR, BATCH = 3, 0.05, 48
+EPOCHS, LR, BATCH = 10, 0.01, 16
 STEP_EPOCHS, STEP_TASKS = 2, 2
 CLASS_ORDER = list(range(len(FMNIST_CLASSES)))
 SEEDS = list(range(1, 11))
@@ -76,8 +77,8 @@ BOUND_WHY = ("float32 round-off: the same functions through different kernels an
              "summation orders (timm 1.0's fused attention on one qkv matrix vs the "
              "authors' split q/k/v and bmm; F.cross_entropy vs the authors' exp/log "
              "CosFace; a float64 Cholesky factor vs a float32 MultivariateNormal), "
-             "through 2 x 4 SGD steps at lr 0.05 with momentum, 30 alignment epochs "
-             "and the scale 20 of the softmaxes: measured at most 2e-6")
+             "through 2 x 10 SGD steps at lr 0.01 with momentum, 30 alignment epochs "
+             "and the scale 20 of the softmaxes)")
 
 
 def inputs(work: Path) -> tuple[Path, Path]:
@@ -327,6 +328,21 @@ def described(diff: dict) -> str:
 
 
 def step(copy: Path, work: Path) -> dict:
+    """The step check, kept in ``work`` under a digest of the code it ran (this row,
+    the driver, cl-bench's strategy and card), so a re-run of the row reuses it."""
+    import hashlib
+    sources = [Path(__file__), DRIVER, ROOT / "cl_bench" / "strategies" / "tuna.py",
+               ROOT / "methods" / "tuna.yaml"]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
+    kept = work / f"step_{digest}.json"
+    if kept.exists():
+        return json.loads(kept.read_text())
+    result = check_steps(copy, work)
+    kept.write_text(json.dumps(result))
+    return result
+
+
+def check_steps(copy: Path, work: Path) -> dict:
     seed = SEEDS[0]
     ours = ours_step(work, seed, merged=False)
     official = differences(ours, reference_step(copy, work, seed, ours, merged=False))
