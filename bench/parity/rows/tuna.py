@@ -20,7 +20,7 @@ from ``PARITY_IMG_SIZE``, the same edits patch_pilot.py makes to LAMDA-PILOT's
 identical ``utils/data.py`` and ``utils/data_manager.py``. Everything else (the
 ViT-Tiny backbone, CPU, no loader workers, top-1 only) the driver sets up.
 
-Step check (2 tasks, 2 epochs each, no augmentation): cl-bench's initial adapters and
+Step check (2 tasks, 2 epochs each at lr 0.05, batch 48, no augmentation): cl-bench's initial adapters and
 classifier blocks are exported into the reference, both sides see the same batches in
 the same order and seed the generator alike before every training forward (the same
 adapter dropout masks) and before the classifier alignment (the same Gaussian draws).
@@ -59,7 +59,7 @@ DRIVER = ROOT / "bench" / "parity" / "drivers" / "tuna_ref.py"
 FMNIST_CLASSES = [1, 7, 0, 9, 3, 8]  # trouser, sneaker, T-shirt, ankle boot, dress, bag
 SIZE, BACKBONE = 64, "vit_tiny_patch16_224"
 EPOCHS, LR, BATCH = 10, 0.01, 16
-STEP_EPOCHS, STEP_TASKS = 2, 2
+STEP_EPOCHS, STEP_TASKS, STEP_LR, STEP_BATCH = 2, 2, 0.05, 48
 CLASS_ORDER = list(range(len(FMNIST_CLASSES)))
 SEEDS = list(range(1, 11))
 AFTER = ["step 1", "task 1", "task 2"]
@@ -71,13 +71,14 @@ SETTING = {"tree": "bench/parity/make_tree.py, 40 train / 30 test per class, Fas
            "batch": BATCH, "augmentation": "on (RandomResizedCrop + flip, both sides)",
            "method": "methods/tuna.yaml defaults (exps/tuna_imgr.json) with "
                      f"{PAPER_SWITCHES} (--protocol paper)",
-           "step_check": f"{STEP_EPOCHS} epochs per task, {STEP_TASKS} tasks, no augmentation"}
+           "step_check": f"{STEP_EPOCHS} epochs per task at lr {STEP_LR}, batch {STEP_BATCH}, "
+                         f"{STEP_TASKS} tasks, no augmentation"}
 BOUND = 1e-5
 BOUND_WHY = ("float32 round-off: the same functions through different kernels and "
              "summation orders (timm 1.0's fused attention on one qkv matrix vs the "
              "authors' split q/k/v and bmm; F.cross_entropy vs the authors' exp/log "
              "CosFace; a float64 Cholesky factor vs a float32 MultivariateNormal), "
-             "through 2 x 10 SGD steps at lr 0.01 with momentum, 30 alignment epochs "
+             "through 2 x 4 SGD steps at lr 0.05 with momentum, 30 alignment epochs "
              "and the scale 20 of the softmaxes)")
 
 
@@ -116,20 +117,20 @@ def one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def card_settings(epochs: int, merged: bool = False) -> dict:
+def card_settings(epochs: int, lr: float, batch: int, merged: bool = False) -> dict:
     switches = dict(PAPER_SWITCHES, universal="merged") if merged else PAPER_SWITCHES
-    return {"epochs": epochs, "lr": LR, "batch_size": BATCH, "eval_batch_size": BATCH,
+    return {"epochs": epochs, "lr": lr, "batch_size": batch, "eval_batch_size": batch,
             **switches}
 
 
 # ----------------------------------------------------------------- reference side
 
 
-def reference_args(copy: Path, seed: int, epochs: int) -> dict:
+def reference_args(copy: Path, seed: int, epochs: int, lr: float, batch: int) -> dict:
     """The authors' exps/tuna_imgr.json at the row's setting."""
     args = json.loads((copy / "exps" / "tuna_imgr.json").read_text())
     args.update(dataset="parity", shuffle=False, init_cls=2, increment=2, seed=seed,
-                tuned_epoch=epochs, init_lr=LR, batch_size=BATCH)
+                tuned_epoch=epochs, init_lr=lr, batch_size=batch)
     return args
 
 
@@ -211,7 +212,7 @@ def test_outputs(model, experience) -> tuple[torch.Tensor, torch.Tensor]:
     from torch.utils.data import DataLoader
     model.eval()
     order, outs, labels = model.order, [], []
-    for x, y, *_ in DataLoader(experience.dataset.eval(), batch_size=BATCH):
+    for x, y, *_ in DataLoader(experience.dataset.eval(), batch_size=STEP_BATCH):
         if len(model.sets) == 1:
             outs.append(model.cosine(model.cls(model.normalize(x), model.sets[0])))
         else:
@@ -246,7 +247,7 @@ def ours_step(work: Path, seed: int, merged: bool) -> dict:
     perms = {str(t): torch.from_numpy(np.random.RandomState(seed + t).permutation(
         len(stream.train[t].dataset))) for t in range(STEP_TASKS)}
     card = load_method(METHOD)
-    card.params.update(card_settings(STEP_EPOCHS, merged))
+    card.params.update(card_settings(STEP_EPOCHS, STEP_LR, STEP_BATCH, merged))
     resolve_for_backbone(card, backbone)
     record = {"init": {}, "points": {}, "batch_sums": [], "batch_labels": [], "loss": None}
     strategy = import_object(card.raw["strategy"])(
@@ -312,7 +313,8 @@ def reference_step(copy: Path, work: Path, seed: int, ours: dict, merged: bool) 
     name = "merged" if merged else "official"
     torch.save(ours["init"], work / f"init_{name}.pt")
     torch.save(ours["perms"], work / f"perm_{name}.pt")
-    spec = {"args": reference_args(copy, seed, STEP_EPOCHS), "order": CLASS_ORDER,
+    spec = {"args": reference_args(copy, seed, STEP_EPOCHS, STEP_LR, STEP_BATCH),
+            "order": CLASS_ORDER,
             "merged": merged,
             "step": {"init": str(work / f"init_{name}.pt"),
                      "perm": str(work / f"perm_{name}.pt"), "seed": seed,
@@ -372,7 +374,7 @@ def ours_run(work: Path, seed: int) -> dict:
     import cl_bench
     one_thread()
     tree, weights = inputs(work)
-    settings = {f"{METHOD}.{k}": v for k, v in card_settings(EPOCHS).items()}
+    settings = {f"{METHOD}.{k}": v for k, v in card_settings(EPOCHS, LR, BATCH).items()}
     settings.update({"scenario.init_cls": 2, "scenario.increment": 2,
                      "scenario.class_order": "natural"})
     result, = cl_bench.run([METHOD], "imagefolder", [seed], out=work / "ours",
@@ -389,7 +391,8 @@ def run_seed(copy: Path, work: Path, seed: int) -> dict:
     """Both sides end to end; each curve with, per task, the accuracy on that task's
     test images right after training on it (``learnt``)."""
     ours = ours_run(work, seed)
-    spec = {"args": reference_args(copy, seed, EPOCHS), "order": CLASS_ORDER, "merged": False,
+    spec = {"args": reference_args(copy, seed, EPOCHS, LR, BATCH), "order": CLASS_ORDER,
+            "merged": False,
             "step": None}
     reference = run_reference(work, copy, spec, f"run_{seed}")
     return {"ours": ours, "reference": {k: reference[k] for k in ("curve", "learnt")}}
