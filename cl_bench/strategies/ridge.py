@@ -31,11 +31,19 @@ def choose_ridge(h: torch.Tensor, y: torch.Tensor,
     """The candidate with the least validation MSE (rows: fit part, then validation
     part, as ordered). With an empty part every candidate scores alike and the first
     is taken, as the official code's argmin does."""
+    losses = ridge_losses(h, y, candidates)
+    return candidates[min(range(len(losses)), key=losses.__getitem__)]
+
+
+def ridge_losses(h: torch.Tensor, y: torch.Tensor,
+                 candidates: tuple[float, ...] = CANDIDATES) -> list[float]:
+    """The validation MSE of each candidate (what :func:`choose_ridge` minimises; all
+    zero when a part is empty), averaged over the rows and the columns of ``y``."""
     n_fit = int(h.shape[0] * FIT_SHARE)
     fit, val = h[:n_fit].double(), h[n_fit:].double()
     y_fit, y_val = y[:n_fit].double(), y[n_fit:].double()
     if n_fit == 0 or val.shape[0] == 0:
-        return candidates[0]
+        return [0.0] * len(candidates)
     if n_fit <= h.shape[1]:  # dual: W^T = H_fit^T (H_fit H_fit^T + lambda I)^-1 Y_fit
         e, v = torch.linalg.eigh(fit @ fit.T)
         left, right = (val @ fit.T) @ v, v.T @ y_fit
@@ -43,8 +51,7 @@ def choose_ridge(h: torch.Tensor, y: torch.Tensor,
         e, v = torch.linalg.eigh(fit.T @ fit)
         left, right = val @ v, v.T @ (fit.T @ y_fit)
     e = e.clamp_min(0.0)  # a Gram matrix: negative eigenvalues are round-off
-    losses = [float(((left / (e + lam)) @ right - y_val).pow(2).mean()) for lam in candidates]
-    return candidates[min(range(len(losses)), key=losses.__getitem__)]
+    return [float(((left / (e + lam)) @ right - y_val).pow(2).mean()) for lam in candidates]
 
 
 def solve_ridge(g: torch.Tensor, c: torch.Tensor, lam: float) -> torch.Tensor:
