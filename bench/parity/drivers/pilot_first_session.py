@@ -28,9 +28,8 @@ import sys
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, Dataset
-
 import trainer  # PILOT
+from torch.utils.data import DataLoader, Dataset
 from utils import factory  # PILOT
 from utils.data import iParity  # PILOT, added by patch_pilot.py
 from utils.data_manager import DataManager  # PILOT
@@ -53,8 +52,9 @@ def run(spec: dict) -> dict:
         top1 = y_pred[:, 0]
         curve.append(float((top1 == y_true).mean() * 100))
         bounds = np.cumsum([0] + [data.get_task_size(t) for t in range(model._cur_task + 1)])
-        matrix.append([float((top1[m] == y_true[m]).mean() * 100) for m in
-                       ((y_true >= lo) & (y_true < hi) for lo, hi in zip(bounds, bounds[1:]))])
+        tasks = [(y_true >= lo) & (y_true < hi) for lo, hi in zip(bounds, bounds[1:],
+                                                                   strict=False)]
+        matrix.append([float((top1[m] == y_true[m]).mean() * 100) for m in tasks])
         model.after_task()
     return {"curve": curve, "acc_matrix": matrix}
 
