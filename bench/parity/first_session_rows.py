@@ -252,7 +252,7 @@ def ours_step(method: str, work: Path, params: dict) -> tuple[dict, dict, dict]:
             opt.zero_grad()
             loss.backward()
             opt.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
             if not rec["step 1"]:
                 net.eval()
                 with torch.no_grad():
