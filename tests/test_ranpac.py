@@ -15,7 +15,13 @@ from torch import nn
 from cl_bench.backbones.base import Backbone
 from cl_bench.engine.runner import quiet_evaluator
 from cl_bench.strategies.ranpac import RanPAC
-from cl_bench.strategies.ridge import CANDIDATES, choose_ridge, solve_ridge
+from cl_bench.strategies.ridge import (
+    CANDIDATES,
+    choose_ridge,
+    ridge_losses,
+    ridge_losses_float32,
+    solve_ridge,
+)
 
 TINY = ["--scenario", "synthetic", "--backbone", "vit_tiny_patch16_224", "--weights", "random",
         "--image-size", "32", "--precision", "fp32", "--no-progress"]
@@ -130,3 +136,22 @@ def test_cnn_auto_means_no_adaptation_and_adapter_is_refused(tmp_path):
     assert refused.exit_code == 2
     assert 'adapt = "adapter" inserts adapters into transformer blocks' in refused.output
     assert not tmp_path.exists() or not list(tmp_path.rglob("*.json"))
+
+
+def test_float32_search_is_the_official_arithmetic_and_drops_small_lambdas():
+    """ridge_search: float32 scores every candidate as the official float32 code does; on
+    a rank-deficient task (fewer fit samples than M) its small-lambda losses are
+    round-off, so it picks a larger lambda than the exact float64 search."""
+    gen = torch.Generator().manual_seed(3)
+    w = torch.randn(8, 400, generator=gen)
+    x = torch.randn(40, 8, generator=gen)
+    h = F.relu(x @ w)
+    y = h @ torch.randn(400, 2, generator=gen) / 100  # linear in h: the interpolant is best
+    assert ridge_losses_float32(h, y) == ridge_losses_float32(h.double(), y)
+    assert choose_ridge(h, y, precision="float32") == official_choice(h, y)
+    exact, rounded = ridge_losses(h, y), ridge_losses_float32(h, y)
+    assert min(rounded[:4]) > 100 * max(exact[:4])
+    assert choose_ridge(h, y) == 1e-8
+    assert choose_ridge(h, y, precision="float32") > 1e-3
+    with pytest.raises(ValueError, match="float16"):
+        choose_ridge(h, y, precision="float16")

@@ -14,7 +14,8 @@ and the classifier is the ridge solution on everything seen so far,
 
     W_o = (G + lambda I)^-1 C,   logits = h W_o,
 
-lambda chosen at each task on that task's samples (:mod:`ridge`). ``M: 0`` is the
+lambda chosen at each task on that task's samples (:mod:`ridge`; ``ridge_search:
+float32`` searches with the official float32 arithmetic). ``M: 0`` is the
 paper's ablation without projection (h = f, no ReLU). Everything after the
 backbone runs in float64.
 """
@@ -96,6 +97,7 @@ class RanPAC(FirstSessionTemplate):
         net.C += h.T @ onehot
         # the official code splits a shuffled loader's order; here a fixed shuffle per task
         order = torch.randperm(len(y), generator=torch.Generator().manual_seed(len(self.ridges)))
-        lam = choose_ridge(h[order.to(h.device)], onehot[order.to(h.device)])
+        lam = choose_ridge(h[order.to(h.device)], onehot[order.to(h.device)],
+                           precision=self.params.get("ridge_search", "float64"))
         self.ridges.append(lam)
         net.W_o = solve_ridge(net.G, net.C, lam).T.contiguous()

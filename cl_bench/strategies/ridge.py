@@ -26,16 +26,28 @@ CANDIDATES = tuple(10.0 ** k for k in range(-8, 9))
 FIT_SHARE = 0.8
 
 
-def choose_ridge(h: torch.Tensor, y: torch.Tensor,
-                 candidates: tuple[float, ...] = CANDIDATES) -> float:
+def choose_ridge(h: torch.Tensor, y: torch.Tensor, candidates: tuple[float, ...] = CANDIDATES,
+                 precision: str = "float64") -> float:
     """The candidate with the least validation MSE (rows: fit part, then validation
     part, as ordered). With an empty part every candidate scores alike and the first
-    is taken, as the official code's argmin does."""
+    is taken, as the official code's argmin does. ``precision``: "float64" (exact,
+    :func:`ridge_losses`) or "float32" (the official arithmetic, :func:`ridge_losses_float32`)."""
+    if precision not in ("float64", "float32"):
+        raise ValueError(f"ridge search precision {precision!r} is neither float64 nor float32")
+    search = ridge_losses if precision == "float64" else ridge_losses_float32
+    losses = search(h, y, candidates)
+    return candidates[min(range(len(losses)), key=losses.__getitem__)]
+
+
+def ridge_losses(h: torch.Tensor, y: torch.Tensor,
+                 candidates: tuple[float, ...] = CANDIDATES) -> list[float]:
+    """The validation MSE of each candidate (what :func:`choose_ridge` minimises; all
+    zero when a part is empty), averaged over the rows and the columns of ``y``."""
     n_fit = int(h.shape[0] * FIT_SHARE)
     fit, val = h[:n_fit].double(), h[n_fit:].double()
     y_fit, y_val = y[:n_fit].double(), y[n_fit:].double()
     if n_fit == 0 or val.shape[0] == 0:
-        return candidates[0]
+        return [0.0] * len(candidates)
     if n_fit <= h.shape[1]:  # dual: W^T = H_fit^T (H_fit H_fit^T + lambda I)^-1 Y_fit
         e, v = torch.linalg.eigh(fit @ fit.T)
         left, right = (val @ fit.T) @ v, v.T @ y_fit
@@ -43,8 +55,27 @@ def choose_ridge(h: torch.Tensor, y: torch.Tensor,
         e, v = torch.linalg.eigh(fit.T @ fit)
         left, right = val @ v, v.T @ (fit.T @ y_fit)
     e = e.clamp_min(0.0)  # a Gram matrix: negative eigenvalues are round-off
-    losses = [float(((left / (e + lam)) @ right - y_val).pow(2).mean()) for lam in candidates]
-    return candidates[min(range(len(losses)), key=losses.__getitem__)]
+    return [float(((left / (e + lam)) @ right - y_val).pow(2).mean()) for lam in candidates]
+
+
+def ridge_losses_float32(h: torch.Tensor, y: torch.Tensor,
+                         candidates: tuple[float, ...] = CANDIDATES) -> list[float]:
+    """The validation MSE of each candidate as the official code computes it (RanPAC
+    ``RanPAC.py`` ``optimise_ridge_parameter`` at commit 012927f; LAMDA-PILOT
+    ``models/ranpac.py`` at 2647455): float32, one M x M solve of G_fit + lambda I per
+    candidate. When the task has fewer fit samples than M, G_fit is rank-deficient and
+    float32 cannot solve it for small lambda: those losses are round-off, far above the
+    exact ones, so in effect the small candidates drop out of the search (bench/parity
+    results ranpac.json, step check)."""
+    n_fit = int(h.shape[0] * FIT_SHARE)
+    fit, val = h[:n_fit].float(), h[n_fit:].float()
+    y_fit, y_val = y[:n_fit].float(), y[n_fit:].float()
+    if n_fit == 0 or val.shape[0] == 0:
+        return [0.0] * len(candidates)
+    g, c = fit.T @ fit, fit.T @ y_fit
+    eye = torch.eye(g.shape[0], dtype=g.dtype, device=g.device)
+    return [float((val @ torch.linalg.solve(g + lam * eye, c) - y_val).pow(2).mean())
+            for lam in candidates]
 
 
 def solve_ridge(g: torch.Tensor, c: torch.Tensor, lam: float) -> torch.Tensor:
