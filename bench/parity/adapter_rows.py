@@ -30,7 +30,7 @@ from bench.parity.rows import ParityError
 
 REFERENCE_REPO = "sun-hailong/LAMDA-PILOT"
 REFERENCE_COMMIT = "264745534fc2233f5a50b020e50a3472c47eb756"
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 PEER_PYTHON = ROOT / "bench" / ".venv-avalanche" / "bin" / "python"
 DRIVER = ROOT / "bench" / "parity" / "drivers" / "pilot_adapters.py"
 
