@@ -9,9 +9,9 @@ that a randomly initialised ViT-Tiny with trained adapters learns every task), i
 three tasks of two classes, one fixed class order (the folders' order); the
 ``--weights random`` ViT-Tiny of export_weights.py at 64 px (4 x 4 patches: PILOT's
 test transform resizes only above 32 px, and at 64 px its resize, int(64 * 256 / 224)
-= 73, is cl-bench's); 3 epochs per task at lr 0.1 (the official 0.025 / 0.03 are for
-20 epochs on a pretrained ViT-B), batch 48, the rest the cards' defaults, which are
-the official configs.
+= 73, is cl-bench's); epochs, lr and batch in ``TRAIN`` (the official lr 0.025 / 0.03
+are for 20 epochs on a pretrained ViT-B), the rest the cards' defaults, which are the
+official configs.
 """
 
 from __future__ import annotations
@@ -36,8 +36,14 @@ DRIVER = ROOT / "bench" / "parity" / "drivers" / "pilot_adapters.py"
 
 FMNIST_CLASSES = [1, 7, 0, 9, 3, 8]  # trouser, sneaker, T-shirt, ankle boot, dress, bag
 SIZE = 64
-EPOCHS, LR = 3, 0.1
-STEP_EPOCHS, STEP_TASKS = 2, 2
+# end to end, per method: epochs per task, lr, batch. EASE's prototypes on a random
+# ViT already tell these pairs apart; only many large steps move its adapters enough
+# to change a prediction (at 3 epochs, lr 0.1, batch 48 every seed gave the untrained
+# curve on both sides), so EASE trains harder.
+TRAIN = {"ease": {"epochs": 5, "lr": 0.5, "batch": 16},
+         "mos": {"epochs": 3, "lr": 0.1, "batch": 48}}
+STEP = {"epochs": 2, "lr": 0.1, "batch": 48}  # the step check, both methods
+STEP_EPOCHS, STEP_TASKS = STEP["epochs"], 2
 CLASS_ORDER = list(range(len(FMNIST_CLASSES)))
 SEEDS = list(range(1, 11))
 BACKBONE = "vit_tiny_patch16_224"
@@ -48,10 +54,11 @@ def setting(method: str) -> dict:
     return {"tree": "bench/parity/make_tree.py, 40 train / 30 test per class, Fashion-MNIST "
                     f"classes {FMNIST_CLASSES} as classes 0-5",
             "backbone": BACKBONE, "weights": "export_weights.py (--weights random), 64 px",
-            "image_size": SIZE, "tasks": "3 x 2 classes", "epochs": EPOCHS, "lr": LR,
-            "batch": 48, "augmentation": "on (RandomResizedCrop + flip, both sides)",
+            "image_size": SIZE, "tasks": "3 x 2 classes", **TRAIN[method],
+            "augmentation": "on (RandomResizedCrop + flip, both sides)",
             "method": f"methods/{method}.yaml defaults otherwise",
-            "step_check": f"{STEP_EPOCHS} epochs per task, {STEP_TASKS} tasks, no augmentation"}
+            "step_check": f"{STEP_EPOCHS} epochs per task, lr {STEP['lr']}, batch "
+                          f"{STEP['batch']}, {STEP_TASKS} tasks, no augmentation"}
 
 
 def inputs(work: Path) -> tuple[Path, Path]:
@@ -92,14 +99,16 @@ def one_thread() -> None:
 # ----------------------------------------------------------------- reference side
 
 
-def pilot_args(copy: Path, method: str, seed: int, epochs: int) -> dict:
-    """PILOT's config (bench/parity/configs/parity_<method>.json) at the row's setting."""
+def pilot_args(copy: Path, method: str, seed: int, train: dict) -> dict:
+    """PILOT's config (bench/parity/configs/parity_<method>.json) with ``train``'s epochs,
+    lr and batch."""
     args = json.loads((copy / "exps" / f"parity_{method}.json").read_text())
-    args.update(seed=seed, shuffle=False, batch_size=48)
+    epochs, lr = train["epochs"], train["lr"]
+    args.update(seed=seed, shuffle=False, batch_size=train["batch"])
     if method == "ease":
-        args.update(init_epochs=epochs, later_epochs=epochs, init_lr=LR, later_lr=LR)
+        args.update(init_epochs=epochs, later_epochs=epochs, init_lr=lr, later_lr=lr)
     else:
-        args.update(tuned_epoch=epochs, init_lr=LR)
+        args.update(tuned_epoch=epochs, init_lr=lr)
     return args
 
 
@@ -222,7 +231,7 @@ def ours_step(method: str, work: Path, seed: int) -> dict:
     perms = {str(t): torch.from_numpy(np.random.RandomState(seed + t).permutation(
         len(stream.train[t].dataset))) for t in range(STEP_TASKS)}
     card = load_method(method)
-    card.params.update(epochs=STEP_EPOCHS, lr=LR)
+    card.params.update(epochs=STEP["epochs"], lr=STEP["lr"], batch_size=STEP["batch"])
     resolve_for_backbone(card, backbone)
     record = {"init": {}, "points": {}, "batch_sums": [], "batch_labels": [], "params": {},
               "loss": None}
@@ -293,7 +302,7 @@ def step_specs(copy: Path, method: str, work: Path, seed: int, ours: dict) -> di
     """The driver's step spec for the tensors and orders of cl-bench's side."""
     torch.save(ours["init"], work / f"{method}_init.pt")
     torch.save(ours["perms"], work / f"{method}_perm.pt")
-    return {"args": pilot_args(copy, method, seed, STEP_EPOCHS), "order": CLASS_ORDER,
+    return {"args": pilot_args(copy, method, seed, STEP), "order": CLASS_ORDER,
             "step": {"init": str(work / f"{method}_init.pt"),
                      "perm": str(work / f"{method}_perm.pt"), "seed": seed,
                      "tasks": STEP_TASKS}}
@@ -307,7 +316,9 @@ def ours_run(method: str, work: Path, seed: int) -> dict:
     import cl_bench
     one_thread()
     tree, weights = inputs(work)
-    settings = {f"{method}.epochs": EPOCHS, f"{method}.lr": LR, "scenario.init_cls": 2,
+    train = TRAIN[method]
+    settings = {f"{method}.epochs": train["epochs"], f"{method}.lr": train["lr"],
+                f"{method}.batch_size": train["batch"], "scenario.init_cls": 2,
                 "scenario.increment": 2, "scenario.class_order": "natural"}
     result, = cl_bench.run([method], "imagefolder", [seed], out=work / "ours",
                            backbone=BACKBONE, weights=str(weights), image_size=SIZE,
@@ -323,6 +334,7 @@ def run_seed(method: str, copy: Path, work: Path, seed: int, env: dict | None = 
     """Both sides end to end with this seed; each curve with, per task, the accuracy on
     that task's test images right after training on it (``learnt``)."""
     ours = ours_run(method, work, seed)
-    spec = {"args": pilot_args(copy, method, seed, EPOCHS), "order": CLASS_ORDER, "step": None}
+    spec = {"args": pilot_args(copy, method, seed, TRAIN[method]), "order": CLASS_ORDER,
+            "step": None}
     reference = run_pilot(copy, work, spec, f"{method}_run_{seed}", env)
     return {"ours": ours, "reference": {k: reference[k] for k in ("curve", "learnt")}}
