@@ -1,0 +1,68 @@
+"""Parity row of MOS (cl_bench/strategies/mos.py) against LAMDA-PILOT's
+``models/mos.py`` (with ``backbone/vit_mos.py``, ``utils/inc_net.py`` ``MOSNet``) at
+commit 2647455, patched by bench/parity/patch_pilot.py and patch_pb.py; the setting,
+the step check and the end-to-end runs are bench/parity/adapter_rows.py's.
+
+Merge rule: PILOT's ``reweight_adapter`` merges the adapter toward the mean of the
+earlier ones inside every forward, in place (methods/mos.yaml, first departure);
+cl-bench merges once after every optimizer step, as the paper says, and has no switch
+for the official rule. The step check and the end-to-end runs compare cl-bench with
+PILOT patched to cl-bench's rule (``PARITY_MOS_MERGE=paper``, patch_pb.py); the step
+check also runs PILOT as published and reports that gap under ``kept``. The
+classifier alignment's Gaussian samples and permutations are shared in the step
+check: both sides seed the global generator before it and draw the same normals in
+the same order (one (240, d) block per class).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.parity import adapter_rows as shared
+from bench.parity.rows.ease import BOUND, BOUND_WHY
+
+METHOD = "mos"
+REFERENCE = {"repo": shared.REFERENCE_REPO, "commit": shared.REFERENCE_COMMIT,
+             "what": "models/mos.py Learner (MOS) on backbone/vit_mos.py as ViT-Tiny, "
+                     "merge rule patched to the paper's (PARITY_MOS_MERGE=paper)"}
+PAIRING = "welch"
+PAIRING_WHY = ("a seed fixes each side's own generator streams (adapter and head init, "
+               "batch order, crops, flips, dropout, the alignment's Gaussian samples), "
+               "which the two toolboxes draw in a different order: no randomness is "
+               "shared end to end")
+SETTING = {**shared.setting(METHOD), "reference_merge": "PARITY_MOS_MERGE=paper"}
+CLASS_ORDER = shared.CLASS_ORDER
+SEEDS = shared.SEEDS
+PAPER = {"PARITY_MOS_MERGE": "paper"}
+
+
+def prepare(copy: Path) -> None:
+    shared.prepare(copy)
+
+
+def official_gap(diff: dict) -> str:
+    numbers = "; ".join(
+        f"{point}: param {param:.2g}, loss {loss:.2g}, logit {logit:.2g}"
+        for point, param, loss, logit in zip(diff["after"], diff["max_abs_param"],
+                                             diff["max_abs_loss"], diff["max_abs_logit"],
+                                             strict=True))
+    return ("MOS merge rule: PILOT as published merges the adapter toward the mean of the "
+            "earlier adapters inside every forward (once per block, in place, also at "
+            "test time on the stored adapters and while the class statistics are taken); "
+            "cl-bench merges once after every optimizer step (the paper) and has no card "
+            "switch for the official rule (methods/mos.yaml). Against PILOT as published: "
+            f"{numbers}")
+
+
+def step(copy: Path, work: Path) -> dict:
+    seed = SEEDS[0]
+    ours = shared.ours_step(METHOD, work, seed)
+    spec = shared.step_specs(copy, METHOD, work, seed, ours)
+    paper = shared.run_pilot(copy, work, spec, "mos_step_paper", PAPER)
+    official = shared.run_pilot(copy, work, spec, "mos_step_official")
+    return {**shared.differences(ours, paper), "bound": BOUND, "bound_why": BOUND_WHY,
+            "kept": [official_gap(shared.differences(ours, official))]}
+
+
+def run_seed(copy: Path, work: Path, seed: int) -> dict:
+    return shared.run_seed(METHOD, copy, work, seed, PAPER)

@@ -1,0 +1,47 @@
+"""bench/parity/adapter_rows.py: the step check's comparison on constructed records (no
+reference checkout needed): the largest differences per point, and the refusal of
+records whose batches, labels or tensor names are not the same on both sides."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bench.parity import adapter_rows as rows
+from bench.parity.rows import ParityError
+
+
+def record(shift: float = 0.0, loss_shift: float = 0.0) -> dict:
+    params = {"adapter.0.down.weight": torch.ones(2, 3) + shift, "head.bias": torch.zeros(2)}
+    points = {point: {"params": {k: v.clone() for k, v in params.items()},
+                      "loss": 0.5 + loss_shift} for point in rows.AFTER}
+    for point in rows.AFTER[1:]:
+        points[point]["logits"] = torch.eye(3) + shift
+    sums, labels = [torch.tensor([1.0, 2.0])], [torch.tensor([0, 1])]
+    return {"points": points, "batch_sums": sums,
+            "batch_labels": [torch.cat(labels * rows.STEP_EPOCHS)] * rows.STEP_TASKS,
+            "train_labels": labels * rows.STEP_TASKS, "test_labels": [torch.arange(3)]}
+
+
+def test_differences_are_the_largest_absolute_gaps_per_point():
+    ours, ref = record(), record(shift=1e-3, loss_shift=-2e-3)
+    got = rows.differences(ours, ref)
+    assert got["after"] == rows.AFTER
+    assert got["max_abs_param"] == pytest.approx([1e-3] * 3, rel=1e-4)  # float32 tensors
+    assert got["max_abs_loss"] == pytest.approx([2e-3] * 3)
+    assert got["max_abs_logit"] == pytest.approx([0.0, 1e-3, 1e-3], rel=1e-4)
+
+
+def test_other_batches_labels_or_tensors_are_refused():
+    ours, ref = record(), record()
+    ref["batch_sums"] = [torch.tensor([1.0, 2.5])]
+    with pytest.raises(ParityError, match="batches"):
+        rows.differences(ours, ref)
+    ref = record()
+    ref["train_labels"] = [torch.tensor([1, 0])] * rows.STEP_TASKS
+    with pytest.raises(ParityError, match="labels"):
+        rows.differences(ours, ref)
+    ref = record()
+    ref["points"]["task 1"]["params"]["proxy.sigma"] = torch.ones(1)
+    with pytest.raises(ParityError, match="name"):
+        rows.differences(ours, ref)
