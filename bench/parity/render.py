@@ -48,7 +48,7 @@ history at commit {FIRST_ROUND}.
 
 
 def _f(x: float, digits: int = 2) -> str:
-    return f"{x:+.{digits}f}"
+    return f"{round(x, digits) + 0.0:+.{digits}f}"   # + 0.0: no "-0.00"
 
 
 def _g(x: float) -> str:
