@@ -41,10 +41,13 @@ PAIRING_WHY = ("The seed fixes each side's own draws only: the components' Gram-
                "orders, so the runs of one seed are not paired; the class order is fixed.")
 SIZE = 32
 TREE = (24, 20)  # train / test images per class
-# Fashion-MNIST ids in task order: trouser, bag | T-shirt, dress | sneaker, ankle boot
-# (a random ViT-Tiny confuses the other tops with these, and a task whose classes look
-# like an earlier task's is then not learnt at all: the issue's "last task at 0 %")
-CLASSES = [1, 8, 0, 3, 7, 9]
+# Fashion-MNIST ids in task order: trouser, coat | pullover, sandal | bag, sneaker. With
+# a random ViT-Tiny a task whose classes look like an earlier task's is not learnt
+# (its images keep the old classes' larger logits: the issue's "last task at 0 %");
+# these three pairs were chosen, from random 3-pair draws, as those whose later tasks a
+# head trained on the frozen features learnt best over 6 seeds (natural order 0-9 left
+# tasks 4 and 5 near 0 %, trouser, bag | T-shirt, dress | sneaker, ankle boot task 2).
+CLASSES = [1, 4, 2, 5, 8, 7]
 SETTING = {
     "tree": f"Fashion-MNIST parity tree, first {TREE[0]} train / {TREE[1]} test images per "
             f"class (bench/parity/make_tree.py), classes {CLASSES} as 0-5",
