@@ -58,3 +58,16 @@ def test_patch_coda_applies_once_and_refuses_an_unknown_file(tmp_path: Path):
     data.write_text("nothing to patch\n")
     with pytest.raises(SystemExit, match="anchor"):
         patch_coda.patch(tmp_path)
+
+
+def test_pilot_log_parsed_with_numpy_scalars():
+    log = "\n".join([
+        "=> CNN: {'total': np.float64(100.0), '00-01': np.float64(100.0), 'old': 0, "
+        "'new': np.float64(100.0)}",
+        "=> CNN top1 curve: [np.float64(100.0)]",
+        "=> CNN: {'total': np.float64(67.5), 'old': np.float64(40.0), 'new': np.float64(95.0)}",
+        "=> CNN top1 curve: [np.float64(100.0), np.float64(67.5)]",
+        "=> CNN: {'total': 45.83, 'old': 67.5, 'new': 2.5}",
+        "=> CNN top1 curve: [100.0, 67.5, 45.83]"])
+    assert row._parse(log) == {"curve": [100.0, 67.5, 45.83], "just_learnt": [100.0, 95.0, 2.5]}
+    assert row._parse(log.rsplit("\n", 2)[0]) is None  # a run cut short

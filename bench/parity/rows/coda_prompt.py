@@ -242,23 +242,42 @@ def pilot_config(seed: int) -> dict:
 
 
 def _numbers(text: str) -> list[float]:
-    return [float(x) for x in re.findall(r"[-+]?\d+(?:\.\d+)?", text)]
+    """The numbers of a printed list, bare or as numpy 2 prints them (np.float64(x))."""
+    return [float(x) for x in re.findall(r"[-+]?\d+(?:\.\d+)?",
+                                         text.replace("np.float64(", "("))]
+
+
+def _parse(log: str) -> dict | None:
+    """The accuracy curve and each task's accuracy right after it ('new' of the
+    grouped accuracies) from PILOT's log; None unless every task is there."""
+    curves = re.findall(r"CNN top1 curve: \[(.*)\]", log)
+    new = re.findall(r"CNN: \{.*'new': (?:np\.float64\()?([\d.]+)", log)
+    tasks = len(CLASSES) // 2
+    if not curves or len(_numbers(curves[-1])) != tasks or len(new) != tasks:
+        return None
+    return {"curve": _numbers(curves[-1]), "just_learnt": [float(x) for x in new]}
 
 
 def _reference(copy: Path, work: Path, seed: int) -> dict:
+    """PILOT's main.py on this seed; a complete log of the same config is reused."""
     tree, weights = inputs(work)
-    config = copy / "exps" / f"parity_coda_prompt_seed{seed}.json"
-    config.write_text(json.dumps(pilot_config(seed), indent=1))
-    log = _run([str(REF_PYTHON), "main.py", "--config", str(config)], copy,
+    config = pilot_config(seed)
+    log_path, done = work / f"reference-{seed}.log", work / f"reference-{seed}.json"
+    if log_path.is_file() and done.is_file() and json.loads(done.read_text()) == config:
+        parsed = _parse(log_path.read_text())
+        if parsed is not None:
+            return parsed
+    path = copy / "exps" / f"parity_coda_prompt_seed{seed}.json"
+    path.write_text(json.dumps(config, indent=1))
+    log = _run([str(REF_PYTHON), "main.py", "--config", str(path)], copy,
                _env(PARITY_TREE=str(tree), PARITY_WEIGHTS=str(weights),
                     PARITY_IMG_SIZE=str(SIZE), PARITY_TEST_RESIZE="round",
-                    PARITY_CLASS_ORDER=",".join(map(str, CLASS_ORDER))),
-               work / f"reference-{seed}.log")
-    curves = re.findall(r"CNN top1 curve: \[(.*)\]", log)
-    new = re.findall(r"CNN: \{.*'new': (?:np\.float64\()?([\d.]+)", log)
-    if not curves:
-        raise ParityError(f"no 'CNN top1 curve' in {work / f'reference-{seed}.log'}")
-    return {"curve": _numbers(curves[-1]), "just_learnt": [float(x) for x in new]}
+                    PARITY_CLASS_ORDER=",".join(map(str, CLASS_ORDER))), log_path)
+    parsed = _parse(log)
+    if parsed is None:
+        raise ParityError(f"no complete accuracy curve in {log_path}")
+    done.write_text(json.dumps(config, indent=1))
+    return parsed
 
 
 def run_seed(copy: Path, work: Path, seed: int) -> dict:
