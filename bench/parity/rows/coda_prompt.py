@@ -45,7 +45,7 @@ DIFFERS_WHY = (
     "components, batch order and crops (Welch), and with a random ViT-Tiny whether a task "
     "is learnt right after training depends on those draws (a task whose images keep an "
     "earlier task's larger logits: e.g. PILOT's seed 1 third task at 2.5 % while its seed 2 "
-    "third task is at 82.5 %), so 10 seeds per side give an interval wider than 3 points.")
+    "third task is at 82.5 %), which widens the interval over 10 seeds per side.")
 SIZE = 32
 TREE = (24, 20)  # train / test images per class
 # Fashion-MNIST ids in task order: trouser, coat | pullover, sandal | bag, sneaker. With
