@@ -14,9 +14,10 @@ query q(x) (final [CLS], no prompts):
 
 Task t of T owns components [t M/T, (t+1) M/T). At its start they are set to
 random unit vectors orthogonal to each other and to every earlier component
-(Gram-Schmidt, P_m flattened to L D). In training the earlier components take
-part but are detached (frozen), later ones are left out; at test all up to the
-current task are used. All M components are parameters from the start, as in
+(Gram-Schmidt, P_m flattened to L D; ``gram_schmidt: official``: the reference's
+classical Gram-Schmidt, only nearly orthogonal to trained rows). In training the
+earlier components take part but are detached (frozen), later ones are left out;
+at test all up to the current task are used. All M components are parameters from the start, as in
 the official code: trainable per layer at D = 768 is 100 x (8 + 2) x 768 =
 768,000, five layers 3,840,000, + head.
 
@@ -52,6 +53,24 @@ def orthonormal_rows(old: torch.Tensor, count: int) -> torch.Tensor:
         for _ in range(2):
             new -= (new @ basis) @ basis.T
     return torch.linalg.qr(new.T).Q.T
+
+
+@torch.no_grad()
+def official_rows(old: torch.Tensor, count: int) -> torch.Tensor:
+    """The reference's rule (``gram_schmidt: official``; LAMDA-PILOT
+    ``backbone/prompt.py`` ``CodaPrompt.gram_schmidt`` at commit 2647455): each of
+    ``count`` Gaussian draws, drawn as :func:`orthonormal_rows` draws them, minus its
+    projection on every earlier row taken one by one (classical Gram-Schmidt): the
+    rows of ``old`` as they are, then the new rows before it, not yet normalised;
+    then each new row normalised. Once training has moved the old rows off
+    orthonormality, the new rows are only nearly orthogonal to them (and to each
+    other), which :func:`orthonormal_rows` corrects."""
+    new = torch.randn(count, old.shape[1], device=old.device, dtype=old.dtype)
+    rows = new - ((new @ old.T) / (old * old).sum(1)) @ old
+    for k in range(1, count):
+        done = rows[:k].clone()
+        rows[k] -= ((new[k] @ done.T) / (done * done).sum(1)) @ done
+    return rows / rows.norm(dim=1, keepdim=True)
 
 
 def attention_weights(q: torch.Tensor, a: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -92,11 +111,12 @@ class CodaNet(PromptModel):
                             f"{per} components; set coda-prompt.n_tasks to the number of tasks "
                             f"(at most pool_size {self.p.shape[1]}).")
         s, f = self.span = (task * per, (task + 1) * per)
+        rule = official_rows if self.params.get("gram_schmidt") == "official" else orthonormal_rows
         with torch.no_grad():
             for t in (self.p, self.k, self.a):
                 for layer in range(t.shape[0]):
                     old = t[layer, :s].flatten(1)
-                    t[layer, s:f] = orthonormal_rows(old, f - s).view_as(t[layer, s:f])
+                    t[layer, s:f] = rule(old, f - s).view_as(t[layer, s:f])
 
     def _active(self, t: torch.Tensor) -> torch.Tensor:
         """Components in use: earlier tasks' (detached in training) and this task's."""
@@ -137,11 +157,26 @@ class CodaPrompt(PromptStrategy):
                             "coda-prompt.pool_size or use fewer tasks.")
 
     def build_optimizer(self, model: torch.nn.Module):
-        """``scheduler: coda_cosine`` is the official per-epoch schedule
-        lr_e = lr cos(99 pi e / (200 (E - 1))), from lr to ~0.016 lr at the last epoch."""
+        """``scheduler: coda_cosine`` is the official per-epoch schedule (see
+        :func:`coda_cosine_factor`)."""
         if self.params["scheduler"] != "coda_cosine":
             return super().build_optimizer(model)
         opt, _ = make_optimizer({**self.params, "scheduler": "constant"}, model.parameters())
-        last = max(self.params["epochs"] - 1, 1)
+        epochs = self.params["epochs"]
         return opt, torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda e: math.cos(99 * math.pi * e / (200 * last)))
+            opt, lambda e: coda_cosine_factor(e, epochs))
+
+
+def coda_cosine_factor(epoch: int, epochs: int) -> float:
+    """The learning-rate factor of epoch ``epoch`` (from 0) of ``epochs``:
+    cos(99 pi max(e - 1, 0) / (200 (E - 1))).
+
+    The official ``CosineSchedule`` (GT-RIPL/CODA-Prompt ``utils/schedulers.py`` at
+    commit 22948d2; LAMDA-PILOT ``models/coda_prompt.py`` at commit 2647455 carries the
+    same class) sets epoch 0 in its constructor and then rewinds its counter, so the
+    first ``step()`` (official ``learners/default.py``: before epoch 1; PILOT: after
+    epoch 0) sets epoch 0 again: the first two epochs train at the full rate and epoch e
+    at the factor of e - 1, the last at cos(99 pi (E - 2) / (200 (E - 1))) (E = 20:
+    0.097). cl-bench's parity step check found this one-epoch shift (cl-bench had used
+    the factor of e)."""
+    return math.cos(99 * math.pi * max(epoch - 1, 0) / (200 * max(epochs - 1, 1)))
