@@ -17,6 +17,9 @@ optimizer step and after each task, the EWC importances after task 1 and the
 per-step loss split (total, cross-entropy). ``seed`` runs every task with each named
 strategy's own randomness under ``torch.manual_seed(SEED)`` (growing head,
 shuffled batches) and writes the accuracy curves over the seen classes.
+``reset_optimizer_state`` (Avalanche's own ``train()`` argument) says whether SGD's
+state is reset at each experience, as cl-bench's fresh optimizer per task, or kept,
+Avalanche's default.
 
 The pieces shared with the row (data, recorder) are importable without timm.
 """
@@ -188,7 +191,8 @@ def seed_run(payload: dict, method: str, seed: int) -> dict:
     data, batch = payload["data"], payload["params"]["eval_batch_size"]
     out = {"curve": [], "just_learnt": []}
     for t, exp in enumerate(task_experiences(data)):
-        strategy.train(exp, num_workers=0)
+        strategy.train(exp, num_workers=0,
+                       reset_optimizer_state=payload["reset_optimizer_state"])
         x, y, labels = seen_test(data, t + 1)
         pred = torch.tensor(labels)[logits_of(model, x, labels, batch).argmax(1)]
         right = pred == y
