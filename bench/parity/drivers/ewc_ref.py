@@ -197,8 +197,8 @@ def seed_run(payload: dict, method: str, seed: int) -> dict:
         pred = torch.tensor(labels)[logits_of(model, x, labels, batch).argmax(1)]
         right = pred == y
         newest = torch.isin(y, torch.tensor(data["tasks"][t]))
-        out["curve"].append(100.0 * float(right.float().mean()))
-        out["just_learnt"].append(100.0 * float(right[newest].float().mean()))
+        out["curve"].append(100.0 * int(right.sum()) / len(right))
+        out["just_learnt"].append(100.0 * int(right[newest].sum()) / int(newest.sum()))
     return out
 
 
