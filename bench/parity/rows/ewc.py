@@ -77,6 +77,14 @@ SETTING = {
              "IncrementalClassifier growing by 2 rows per experience, masking on",
     "finetune": f"cl-bench finetune vs Avalanche Naive, same settings, seeds {FINETUNE_SEEDS}",
 }
+NOTES = [
+    "per_seed[].{ours,reference}.just_learnt: accuracy on the test images of the task just "
+    "trained, right after it (predictions over all seen classes): every task learnt.",
+    "per_seed[].finetune (first five seeds): cl-bench finetune and Avalanche Naive in the same "
+    "setting, to show whether the penalty matters here; in class-incremental learning EWC is "
+    "expected near fine-tuning (van de Ven and Tolias, Three scenarios for continual "
+    "learning, arXiv 1904.07734, 2019: class-incremental Split MNIST, both near 20 %).",
+]
 # ---------------------------------------------------------------------------------------
 
 
