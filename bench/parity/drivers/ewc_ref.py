@@ -10,13 +10,14 @@ data, the optimizer and an observing plugin are ours.
 IN.pt holds the backbone's state dict (timm ``tf_efficientnet_lite0`` without its
 classifier, exported from cl-bench), the input scaling, the data (uint8 images,
 labels already mapped to positions in the class order, the tasks' label lists)
-and the settings. ``step`` starts the head from cl-bench's initial head (ten rows
-from the start, so it never grows), feeds the tasks' samples in their stored order
-(``shuffle=False``) and dumps parameters, losses and test logits after the first
-optimizer step and after each task, the EWC importances after task 1 and the
-per-step loss split (total, cross-entropy). ``seed`` runs every task with each named
-strategy's own randomness under ``torch.manual_seed(SEED)`` (growing head,
-shuffled batches) and writes the accuracy curves over the seen classes.
+and the settings. ``step`` trains the first ``step_tasks`` tasks, starting the head
+from cl-bench's initial head (ten rows from the start, so it never grows), feeds the
+tasks' samples in their stored order (``shuffle=False``) and dumps parameters, losses
+and test logits after the first optimizer step and after each task, the EWC
+importances after task 1 and the per-step loss split (total, cross-entropy).
+``seed`` runs every task with each named strategy's own randomness under
+``torch.manual_seed(SEED)`` (growing head, shuffled batches) and writes the accuracy
+curves over the seen classes.
 ``reset_optimizer_state`` (Avalanche's own ``train()`` argument) says whether SGD's
 state is reset at each experience, as cl-bench's fresh optimizer per task, or kept,
 Avalanche's default.
@@ -167,7 +168,7 @@ def step(payload: dict) -> dict:
     recorder = Recorder(data, batch)
     strategy = build_strategy(payload, "ewc", model, [recorder])
     out = {"after_task": [], "importances": None}
-    for t, exp in enumerate(task_experiences(data)):
+    for t, exp in enumerate(task_experiences(data)[:payload["step_tasks"]]):
         strategy.train(exp, shuffle=False, num_workers=0,
                        reset_optimizer_state=payload["reset_optimizer_state"])
         x, _, labels = seen_test(data, t + 1)

@@ -235,7 +235,7 @@ def _ours_step(data: dict, work: Path) -> tuple[dict, Path]:
     strategy = _ours_strategy([rec])
     head = {"weight": strategy.model.head.weight.detach().clone(),
             "bias": strategy.model.head.bias.detach().clone()}
-    source = _payload(work, "step_in", head=head)
+    source = _payload(work, "step_in", head=head, step_tasks=2)
     out = {"after_task": []}
     stream = _ours_stream(data)
     for t in range(2):
