@@ -1,5 +1,5 @@
 """(d) Our L2P on the shape Avalanche 0.6.0's LearningToPrompt was measured on
-(REFERENCE section 6: 17.9 s, 2.77 GB peak RSS): ViT-B/16 random weights,
+(docs/references.md section 6: 17.9 s, 2.77 GB peak RSS): ViT-B/16 random weights,
 224 px, 4 classes x 4 training images, 2 experiences, 1 epoch, batch 8, 8 test
 images evaluated after each experience. Run as its own process so that the
 peak RSS is this workload's alone; the time covers model creation, training

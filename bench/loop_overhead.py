@@ -8,10 +8,10 @@ from torch import nn
 
 from bench.common import timed
 from cl_bench.cards.config import load_method
+from cl_bench.contract.optimizer import make_optimizer
 from cl_bench.engine.recording import Recorder
 from cl_bench.engine.runner import quiet_evaluator
 from cl_bench.scenarios.stream import build_stream
-from cl_bench.strategies.per_task import make_optimizer
 from cl_bench.strategies.tosca import Tosca, ToscaNet
 
 

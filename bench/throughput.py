@@ -3,7 +3,7 @@ bf16 autocast over bf16-stored weights, what the runner uses when no method
 trains the backbone), against the 35.13 GFLOPs per image; and the accuracy
 change bf16 makes on the embedded fmnist (TOSCA, SimpleCIL on EfficientNet-Lite0).
 
-The share of the peak is given twice: against REFERENCE.md's 2,300 GFLOP/s
+The share of the peak is given twice: against the 2,300 GFLOP/s of docs/references.md section 6
 (measured on a CPU with AMX tile units) and against this CPU's own matrix-multiply
 peak, measured here with the GEMM shape of ViT-B's MLP at batch 16."""
 
@@ -19,7 +19,7 @@ from bench.common import timed
 from cl_bench.backbones import load_backbone
 from cl_bench.backbones.base import autocast
 
-BF16_PEAK_GFLOPS = 2300.0  # REFERENCE.md section 6, 2 cores
+BF16_PEAK_GFLOPS = 2300.0  # docs/references.md section 6, 2 cores
 VIT_B_GFLOPS = 35.13
 
 

@@ -83,7 +83,7 @@ def plan(methods: str | Sequence[str] | None = None, scenario: str | Sequence[st
          ) -> list[RunRequest]:
     """One request per scenario, the arguments checked that need no card: what
     :func:`run` runs, and what ``cl-bench run`` runs or hands to a launcher. A request
-    without a backbone gets its scenario's (:func:`cl_bench.cards.protocol.resolve_backbone`)."""
+    without a backbone gets its scenario's (:func:`cl_bench.cards.config.resolve_backbone`)."""
     from cl_bench.cards.protocol import check_protocol
     from cl_bench.engine.runner import RunRequest, default_methods
     seed_list = arguments.seeds(seeds)
@@ -192,7 +192,7 @@ def report(folder: str | Path = "results", out: str | Path = "reports/latest", *
     ``cl-bench report`` does: ``formats`` of md, tex, csv, html and plot ``images`` png,
     svg (None: all of them; empty: none). Returns the files written. Invalid result
     files are skipped as in :func:`load_results`."""
-    from cl_bench.engine.preflight import writable_dir
+    from cl_bench.input_checks import writable_dir
     from cl_bench.reporting.report import FORMATS, IMAGE_FORMATS, write_report
     folder = arguments.folder("folder", folder, 'folder="results"')
     out = arguments.folder("out", out, 'out="reports/latest"')

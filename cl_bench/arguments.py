@@ -15,8 +15,8 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from cl_bench.engine.preflight import check_seeds
 from cl_bench.errors import UserError
+from cl_bench.input_checks import check_seeds
 
 
 def refuse(name: str, value: object, kind: str, example: str) -> UserError:

@@ -48,7 +48,7 @@ def name_too_long(e: OSError) -> UserError | None:
     gave can be too long (cl-bench's own names are short); it is met where that path is
     first looked at (``--data-root``, ``--weights``, ``--cards``, ``--results``), which is
     before anything is written. The folders cl-bench writes to are checked up front
-    (:func:`cl_bench.engine.preflight.writable_dir`)."""
+    (:func:`cl_bench.input_checks.writable_dir`)."""
     if e.errno != errno.ENAMETOOLONG:
         return None
     name = str(e.filename or "")

@@ -1,16 +1,15 @@
 """My method: nearest class mean of the frozen backbone's features by Euclidean
 distance (SimpleCIL uses the cosine). cl-bench builds it with the keyword arguments
 of ``__init__`` and, per task, calls Avalanche's ``train`` then ``eval``; ``spec``
-declares the method contract (cl_bench/contract.py): experiences hold cached frozen
+declares the method contract (cl_bench/contract/): experiences hold cached frozen
 features, not images; ``Resumable``: a killed run resumes after its last finished task."""
 
 import torch
 from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
-from cl_bench.contract import Inputs, Method, MethodSpec, Schedule
-from cl_bench.engine.state import Resumable
-from cl_bench.strategies.heads import class_means
+from cl_bench.contract import Inputs, Method, MethodSpec, Resumable, Schedule
+from cl_bench.strategies.blocks.heads import class_means
 
 
 class Means(nn.Module):

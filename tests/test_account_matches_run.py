@@ -20,9 +20,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import invoke
-from test_folders import make_tree
-from test_validation import card_variant
+from conftest import card_variant, invoke, make_tree
 
 from cl_bench.cards.config import METHODS_DIR, load_method
 from cl_bench.engine.environment import threads

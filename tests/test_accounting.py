@@ -8,9 +8,9 @@ import timm
 import torch
 
 from cl_bench.accounting.count import counting, stored_params
-from cl_bench.accounting.placeholder_run import account
 from cl_bench.contract import Bookkeeping
-from cl_bench.strategies.luca import LuCA
+from cl_bench.engine.placeholder_run import account
+from cl_bench.strategies.blocks.luca import LuCA
 
 
 def vit_flops(name: str, size: int = 224) -> int:

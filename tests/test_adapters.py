@@ -7,11 +7,12 @@ from __future__ import annotations
 import pytest
 import timm
 import torch
-from test_prompt_methods import one_thread  # noqa: F401 -- autouse, shared
 from torch.testing import assert_close
 
 from cl_bench.backbones.adapters import Adapter, AdapterSet, adapted, merge
 from cl_bench.backbones.prompted import PromptedViT
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread
 
 
 @pytest.fixture(scope="module")

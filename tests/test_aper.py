@@ -8,8 +8,7 @@ import json
 
 import pytest
 import torch
-from conftest import invoke
-from test_resume import VIT_STREAM, assert_same_numbers, cl_bench, kill_and_resume, records
+from conftest import VIT_STREAM, assert_same_numbers, cl_bench, invoke, kill_and_resume, records
 
 from cl_bench.backbones import load_backbone
 from cl_bench.cards.config import load_method, load_scenario
@@ -23,7 +22,7 @@ from cl_bench.scenarios.order import task_split
 from cl_bench.scenarios.stream import build_stream
 from cl_bench.scenarios.transforms import eval_transform, train_transform
 from cl_bench.strategies.aper import Aper
-from cl_bench.strategies.first_session_adapt import BatchNormStats, check_variant
+from cl_bench.strategies.blocks.first_session_adapt import BatchNormStats, check_variant
 
 TINY = ["--scenario", "synthetic", "--backbone", "vit_tiny_patch16_224", "--weights", "random",
         "--image-size", "32", "--precision", "fp32", "--no-progress"]

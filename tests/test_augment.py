@@ -12,6 +12,7 @@ from conftest import invoke
 from PIL import Image
 
 from cl_bench.engine import features
+from cl_bench.engine.epoch_views import EpochView, ViewClock, evaluation_view
 from cl_bench.engine.features import FeatureStore
 from cl_bench.engine.recording import Recorder
 from cl_bench.engine.runner import quiet_evaluator
@@ -19,7 +20,6 @@ from cl_bench.scenarios.augment import RATIO, SCALE, AugmentedView, crop_box
 from cl_bench.scenarios.stream import build_stream
 from cl_bench.scenarios.transforms import ToModelInput
 from cl_bench.strategies.tosca import Tosca
-from cl_bench.strategies.views import EpochView, ViewClock, evaluation_view
 
 CPU = torch.device("cpu")
 

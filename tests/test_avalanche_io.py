@@ -13,11 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import invoke
-from test_contract import ADVICE
-from test_validation import refused
+from conftest import ADVICE, invoke, refused
 
-from cl_bench.cards.config import ROOT
+from cl_bench.cards.places import ROOT
 from cl_bench.errors import UserError
 from cl_bench.scenarios.avalanche import scenario
 from cl_bench.scenarios.loaders import LOADERS

@@ -13,11 +13,11 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import invoke
-from test_validation import refused
+from conftest import invoke, refused
 
 from cl_bench.cards import config
-from cl_bench.cards.config import ROOT
+from cl_bench.cards.card import coerce
+from cl_bench.cards.places import ROOT
 
 EXAMPLES = ROOT / "examples"
 SYN = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32"]
@@ -209,10 +209,10 @@ def test_wheel_works_outside_the_checkout(tmp_path):
 
     probe = subprocess.run(
         [venv / "bin" / "python", "-c",
-         "from cl_bench.cards import config\nfrom cl_bench.commands import regress\n"
-         "path = regress.default_baseline('ci', writing=False)\n"
-         "regress.read_baseline(path, regress.load_suite('ci'))\n"
-         "print(config.CHECKOUT, path)"],
+         "from cl_bench.cards import places\nfrom cl_bench.commands import accuracy_gate\n"
+         "path = accuracy_gate.default_baseline('ci', writing=False)\n"
+         "accuracy_gate.read_baseline(path, accuracy_gate.load_suite('ci'))\n"
+         "print(places.CHECKOUT, path)"],
         cwd=home, env=env, capture_output=True, text=True, check=True)
     assert probe.stdout == f"None {purelib / 'cl_bench' / '_cards' / 'baselines' / 'ci.json'}\n"
     write = cl_bench("check", "--update-baseline")
@@ -222,10 +222,10 @@ def test_wheel_works_outside_the_checkout(tmp_path):
 
 def test_set_accepts_scientific_floats():
     # YAML 1.1 (PyYAML) reads 1e-4 without a dot as a string; --set must still take it
-    assert config.coerce("1e-4", 0.025, "ease.lr") == pytest.approx(1e-4)
-    assert config.coerce("5E3", 0.5, "x.y") == 5000.0
-    assert config.coerce("0.1", 0.025, "ease.lr") == 0.1
+    assert coerce("1e-4", 0.025, "ease.lr") == pytest.approx(1e-4)
+    assert coerce("5E3", 0.5, "x.y") == 5000.0
+    assert coerce("0.1", 0.025, "ease.lr") == 0.1
     for bad in ("fast", "inf", "nan"):
         with pytest.raises(Exception, match="expected a float"):
-            config.coerce(bad, 0.025, "ease.lr")
-    assert config.coerce("1e-4", "x", "a.b") == "1e-4"  # a string setting keeps the text
+            coerce(bad, 0.025, "ease.lr")
+    assert coerce("1e-4", "x", "a.b") == "1e-4"  # a string setting keeps the text

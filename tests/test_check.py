@@ -8,7 +8,7 @@ import pytest
 from conftest import invoke
 
 from cl_bench.cards import config
-from cl_bench.commands import regress
+from cl_bench.commands import accuracy_gate
 
 SUITE = """
 name: mini
@@ -92,11 +92,11 @@ def test_two_runs_of_a_suite_give_identical_numbers(suite_dir, tmp_path_factory,
 def test_compare_rules():
     base = {"metrics": {"a/m": {"avg_acc": {"value": 50.0, "tolerance": 1.0},
                                 "last_acc": {"value": 40.0, "tolerance": 0.5}}}}
-    rows = regress.compare(base, {"a/m": {"avg_acc": 49.2, "last_acc": 39.4}}, None)
+    rows = accuracy_gate.compare(base, {"a/m": {"avg_acc": 49.2, "last_acc": 39.4}}, None)
     assert [r.status for r in rows] == ["ok", "DROP"]
-    rows = regress.compare(base, {"a/m": {"avg_acc": 49.2, "last_acc": 39.4}}, 2.0)
+    rows = accuracy_gate.compare(base, {"a/m": {"avg_acc": 49.2, "last_acc": 39.4}}, 2.0)
     assert [r.status for r in rows] == ["ok", "ok"]
-    rows = regress.compare(base, {"b/m": {"avg_acc": 1.0, "last_acc": 1.0}}, None)
+    rows = accuracy_gate.compare(base, {"b/m": {"avg_acc": 1.0, "last_acc": 1.0}}, None)
     assert {(r.key, r.status) for r in rows} == {("a/m", "MISSING"), ("b/m", "NEW")}
 
 
@@ -107,11 +107,12 @@ def test_a_value_per_cpu_capability():
                                             "by_cpu": {"AVX2": 25.30}},
                                 "last_acc": {"value": 12.6, "tolerance": 1.0}}}}
     now = {"a/m": {"avg_acc": 25.30, "last_acc": 12.6}}
-    rows = regress.compare(base, now, 0.0, cpu="AVX2")
+    rows = accuracy_gate.compare(base, now, 0.0, cpu="AVX2")
     assert [(r.baseline, r.status) for r in rows] == [(25.30, "ok"), (12.6, "ok")]
-    rows = regress.compare(base, now, 0.0, cpu="AVX512")
+    rows = accuracy_gate.compare(base, now, 0.0, cpu="AVX512")
     assert [(r.baseline, r.status) for r in rows] == [(26.21, "DROP"), (12.6, "ok")]
-    assert regress.cpu_capability() in {"DEFAULT", "AVX2", "AVX512", "ZVECTOR", "VSX", "SVE256"}
+    assert accuracy_gate.cpu_capability() in {"DEFAULT", "AVX2", "AVX512", "ZVECTOR", "VSX",
+                                              "SVE256"}
 
 
 def test_unknown_suite_is_exit_2():
@@ -147,37 +148,37 @@ def test_each_side_says_where_it_ran():
                         "b/m": {"avg_acc": {"value": 80.0, "tolerance": 1.0},
                                 "last_acc": {"value": 70.0, "tolerance": 1.0}}}}
     suite = {"runs": [{"name": "a", "precision": "fp32"}, {"name": "b", "precision": "auto"}]}
-    now = regress.Measured(values={"a/m": {"avg_acc": 25.3, "last_acc": 13.0},
+    now = accuracy_gate.Measured(values={"a/m": {"avg_acc": 25.3, "last_acc": 13.0},
                                    "b/m": {"avg_acc": 80.5, "last_acc": 70.0}},
                            precision={"a/m": "fp32", "b/m": "bf16"},
                            packages={"torch": "2.14.1", "timm": "1.0.31", "numpy": "2.4.6"})
-    rows = regress.compare(base, now, None, cpu="AVX2", suite=suite)
+    rows = accuracy_gate.compare(base, now, None, cpu="AVX2", suite=suite)
     assert [(r.key, r.metric, r.baseline, r.status, r.ran_in) for r in rows] == [
         ("a/m", "avg_acc", 25.3, "ok", "AVX2/fp32"),             # its own by_cpu value
         ("a/m", "last_acc", 12.6, "ok", "AVX512/fp32 -> AVX2/fp32"),
         ("b/m", "avg_acc", 80.0, "ok", "AVX512/? -> AVX2/bf16"),  # suite says auto: unknown
         ("b/m", "last_acc", 70.0, "ok", "AVX512/? -> AVX2/bf16")]
-    assert "ran in" in regress.table(rows).splitlines()[0]
-    notes = regress.environment_notes(rows, base, now)
+    assert "ran in" in accuracy_gate.table(rows).splitlines()[0]
+    notes = accuracy_gate.environment_notes(rows, base, now)
     assert notes[0].startswith("3 baseline value(s) were measured under another CPU capability "
                                "or precision (AVX512/? -> AVX2/bf16; AVX512/fp32 -> AVX2/fp32;")
     assert notes[1].startswith("Package versions differ from the baseline's (baseline / now, "
                                "in sorted order): timm 0.6.12 / 1.0.31.")
-    same = regress.Measured(values=now.values, precision={"a/m": "fp32", "b/m": "fp32"},
+    same = accuracy_gate.Measured(values=now.values, precision={"a/m": "fp32", "b/m": "fp32"},
                             packages={"torch": "2.14.1", "timm": "0.6.12"})
     base["provenance"]["precision"]["b/m"] = "fp32"
-    rows = regress.compare(base, same, None, cpu="AVX512", suite=suite)
+    rows = accuracy_gate.compare(base, same, None, cpu="AVX512", suite=suite)
     assert {r.ran_in for r in rows} == {"AVX512/fp32"}
-    assert regress.environment_notes(rows, base, same) == []
+    assert accuracy_gate.environment_notes(rows, base, same) == []
 
 
 def test_a_malformed_provenance_only_loses_the_annotation():
     base = {"provenance": "lost", "metrics": {"a/m": {
         "avg_acc": {"value": 50.0, "tolerance": 1.0}, "last_acc": {"value": 40.0,
                                                                   "tolerance": 1.0}}}}
-    now = regress.Measured(values={"a/m": {"avg_acc": 50.0, "last_acc": 38.0}},
+    now = accuracy_gate.Measured(values={"a/m": {"avg_acc": 50.0, "last_acc": 38.0}},
                            precision={"a/m": "fp32"}, packages={"timm": "1.0.31"})
-    rows = regress.compare(base, now, None, cpu="AVX2", suite={"runs": [{"name": "a"}]})
+    rows = accuracy_gate.compare(base, now, None, cpu="AVX2", suite={"runs": [{"name": "a"}]})
     assert [(r.status, r.ran_in) for r in rows] == [("ok", "?/? -> AVX2/fp32"),
                                                     ("DROP", "?/? -> AVX2/fp32")]
-    assert len(regress.environment_notes(rows, base, now)) == 1  # no package note
+    assert len(accuracy_gate.environment_notes(rows, base, now)) == 1  # no package note

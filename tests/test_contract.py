@@ -8,22 +8,15 @@ from types import SimpleNamespace
 
 import pytest
 from avalanche.training.supervised import Naive
-from conftest import invoke
+from conftest import ADVICE, invoke
 
 from cl_bench.cards import config
-from cl_bench.cards.config import import_object, load_method, method_names
+from cl_bench.cards.config import load_method, method_names
+from cl_bench.cards.strategy import import_object
 from cl_bench.contract import Inputs, Method, MethodSpec, Schedule, drive, spec_of
 from cl_bench.errors import UserError
 
 NAIVE = "avalanche.training.supervised.strategy_wrappers:Naive"
-ADVICE = ("declares no method contract: what it consumes, whether it trains the backbone and "
-          "how it is driven. Either the class derives from cl_bench.contract.Method and "
-          "declares it, e.g. spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=False, "
-          "schedule=Schedule.PER_TASK) (see cl_bench/contract.py), or, for a plain Avalanche "
-          "strategy, its method card declares it in a `contract:` block with inputs, "
-          "trains_backbone, schedule and the model factory to build it with (see "
-          "cl_bench/strategies/plain.py).")
-
 SHIPPED = {
     "tosca": (Inputs.FEATURES, False, Schedule.PER_TASK),
     "simplecil": (Inputs.FEATURES, False, Schedule.PER_TASK),

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import invoke
+from conftest import TREE as VALIDATION_TREE
+from conftest import card_variant, image_tree, invoke, refused
 from PIL import Image
-from test_validation import TREE as VALIDATION_TREE
-from test_validation import card_variant, image_tree, refused
 
 from cl_bench.cards import config
 from cl_bench.cards.config import load_scenario

@@ -6,14 +6,13 @@ loads."""
 from __future__ import annotations
 
 import pytest
-from conftest import invoke
-from test_validation import card_variant, refused
+from conftest import card_variant, invoke, refused
 
 from cl_bench.backbones import load_backbone
 from cl_bench.cards import config
 from cl_bench.cards.config import load_method
 from cl_bench.cards.resolve import resolve_for_backbone
-from cl_bench.engine.dryrun import planned_backbone
+from cl_bench.commands.dry_run import planned_backbone
 
 ADAPTER = {"adapt": "adapter", "epochs": 20, "batch_size": 48, "weight_decay": 0.0005}
 FINETUNE = {"adapt": "finetune", "epochs": 6, "batch_size": 128, "weight_decay": 0.05}

@@ -11,8 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import invoke
-from test_validation import refused
+from conftest import invoke, refused
 
 from cl_bench.engine.finite import FiniteWatch, all_finite, logits_valid
 from cl_bench.errors import UserError

@@ -10,19 +10,12 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import invoke
-from test_prompt_methods import one_thread, strategy, vit_backbone  # noqa: F401
+from conftest import invoke, run_stream, strategy, vit_backbone
 from torch.testing import assert_close
 
-from cl_bench.contract import drive
-from cl_bench.engine.checkpoint import rng_state, set_rng_state
-from cl_bench.engine.environment import seed_everything
-from cl_bench.engine.recording import Recorder
-from cl_bench.scenarios.loaders import synthetic
-from cl_bench.scenarios.order import task_split
-from cl_bench.scenarios.stream import Stream, build_stream
-from cl_bench.scenarios.transforms import ToModelInput
 from cl_bench.strategies.ease import complete_prototypes, subspace_weights
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread
 
 E = math.e
 
@@ -120,36 +113,6 @@ def test_parameters_at_vit_b_width():
 
 
 # ---------------------------------------------------------------------- end to end
-
-
-def small_stream() -> Stream:
-    """4 synthetic classes (8 training, 4 test images each, 32 px) in 3 tasks."""
-    data = synthetic(n_classes=4, train_per_class=8, test_per_class=4, size=32)
-    tf = ToModelInput(32)
-    return build_stream(data.train_x, data.train_y, data.test_x, data.test_y, [2, 0, 3, 1],
-                        task_split(4, 2, 1), test_shuffle=True, seed=1993,
-                        train_transform=tf, eval_transform=tf)
-
-
-def run_stream(method: str, backbone, start=None, **overrides):
-    """Train ``method`` (1 epoch, batch 8) over :func:`small_stream`, from scratch or from
-    ``start`` = (task, saved checkpoint); returns the strategy, its recorder and the
-    serialised checkpoint after every task."""
-    stream = small_stream()
-    seed_everything(1993)
-    recorder = Recorder(stream.task_of_label, progress=False)
-    s = strategy(method, backbone, 4, [recorder], epochs=1, batch_size=8, **overrides)
-    if start is not None:
-        s.restore_state(start[1]["strategy"])
-        set_rng_state(start[1]["rng"])
-    saved = {}
-
-    def after(i: int) -> None:  # serialised with the RNG states, as a run's checkpoint is
-        buf = io.BytesIO()
-        torch.save({"strategy": s.checkpoint_state(), "rng": rng_state()}, buf)
-        saved[i] = buf.getvalue()
-    drive(s, stream, start=0 if start is None else start[0], after_task=after)
-    return s, recorder, saved
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import invoke
-from test_validation import refused
+from conftest import invoke, refused
 
 from cl_bench.errors import UserError
 from cl_bench.scenarios.order import split_in_tasks, task_split

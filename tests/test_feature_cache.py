@@ -15,8 +15,8 @@ import torch
 from conftest import invoke
 
 from cl_bench.engine import features
-from cl_bench.engine.feature_cache import Damaged, read_entry, sidecar, write_entry
 from cl_bench.engine.features import FeatureStore
+from cl_bench.store.feature_cache import Damaged, read_entry, sidecar, write_entry
 
 CPU = torch.device("cpu")
 KEY = "('fake', 'train')"

@@ -19,7 +19,7 @@ from cl_bench.scenarios.loaders import synthetic
 from cl_bench.scenarios.order import task_split
 from cl_bench.scenarios.stream import Stream, build_stream
 from cl_bench.scenarios.transforms import ToModelInput
-from cl_bench.strategies.backbone_copy import FinetuneNet
+from cl_bench.strategies.blocks.backbone_copy import FinetuneNet
 from cl_bench.strategies.ewc import EWC
 from cl_bench.strategies.finetune import Finetune
 from cl_bench.strategies.joint import Joint

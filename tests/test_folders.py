@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import timm
 import torch
-from conftest import invoke
+from conftest import invoke, make_tree
 from PIL import Image
 
 from cl_bench.backbones import load_backbone
@@ -24,17 +24,6 @@ FOLDERS = {"cub": "cub", "imagenet-r": "imagenet-r", "imagenet-a": "imagenet-a",
            "objectnet": "objectnet", "omnibenchmark": "omnibenchmark", "vtab": "vtab-cil/vtab"}
 PAPER_SPLIT = {"cub": (200, 10), "imagenet-r": (200, 20), "imagenet-a": (200, 20),
                "objectnet": (200, 20), "omnibenchmark": (300, 30), "vtab": (50, 10)}
-
-
-def make_tree(root: Path, classes: list[str], n_train: int = 3, n_test: int = 2) -> Path:
-    rng = np.random.RandomState(0)
-    for split, n in (("train", n_train), ("test", n_test)):
-        for k, c in enumerate(classes):
-            (root / split / c).mkdir(parents=True, exist_ok=True)
-            for i in range(n):
-                img = (rng.rand(20, 24, 3) * 50 + 40 * k).astype(np.uint8)
-                Image.fromarray(img).save(root / split / c / f"img{i}.jpg")
-    return root
 
 
 def card_for(name: str, n_classes: int):

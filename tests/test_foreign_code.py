@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import invoke
-from test_validation import refused
+from conftest import invoke, refused
 
-from cl_bench.cards import config, sources
+from cl_bench.cards import config, places, sources
 
 SYN = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32"]
-EXAMPLES = config.ROOT / "examples"
+EXAMPLES = places.ROOT / "examples"
 
 # module body -> what the paragraph says (``{path}``: the module's file)
 HOSTILE = {

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
-from cl_bench.strategies.luca import FLOWS, LuCA, entropy, select_module
+from cl_bench.strategies.blocks.luca import FLOWS, LuCA, entropy, select_module
 
 
 def n_params(module: torch.nn.Module) -> int:

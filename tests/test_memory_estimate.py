@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import invoke
-from test_validation import refused
+from conftest import invoke, refused
 
-from cl_bench.cards.config import load_method, method_names, strategy_of
+from cl_bench.cards.config import load_method, method_names
+from cl_bench.cards.strategy import strategy_of
+from cl_bench.contract import Workload
 from cl_bench.engine import memory
-from cl_bench.engine.memory import GB, Workload, task_count
+from cl_bench.engine.memory import GB, task_count
 from cl_bench.scenarios.order import task_split
 
 VIT = ["--backbone", "vit_tiny_patch16_224", "--weights", "random", "--image-size", "32"]

@@ -10,9 +10,7 @@ import io
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import invoke
-from test_ease import run_stream
-from test_prompt_methods import one_thread, strategy, vit_backbone  # noqa: F401
+from conftest import invoke, run_stream, strategy, vit_backbone
 from torch.testing import assert_close
 
 from cl_bench.backbones.adapters import AdapterSet
@@ -23,6 +21,8 @@ from cl_bench.strategies.mos import (
     sample_features,
     self_refine,
 )
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread
 
 SET_768 = 12 * (2 * 768 * 16 + 16 + 768)  # one adapter set at ViT-B, ffn 16
 SET_192 = 12 * (2 * 192 * 16 + 16 + 192)  # at ViT-Tiny

@@ -6,42 +6,26 @@ drives it."""
 from __future__ import annotations
 
 import pytest
-import timm
 import torch
-from conftest import invoke
+from conftest import invoke, strategy, vit_backbone
 from torch.testing import assert_close
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT
-from cl_bench.cards.config import import_object, load_method
 from cl_bench.contract import drive
 from cl_bench.engine.environment import seed_everything
 from cl_bench.engine.recording import Recorder
-from cl_bench.engine.runner import quiet_evaluator
 from cl_bench.errors import UserError
 from cl_bench.scenarios.loaders import synthetic
 from cl_bench.scenarios.order import task_split
 from cl_bench.scenarios.stream import Stream, build_stream
 from cl_bench.scenarios.transforms import ToModelInput
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread
+
 CPU = torch.device("cpu")
 METHODS = ("l2p", "dualprompt", "coda-prompt")
 N_CLASSES = 4
-
-
-def vit_backbone(name: str, dim: int, size: int = 32) -> Backbone:
-    torch.manual_seed(0)
-    model = timm.create_model(name, pretrained=False, num_classes=0, img_size=size)
-    return Backbone(name=name, model=model, dim=dim, input_size=size, kind="vit",
-                    weights="random", weights_digest="random")
-
-
-def strategy(method: str, backbone: Backbone, n_classes: int, plugins=(), **overrides):
-    card = load_method(method)
-    params = card.params | overrides
-    return import_object(card.raw["strategy"])(
-        params=params, backbone=backbone, n_classes=n_classes, device=CPU,
-        plugins=list(plugins), evaluator=quiet_evaluator())
 
 
 def trainable(s) -> int:
@@ -55,7 +39,6 @@ def expected_prompt_params(method: str, d: int) -> int:
             "coda-prompt": 5 * 100 * (8 + 2) * d}[method]          # (P + K + A) x 5 layers
 
 
-@pytest.fixture(autouse=True, scope="module")
 def one_thread():
     """Tiny models: with two threads on two busy cores, synchronisation costs more
     than the arithmetic."""

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 import timm
 import torch
-from test_prompt_methods import one_thread  # noqa: F401 -- autouse, shared
 from torch.testing import assert_close
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT, prefix_attention
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread
 
 # (name, image size): ViT-Ti (192 wide, 3 heads) and ViT-S (384 wide, 6 heads)
 MODELS = {"tiny": ("vit_tiny_patch16_224", 32), "small": ("vit_small_patch16_224", 48)}

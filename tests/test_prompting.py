@@ -9,21 +9,22 @@ import math
 import pytest
 import timm
 import torch
-from test_prompt_methods import one_thread  # noqa: F401 -- autouse, shared
 from torch.testing import assert_close
 
 from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.errors import UserError
-from cl_bench.strategies.coda_prompt import CodaNet, attention_weights, orthonormal_rows
-from cl_bench.strategies.dualprompt import gather_e_prompts
-from cl_bench.strategies.l2p import L2PNet
-from cl_bench.strategies.prompt_matching import (
+from cl_bench.strategies.blocks.prompt_matching import (
     PromptKeys,
     class_mask,
     cosine,
     majority_vote,
     mask_logits,
 )
+from cl_bench.strategies.coda_prompt import CodaNet, attention_weights, orthonormal_rows
+from cl_bench.strategies.dualprompt import gather_e_prompts
+from cl_bench.strategies.l2p import L2PNet
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread
 
 INF = float("-inf")
 

@@ -10,8 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FAST, invoke
-from test_validation import card_variant, refused
+from conftest import FAST, card_variant, invoke, refused
 
 from cl_bench.cards import config
 from cl_bench.cards.config import load_method, method_names

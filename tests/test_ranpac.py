@@ -14,14 +14,14 @@ from torch import nn
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.engine.runner import quiet_evaluator
-from cl_bench.strategies.ranpac import RanPAC
-from cl_bench.strategies.ridge import (
+from cl_bench.strategies.blocks.ridge import (
     CANDIDATES,
     choose_ridge,
     ridge_losses,
     ridge_losses_float32,
     solve_ridge,
 )
+from cl_bench.strategies.ranpac import RanPAC
 
 TINY = ["--scenario", "synthetic", "--backbone", "vit_tiny_patch16_224", "--weights", "random",
         "--image-size", "32", "--precision", "fp32", "--no-progress"]

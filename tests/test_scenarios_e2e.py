@@ -15,11 +15,11 @@ from conftest import invoke
 
 from cl_bench import scenarios
 from cl_bench.engine.environment import resolve_precision
-from cl_bench.engine.feature_cache import read_entry
 from cl_bench.engine.features import extract
 from cl_bench.scenarios.image_data import ImageData
 from cl_bench.scenarios.loaders import FMNIST_FILES, FMNIST_SYSTEM_DIR, LOADERS
 from cl_bench.scenarios.transforms import ToModelInput
+from cl_bench.store.feature_cache import read_entry
 
 CPU = torch.device("cpu")
 SIZE = 12

@@ -27,13 +27,8 @@ from conftest import invoke
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
-from cl_bench.cards.config import (
-    is_number,
-    load_method,
-    load_scenario,
-    method_names,
-    non_finite,
-)
+from cl_bench.cards.card import is_number, non_finite
+from cl_bench.cards.config import load_method, load_scenario, method_names
 from cl_bench.engine.memory import check_memory
 from cl_bench.errors import UserError
 from cl_bench.store import results

@@ -9,8 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import invoke
-from test_validation import refused
+from conftest import invoke, refused
 
 from cl_bench.commands import launch
 

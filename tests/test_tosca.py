@@ -19,8 +19,8 @@ from cl_bench.engine.recording import Recorder
 from cl_bench.engine.runner import quiet_evaluator
 from cl_bench.scenarios.order import class_order, task_split
 from cl_bench.scenarios.stream import build_stream, remap_labels
-from cl_bench.strategies.heads import CosineClassifier, class_means, set_prototypes
-from cl_bench.strategies.luca import LuCA, entropy
+from cl_bench.strategies.blocks.heads import CosineClassifier, class_means, set_prototypes
+from cl_bench.strategies.blocks.luca import LuCA, entropy
 from cl_bench.strategies.simplecil import SimpleCIL
 from cl_bench.strategies.tosca import Tosca, ToscaNet
 

@@ -8,39 +8,18 @@ import json
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
-import yaml
-from conftest import invoke
-from PIL import Image
+from conftest import TREE, image_tree, invoke, refused
 
 from cl_bench.cards import config
-from cl_bench.cards.config import ROOT, load_method, load_scenario, method_names, scenario_names
+from cl_bench.cards.card import is_number
+from cl_bench.cards.config import load_method, load_scenario, method_names, scenario_names
+from cl_bench.cards.places import ROOT
 from cl_bench.engine import environment
 from cl_bench.store import results
 
 SYN = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32"]
 VIT = ["--backbone", "vit_tiny_patch16_224", "--weights", "random"]
-
-
-def refused(result, needle: str, out: Path | None = None) -> None:
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
-    assert needle in result.stderr, result.stderr
-    if out is not None:
-        assert not out.exists() or list(out.rglob("*")) == []
-
-
-def card_variant(tmp_path: Path, folder: Path, base: str, name: str, **keys) -> Path:
-    """A folder for --cards holding built-in card ``base`` as ``name`` with ``keys``
-    replaced (a card made broken on purpose, or cheaper); returns the folder, which
-    further calls on the same ``tmp_path`` add to."""
-    raw = yaml.safe_load((folder / f"{base}.yaml").read_text())
-    cards = tmp_path / "cards"
-    cards.mkdir(exist_ok=True)
-    (cards / f"{name}.yaml").write_text(yaml.safe_dump({**raw, "name": name, **keys}))
-    return cards
 
 
 @pytest.mark.parametrize(("args", "needle"), [
@@ -98,7 +77,7 @@ def test_seed_out_of_numpy_range(tmp_path, seeds):
 
 
 def test_seed_range_edges_accepted():
-    from cl_bench.engine.preflight import check_seeds
+    from cl_bench.input_checks import check_seeds
     check_seeds([0, 2**32 - 1])
 
 
@@ -214,22 +193,6 @@ def test_broken_scenario_card(tmp_path, monkeypatch, drop, add, needle):
             needle, out)
 
 
-def image_tree(root: Path, per_class: int = 2) -> Path:
-    """A 2-class ImageFolder tree of 8x8 PNGs in PILOT's layout."""
-    rng = np.random.default_rng(0)
-    for split in ("train", "test"):
-        for c in ("a", "b"):
-            (root / split / c).mkdir(parents=True)
-            for i in range(per_class):
-                pixels = rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)
-                Image.fromarray(pixels).save(root / split / c / f"{i}.png")
-    return root
-
-
-TREE = ["--scenario", "imagefolder", "--methods", "simplecil", "--image-size", "32",
-        "--no-progress", "--set", "scenario.init_cls=1", "--set", "scenario.increment=1"]
-
-
 def test_empty_image_refused_before_planning(tmp_path):
     root = image_tree(tmp_path / "data")
     (root / "test" / "b" / "1.png").write_bytes(b"")
@@ -297,7 +260,7 @@ def numeric_settings(params: dict, prefix: str = "") -> list[str]:
     for key, value in params.items():
         if isinstance(value, dict) and not prefix:
             keys += numeric_settings(value, f"{key}.")
-        elif config.is_number(value):
+        elif is_number(value):
             keys.append(prefix + key)
     return keys
 
@@ -311,7 +274,7 @@ def test_every_card_loads_and_bounds_every_number():
                      if k not in rules["bounds"] and k not in rules["positive"]]
         assert unbounded == [], f"{card.path}: {unbounded}"
         assert card.problems() == []
-    from cl_bench.commands.regress import load_suite
+    from cl_bench.commands.accuracy_gate import load_suite
     from cl_bench.engine.runner import RunRequest, resolve_cards
     for entry in load_suite("ci")["runs"]:
         resolve_cards(RunRequest(methods=entry["methods"], scenario=entry["scenario"],

@@ -30,8 +30,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, flop_registry, register_flop_formula
 
 from cl_bench.backbones.base import Backbone, autocast
-from cl_bench.contract import Bookkeeping, Inputs, spec_of
-from cl_bench.engine.state import Stateful
+from cl_bench.contract import Bookkeeping, Inputs, Stateful, spec_of
 
 aten = torch.ops.aten
 

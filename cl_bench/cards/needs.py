@@ -14,23 +14,26 @@ from __future__ import annotations
 from pathlib import Path
 
 from cl_bench.cards import sources
-from cl_bench.cards.config import METHODS_DIR, Card, read_yaml
+from cl_bench.cards.card import Card
+from cl_bench.cards.places import read_yaml
 from cl_bench.errors import UserError
 
 
-def builtin_needs() -> dict[str, tuple[Path, list[str]]]:
-    """``module:Class`` of each built-in method card -> (its card, its settings)."""
+def builtin_needs(methods_dir: Path) -> dict[str, tuple[Path, list[str]]]:
+    """``module:Class`` of each built-in method card (in ``methods_dir``) -> (its card,
+    its settings)."""
     out = {}
-    for path in sorted(METHODS_DIR.glob("*.yaml")):
+    for path in sorted(methods_dir.glob("*.yaml")):
         raw = read_yaml(path)
         if isinstance(raw.get("strategy"), str) and isinstance(raw.get("defaults"), dict):
             out[raw["strategy"]] = (path, list(raw["defaults"]))
     return out
 
 
-def needed(cls: type) -> dict[str, list[str]]:
-    """Why -> the settings ``cls`` is known to read for that reason."""
-    builtin = builtin_needs()
+def needed(cls: type, methods_dir: Path) -> dict[str, list[str]]:
+    """Why -> the settings ``cls`` is known to read for that reason (the built-in cards:
+    in ``methods_dir``)."""
+    builtin = builtin_needs(methods_dir)
     out = {f"declared in {cls.__qualname__}.required_settings":
            list(getattr(cls, "required_settings", ()))}
     for klass in cls.__mro__:
@@ -40,13 +43,13 @@ def needed(cls: type) -> dict[str, list[str]]:
     return out
 
 
-def check_needed(card: Card, cls: type) -> None:
+def check_needed(card: Card, cls: type, methods_dir: Path) -> None:
     """Refuse a card from outside the package that lacks a setting its strategy reads
     (the built-in cards are the reference, so they are not checked against themselves)."""
     if card.origin == sources.BUILTIN:
         return
     missing, seen = [], set(card.params)
-    for why, keys in needed(cls).items():
+    for why, keys in needed(cls, methods_dir).items():
         lacking = [k for k in dict.fromkeys(keys) if k not in seen]
         seen.update(lacking)
         if lacking:

@@ -36,12 +36,11 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from cl_bench.cards.card import Card, lookup, same_type
+from cl_bench.cards.rules import SCENARIO_RULES
 from cl_bench.errors import UserError, suggest, unknown
-
-if TYPE_CHECKING:  # config loads the strategies' machinery (torch); result checks import this
-    from cl_bench.cards.config import Card
 
 PROTOCOLS = ("fair", "paper")
 DEFAULT_PROTOCOL = "fair"
@@ -98,7 +97,6 @@ def paper_settings(card: Card) -> list[PaperSetting]:
 
 
 def _method_problem(card: Card, setting: PaperSetting) -> str | None:
-    from cl_bench.cards.config import lookup, same_type
     found, default = lookup(card.params, setting.key)
     if not found or "." in setting.key:
         return (f"{card.name} has no setting \"{setting.key}\".{suggest(setting.key, card.params)}"
@@ -114,7 +112,6 @@ def _method_problem(card: Card, setting: PaperSetting) -> str | None:
 
 
 def _scenario_problem(setting: PaperSetting) -> str | None:
-    from cl_bench.cards.config import SCENARIO_RULES
     key = setting.scenario_key
     if key not in RUN_SCENARIO_KEYS:
         return (f"scenario setting \"{key}\" cannot be set per method (only "
@@ -191,18 +188,3 @@ def scenario_backbone(scenario: Card) -> tuple[str | None, str | None]:
     raise UserError(f"{scenario.path}: backbone weights {weights!r} are neither {name}'s "
                     f"pinned tag ({pinned or 'its packaged weights: omit weights'}), "
                     f"\"random\", nor a weights file ({', '.join(WEIGHT_SUFFIXES)}).")
-
-
-def resolve_backbone(scenario: str, backbone: str | None, weights: str | None
-                     ) -> tuple[str, str | None]:
-    """(backbone, weights) of a run on ``scenario``: ``--backbone`` when given, else the
-    scenario card's default (its weights unless ``--weights`` is given), else the
-    package default."""
-    from cl_bench.backbones import DEFAULT_BACKBONE
-    from cl_bench.cards.config import load_scenario
-    if backbone is not None:
-        return backbone, weights
-    name, card_weights = scenario_backbone(load_scenario(scenario))
-    if name is None:
-        return DEFAULT_BACKBONE, weights
-    return name, weights if weights is not None else card_weights

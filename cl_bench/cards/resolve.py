@@ -25,8 +25,9 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from cl_bench.cards import sources
-from cl_bench.cards.config import Card, lookup, same_type, strategy_of
+from cl_bench.cards.card import Card, lookup, same_type
 from cl_bench.cards.foreign import contained
+from cl_bench.cards.strategy import strategy_of
 from cl_bench.errors import UserError
 
 KEY = "defaults_when"

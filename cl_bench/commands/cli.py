@@ -153,7 +153,7 @@ def run(
                     device=device, precision=precision, progress=progress, sets=set_ or [],
                     protocol=protocol)
     if dry_run:
-        from cl_bench.engine.dryrun import dry_run as plan_lines
+        from cl_bench.commands.dry_run import dry_run as plan_lines
         typer.echo("\n".join(plan_lines(reqs, opts)))
         return
     if launcher is None:
@@ -226,11 +226,11 @@ def account(
     import json
 
     from cl_bench import arguments
-    from cl_bench.accounting.placeholder_run import account as run_account
-    from cl_bench.accounting.placeholder_run import account_table
     from cl_bench.backbones import backbone_kind
     from cl_bench.cards.config import load_method
-    from cl_bench.engine.preflight import check_image_size
+    from cl_bench.engine.placeholder_run import account as run_account
+    from cl_bench.engine.placeholder_run import account_table
+    from cl_bench.input_checks import check_image_size
     method_list = arguments.methods(methods)
     for name in method_list:  # every name checked before the first method is counted
         load_method(name)
@@ -264,28 +264,28 @@ def check(
 
     Example: cl-bench check --suite ci
     """
-    from cl_bench.commands import regress
-    from cl_bench.engine.preflight import writable_dir
+    from cl_bench.commands import accuracy_gate
+    from cl_bench.input_checks import writable_dir
     if tolerance is not None:
-        regress.check_tolerance(tolerance)
-    suite_def = regress.load_suite(suite)
-    path = baseline or regress.default_baseline(suite, writing=update_baseline)
+        accuracy_gate.check_tolerance(tolerance)
+    suite_def = accuracy_gate.load_suite(suite)
+    path = baseline or accuracy_gate.default_baseline(suite, writing=update_baseline)
     if update_baseline:
         writable_dir(path.parent, "The baseline's folder")
         if path.is_dir():  # found only when written, after the whole suite ran
             raise UserError(f"--baseline {path} is a folder; give the file to write, e.g. "
                             f"--baseline {path / f'{suite}.json'}.")
     else:  # a missing or unusable baseline is refused before the suite runs, not after
-        base = regress.read_baseline(path, suite_def)
-    measured = regress.run_suite(suite_def, out, typer.echo, progress)
+        base = accuracy_gate.read_baseline(path, suite_def)
+    measured = accuracy_gate.run_suite(suite_def, out, typer.echo, progress)
     if update_baseline:
-        regress.write_baseline(path, regress.new_baseline(
+        accuracy_gate.write_baseline(path, accuracy_gate.new_baseline(
             suite_def, measured, 1.0 if tolerance is None else tolerance))
         typer.echo(f"baseline written: {path}")
         return
-    rows = regress.compare(base, measured, tolerance, suite=suite_def)
-    typer.echo("\n" + regress.table(rows))
-    for note in regress.environment_notes(rows, base, measured):
+    rows = accuracy_gate.compare(base, measured, tolerance, suite=suite_def)
+    typer.echo("\n" + accuracy_gate.table(rows))
+    for note in accuracy_gate.environment_notes(rows, base, measured):
         typer.echo(note)
     bad = [r for r in rows if r.status in ("DROP", "MISSING")]
     better = [r for r in rows if r.status == "IMPROVED"]
@@ -305,8 +305,8 @@ def cache(what: Annotated[str, typer.Argument(help="info | clear")]) -> None:
     ~/.cache/cl-bench/features): frozen features keyed by backbone, weights digest,
     dataset fingerprint, transform, precision and view, shared by every method, seed and
     invocation."""
-    from cl_bench.engine.feature_cache import cache_clear, cache_info
     from cl_bench.errors import unknown
+    from cl_bench.store.feature_cache import cache_clear, cache_info
     if what == "info":
         typer.echo("\n".join(cache_info()))
     elif what == "clear":
@@ -339,7 +339,7 @@ def data_check(
     Example: cl-bench data check --scenario imagenet-a --data-root ~/data
     """
     from cl_bench.cards.config import load_scenario
-    from cl_bench.scenarios.check import check_data
+    from cl_bench.scenarios.data_check import check_data
     lines, ok = check_data(load_scenario(scenario), data_root, progress)
     typer.echo("\n".join(lines))
     if not ok:
@@ -394,7 +394,9 @@ def list_(what: Annotated[str, typer.Argument(help="methods | scenarios | backbo
     from cl_bench.backbones import BACKBONES
     from cl_bench.backbones.vit import PINNED_TAGS
     from cl_bench.cards.config import load_method, load_scenario, method_names, scenario_names
+    from cl_bench.cards.declared import declared
     from cl_bench.cards.sources import BUILTIN, broken_entry_points
+    from cl_bench.cards.strategy import strategy_of
     from cl_bench.errors import unknown
     if what in ("methods", "scenarios"):
         names, load = ((method_names, load_method) if what == "methods"
@@ -408,8 +410,9 @@ def list_(what: Annotated[str, typer.Argument(help="methods | scenarios | backbo
                 continue
             p, raw = card.params, card.raw
             origin = card.origin if card.origin == BUILTIN else f"{card.origin}: {card.path}"
-            typer.echo(f"{name:14s} {card.title:12s} backbones: {raw.get('backbones'):4s}"
-                       f"  inputs: {raw.get('inputs', 'images'):9s}"
+            said = declared(strategy_of(card)) if what == "methods" else {}
+            typer.echo(f"{name:14s} {card.title:12s} backbones: {said.get('backbones'):4s}"
+                       f"  inputs: {said.get('inputs'):9s}"
                        f"{'  (default run)' if raw.get('default_run') else ''}  ({origin})"
                        if what == "methods" else
                        f"{name:14s} {card.title}  [init {p['init_cls']}, +{p['increment']}]"

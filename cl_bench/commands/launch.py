@@ -36,7 +36,8 @@ from pathlib import Path
 import torch
 from submitit.helpers import Checkpointable
 
-from cl_bench.cards.config import Card, make_importable
+from cl_bench.cards.card import Card
+from cl_bench.cards.strategy import make_importable
 from cl_bench.engine.environment import (
     check_precision_name,
     make_deterministic,

@@ -5,7 +5,7 @@ uninterrupted run gives.
 ``<result>.ckpt`` lives beside the result (:func:`cl_bench.store.results.checkpoint_path`),
 written under the run's lock after every task but the last and removed when the
 result is written (:func:`cl_bench.store.results.run_once`). It holds the strategy's
-state (:mod:`cl_bench.engine.state`: model, Avalanche's clock, the plugins: the recorder's
+state (:mod:`cl_bench.contract.resume`: model, Avalanche's clock, the plugins: the recorder's
 rows, the FLOP meter, EWC's importances and anchors), the RNG states (Python,
 NumPy, torch CPU and CUDA), the number of finished tasks and the seconds spent so
 far. Features are not saved: the resumed run reads them from the feature cache.

@@ -8,7 +8,7 @@ transform, or augmented view v of the training images: ``augment_views``).
 Features live in memory for one invocation and in an on-disk cache
 (``$CL_BENCH_CACHE``, default ``~/.cache/cl-bench/features``) across
 invocations, whose entries are verified on every read
-(:mod:`cl_bench.engine.feature_cache`).
+(:mod:`cl_bench.store.feature_cache`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,11 @@ from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
 from cl_bench.backbones.base import Backbone, autocast
-from cl_bench.engine.feature_cache import (
+from cl_bench.errors import UserError
+from cl_bench.scenarios.augment import AugmentedView
+from cl_bench.scenarios.image_data import FileList, ImageData
+from cl_bench.scenarios.transforms import eval_transform
+from cl_bench.store.feature_cache import (
     Damaged,
     cache_dir,
     read_entry,
@@ -33,10 +37,6 @@ from cl_bench.engine.feature_cache import (
     sidecar,
     write_entry,
 )
-from cl_bench.errors import UserError
-from cl_bench.scenarios.augment import AugmentedView
-from cl_bench.scenarios.image_data import FileList, ImageData
-from cl_bench.scenarios.transforms import eval_transform
 
 # The version of the code that turns images into features (decoding, transforms,
 # batching): part of every cache key, so a fix there invalidates the entries it

@@ -24,45 +24,20 @@ from __future__ import annotations
 
 import copy
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import psutil
 import torch
 
 from cl_bench.backbones.base import Backbone
-from cl_bench.cards.config import Card, strategy_of
-from cl_bench.contract import Inputs, spec_of
+from cl_bench.cards.card import Card
+from cl_bench.cards.strategy import strategy_of
+from cl_bench.contract import Allocation, Inputs, Workload, spec_of
+from cl_bench.contract.memory import FLOAT
 from cl_bench.errors import UserError
 
 GB = 1e9
-FLOAT = 4  # bytes of a float32
 SHOWN = 3  # allocations named in a refusal
-
-
-@dataclass(frozen=True)
-class Allocation:
-    """One dominant allocation: what it is, its bytes, and the setting that scales it
-    (as the user changes it: ``--image-size``; a method's hook names its own key,
-    ``M``, which the estimate prefixes with the card's name: ``ranpac.M``)."""
-
-    what: str
-    nbytes: int
-    setting: str
-
-
-@dataclass(frozen=True)
-class Workload:
-    """What a run's allocations scale with, known before anything loads: the
-    scenario's classes, tasks and images (0: unknown) and the backbone's feature width,
-    ViT blocks (0 on a CNN) and input size."""
-
-    n_classes: int
-    n_tasks: int
-    train_images: int
-    test_images: int
-    dim: int
-    blocks: int
-    image_size: int
 
 
 def extraction_batch(device_type: str) -> int:
@@ -198,10 +173,3 @@ def refusal(method: str, found: list[Allocation], total: int, free: int) -> str:
             f"machine has {size_text(free)} available. The largest part"
             f"{'s' * (len(shown) > 1)}: {'; '.join(shown)}. Lower {found[0].setting} (or run "
             "on a machine with more memory); nothing was run or written.")
-
-
-def adapter_sets(work: Workload, ffn: int, count: int, setting: str) -> Allocation:
-    """``count`` sets of AdaptFormer adapters of width ``ffn``, one per ViT block
-    (down d x ffn, up ffn x d, their biases), for the method hooks that keep them."""
-    per_set = work.blocks * (2 * work.dim * ffn + ffn + work.dim) * FLOAT
-    return Allocation(f"{count} adapter set(s) of width {ffn}", count * per_set, setting)

@@ -15,8 +15,7 @@ from tqdm.auto import tqdm
 
 from cl_bench.accounting.count import stored_params, trainable_params
 from cl_bench.backbones.base import Backbone
-from cl_bench.contract import Bookkeeping
-from cl_bench.engine.state import Stateful
+from cl_bench.contract import Bookkeeping, Stateful
 
 
 def percent(hits: torch.Tensor) -> float:

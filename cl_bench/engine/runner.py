@@ -28,23 +28,26 @@ from cl_bench.backbones import (
     use_weights_normalization,
 )
 from cl_bench.backbones.base import Backbone
-from cl_bench.cards.config import (
-    CHECKOUT,
-    Card,
-    load_method,
-    load_scenario,
-    parse_sets,
-    strategy_of,
-)
+from cl_bench.cards.card import Card
+from cl_bench.cards.config import load_method, load_scenario, parse_sets, resolve_backbone
+from cl_bench.cards.places import CHECKOUT
 from cl_bench.cards.protocol import (
     DEFAULT_PROTOCOL,
     apply_protocol,
     config_tag,
-    resolve_backbone,
     run_scenario,
 )
 from cl_bench.cards.resolve import resolve_for_backbone
-from cl_bench.contract import AdaptedStream, Inputs, drive, spec_of
+from cl_bench.cards.strategy import strategy_of
+from cl_bench.contract import (
+    AdaptedStream,
+    Inputs,
+    Method,
+    Resumable,
+    check_backbone,
+    drive,
+    spec_of,
+)
 from cl_bench.engine.checkpoint import RunCheckpoint
 from cl_bench.engine.environment import (
     make_deterministic,
@@ -55,11 +58,11 @@ from cl_bench.engine.environment import (
     threads,
     versions,
 )
+from cl_bench.engine.epoch_views import EpochView, ViewClock, evaluation_view
 from cl_bench.engine.features import FeatureStore
 from cl_bench.engine.finite import FiniteWatch
 from cl_bench.engine.memory import check_memory
 from cl_bench.engine.recording import Recorder
-from cl_bench.engine.state import Resumable
 from cl_bench.errors import UserError
 from cl_bench.metrics import summarize
 from cl_bench.scenarios import check_class_order, load_data, locate_data, scenario_order
@@ -70,7 +73,6 @@ from cl_bench.scenarios.stream import Stream, build_stream
 from cl_bench.scenarios.transforms import eval_transform, train_transform
 from cl_bench.store import results
 from cl_bench.store.filelock import held
-from cl_bench.strategies.views import EpochView, ViewClock, evaluation_view
 
 DEFAULT_SCENARIO = "fmnist"
 DEFAULT_SEEDS = (1993,)
@@ -109,15 +111,12 @@ def default_methods(backbone: str) -> list[str]:
     """Methods in the default run: cards marked ``default_run`` that fit the backbone.
     Only those are loaded (imported): a broken card of your own that is not in the
     default run does not stop it."""
-    from cl_bench.cards.config import card_index, read_yaml
+    from cl_bench.cards.config import card_index
+    from cl_bench.cards.places import read_yaml
     kind = backbone_kind(backbone)
     cards = [load_method(name) for name, found in sorted(card_index()["method"].items())
              if read_yaml(found.path).get("default_run")]
-    return [c.name for c in cards if fits(c, kind)]
-
-
-def fits(card: Card, kind: str) -> bool:
-    return card.raw.get("backbones", "any") in ("any", kind)
+    return [c.name for c in cards if strategy_of(c).backbones in ("any", kind)]
 
 
 def resolve_cards(req: RunRequest) -> tuple[list[Card], Card]:
@@ -127,11 +126,7 @@ def resolve_cards(req: RunRequest) -> tuple[list[Card], Card]:
     methods = [load_method(m) for m in req.methods]
     scenario = load_scenario(req.scenario)
     for card in methods:
-        if not fits(card, kind):
-            raise UserError(f'{card.name} needs a {card.raw["backbones"].upper()} backbone '
-                            f'(it injects prompts into transformer blocks), but "{req.backbone}" '
-                            "is a CNN. Choose a ViT with --backbone (e.g. vit_base_patch16_224) "
-                            f"or drop {card.name} from --methods.")
+        check_backbone(strategy_of(card), card.name, req.backbone, kind)
     apply_protocol(req.protocol, methods)
     owners = {c.name: c for c in methods} | {"scenario": scenario}
     for owner, key, value in parse_sets(req.sets, list(owners)):
@@ -148,7 +143,7 @@ def check_request(req: RunRequest) -> tuple[list[Card], Card]:
     bounds, image size, the data's place and the class order's form, and the folders
     the runs will write (results, feature cache)."""
     from cl_bench.engine.features import cache_dir
-    from cl_bench.engine.preflight import check_image_size, check_seeds, writable_dir
+    from cl_bench.input_checks import check_image_size, check_seeds, writable_dir
     check_seeds(req.seeds)
     check_image_size(req.backbone, backbone_kind(req.backbone), req.image_size)
     methods, scenario = resolve_cards(req)
@@ -194,72 +189,30 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
             store: FeatureStore, seed: int, device: torch.device, progress: bool,
             result: Path | None = None) -> dict:
     """Train and evaluate one method on one seed; returns the result record. With
-    ``result`` (its path), a checkpoint after each task lets a killed run resume."""
+    ``result`` (its path), a checkpoint after each task lets a killed run resume.
+    Three steps: the stream the method's inputs call for, the drive, the record."""
     t_start = time.perf_counter()
     seed_everything(seed)
     order = scenario_order(scenario, data.n_classes, seed)
     sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
     cls = strategy_of(card)
-    spec = spec_of(cls)
-    loader_args = {}
     before, hits = store.seconds, store.hits
-    train_query = test_query = None
-    plugins = []
-    if spec.inputs is Inputs.FEATURES:
-        train_x, test_x = store.get(backbone, data, "train"), store.get(backbone, data, "test")
-        train_tf = eval_tf = None
-        if views := card.params.get("augment_views", 0):
-            train_x = store.get_views(backbone, data, views)
-            train_tf, eval_tf = EpochView(), evaluation_view
-            plugins.append(ViewClock(train_tf))
-    else:
-        train_x, test_x = data.train_x, data.test_x
-        train_tf = train_transform(data.on_disk, backbone.input_size)
-        eval_tf = eval_transform(data.on_disk, backbone.input_size)
-        loader_args = {"num_workers": store.workers}
-        if spec.inputs is Inputs.IMAGES_WITH_QUERY:
-            # the query is the frozen feature of the image as the model sees it: cached
-            # for test images, and for training images when training does not augment
-            test_query = store.get(backbone, data, "test")
-            if train_tf.id == eval_tf.id:
-                train_query = store.get(backbone, data, "train")
-    stream = build_stream(train_x, data.train_y, test_x, data.test_y, order, sizes,
-                          test_shuffle=scenario.params["test_shuffle"], seed=seed,
-                          train_transform=train_tf, eval_transform=eval_tf,
-                          train_query=train_query, test_query=test_query)
-    driven = stream if spec.inputs is not Inputs.ADAPTED_FEATURES else AdaptedStream(
-        stream, backbone, functools.partial(features_stream, store, data, order, sizes,
-                                            scenario.params["test_shuffle"], seed))
-
-    def build() -> tuple:
-        recorder = Recorder(stream.task_of_label, backbone, label=card.name, progress=progress)
-        train_flops = TrainFlops()
-        watch = FiniteWatch(card.name, card.params, card.raw.get("defaults"))  # diverged: fail
-        return cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
-                   device=device, plugins=[recorder, train_flops, watch, *plugins],
-                   evaluator=quiet_evaluator()), recorder, train_flops
-    # a strategy that cannot save its state is not checkpointed: a killed run starts over
-    checkpoint = RunCheckpoint(result if issubclass(cls, Resumable) else None,
-                               {"method": card.name, "seed": seed, "tasks": len(stream.train)})
-    strategy, recorder, train_flops = checkpoint.start(build)
-    extract_threads = torch.get_num_threads()  # backbone passes: the configured count
-    with threads(1 if spec.inputs is Inputs.FEATURES else None) as train_threads:
-        drive(strategy, driven, start=checkpoint.done, loader_args=loader_args,
-              after_task=lambda done: checkpoint.save(strategy, done,
-                                                      time.perf_counter() - t_start))
+    inputs = method_inputs(spec_of(cls).inputs, card, scenario, data, backbone, store, order,
+                           sizes, seed)
+    done = train_and_evaluate(cls, card, data, backbone, device, progress, result, seed,
+                              inputs, t_start)
     features_s = store.seconds - before  # an adapted backbone's features: during the drive
-    uses_features = spec.inputs in (Inputs.FEATURES, Inputs.ADAPTED_FEATURES) or (
-        test_query is not None)
+    uses_features = spec_of(cls).inputs in (Inputs.FEATURES, Inputs.ADAPTED_FEATURES) or (
+        inputs.test_query is not None)
     features_from = None if not uses_features else (
         "extracted" if features_s > 0 else "disk cache" if store.hits > hits else "memory")
-    precision = store.precision
     return {
         "schema_version": results.SCHEMA_VERSION,
         "method": card.name,
         "scenario": scenario.name,
         "seed": seed,
         "status": "done",
-        "config": resolved_config(card, scenario, backbone, precision, data.on_disk),
+        "config": resolved_config(card, scenario, backbone, store.precision, data.on_disk),
         "class_order": order,
         "class_names": [data.class_names[c] for c in order],
         "tasks": [[order[p] for p in t] for t in tasks_of(sizes)],
@@ -272,24 +225,114 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
             "eval_batch_size": card.params.get("eval_batch_size"),
         },
         "env": versions(device, CHECKOUT),
-        "acc_matrix": recorder.acc_matrix,
-        "acc_seen": recorder.acc_seen,
-        **summarize(recorder.acc_matrix, recorder.acc_seen),
-        "routing_acc": recorder.routing_acc if any(
-            r is not None for r in recorder.routing_acc) else None,
-        "accounting": accounting_block(strategy, backbone, recorder, train_flops),
+        "acc_matrix": done.recorder.acc_matrix,
+        "acc_seen": done.recorder.acc_seen,
+        **summarize(done.recorder.acc_matrix, done.recorder.acc_seen),
+        "routing_acc": done.recorder.routing_acc if any(
+            r is not None for r in done.recorder.routing_acc) else None,
+        "accounting": accounting_block(done.strategy, backbone, done.recorder,
+                                       done.train_flops),
         "timing": {
             "features_s": features_s,
             "features_from": features_from,
-            "train_s": recorder.train_s,
-            "eval_s": recorder.eval_s,
-            "total_s": checkpoint.elapsed_s + time.perf_counter() - t_start,
-            "resumed_from_task": checkpoint.resumed_from,
-            "threads": {"features": extract_threads, "train_eval": train_threads},
+            "train_s": done.recorder.train_s,
+            "eval_s": done.recorder.eval_s,
+            "total_s": done.checkpoint.elapsed_s + time.perf_counter() - t_start,
+            "resumed_from_task": done.checkpoint.resumed_from,
+            "threads": done.threads,
         },
         "memory": peak_memory(device),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+
+
+@dataclass
+class MethodInputs:
+    """What a method is driven over, as its declared inputs call for: ``stream``
+    (images or features), ``driven`` (the stream, or an adapted method's
+    :class:`AdaptedStream` around it), the plugins and loader arguments they need, and
+    the cached query of a method that reads one."""
+
+    stream: Stream
+    driven: Stream | AdaptedStream
+    plugins: list
+    loader_args: dict
+    test_query: torch.Tensor | None
+
+
+def method_inputs(inputs: Inputs, card: Card, scenario: Card, data: ImageData,
+                  backbone: Backbone, store: FeatureStore, order: list[int], sizes: list[int],
+                  seed: int) -> MethodInputs:
+    """The stream of one run of a method that consumes ``inputs``."""
+    loader_args = {}
+    train_query = test_query = None
+    plugins = []
+    if inputs is Inputs.FEATURES:
+        train_x, test_x = store.get(backbone, data, "train"), store.get(backbone, data, "test")
+        train_tf = eval_tf = None
+        if views := card.params.get("augment_views", 0):
+            train_x = store.get_views(backbone, data, views)
+            train_tf, eval_tf = EpochView(), evaluation_view
+            plugins.append(ViewClock(train_tf))
+    else:
+        train_x, test_x = data.train_x, data.test_x
+        train_tf = train_transform(data.on_disk, backbone.input_size)
+        eval_tf = eval_transform(data.on_disk, backbone.input_size)
+        loader_args = {"num_workers": store.workers}
+        if inputs is Inputs.IMAGES_WITH_QUERY:
+            # the query is the frozen feature of the image as the model sees it: cached
+            # for test images, and for training images when training does not augment
+            test_query = store.get(backbone, data, "test")
+            if train_tf.id == eval_tf.id:
+                train_query = store.get(backbone, data, "train")
+    stream = build_stream(train_x, data.train_y, test_x, data.test_y, order, sizes,
+                          test_shuffle=scenario.params["test_shuffle"], seed=seed,
+                          train_transform=train_tf, eval_transform=eval_tf,
+                          train_query=train_query, test_query=test_query)
+    driven = stream if inputs is not Inputs.ADAPTED_FEATURES else AdaptedStream(
+        stream, backbone, functools.partial(features_stream, store, data, order, sizes,
+                                            scenario.params["test_shuffle"], seed))
+    return MethodInputs(stream, driven, plugins, loader_args, test_query)
+
+
+@dataclass
+class Driven:
+    """A strategy after its drive, with what the record reads of it."""
+
+    strategy: Method
+    recorder: Recorder
+    train_flops: TrainFlops
+    checkpoint: RunCheckpoint
+    threads: dict
+
+
+def train_and_evaluate(cls: type, card: Card, data: ImageData, backbone: Backbone,
+                       device: torch.device, progress: bool, result: Path | None, seed: int,
+                       inputs: MethodInputs, t_start: float) -> Driven:
+    """Build the strategy (or restore it from the run's checkpoint) and drive it over
+    its stream, saving a checkpoint after each task when it is :class:`Resumable`."""
+    features_only = spec_of(cls).inputs is Inputs.FEATURES
+
+    def build() -> tuple:
+        recorder = Recorder(inputs.stream.task_of_label, backbone, label=card.name,
+                            progress=progress)
+        train_flops = TrainFlops()
+        watch = FiniteWatch(card.name, card.params, card.raw.get("defaults"))  # diverged: fail
+        return cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
+                   device=device, plugins=[recorder, train_flops, watch, *inputs.plugins],
+                   evaluator=quiet_evaluator()), recorder, train_flops
+    # a strategy that cannot save its state is not checkpointed: a killed run starts over
+    checkpoint = RunCheckpoint(result if issubclass(cls, Resumable) else None,
+                               {"method": card.name, "seed": seed,
+                                "tasks": len(inputs.stream.train)})
+    strategy, recorder, train_flops = checkpoint.start(build)
+    extract_threads = torch.get_num_threads()  # backbone passes: the configured count
+    with threads(1 if features_only else None) as train_threads:
+        drive(strategy, inputs.driven, start=checkpoint.done, loader_args=inputs.loader_args,
+              after_task=lambda done: checkpoint.save(strategy, done,
+                                                      time.perf_counter() - t_start))
+    return Driven(strategy, recorder, train_flops, checkpoint,
+                  {"features": extract_threads, "train_eval": train_threads})
 
 
 def features_stream(store: FeatureStore, data: ImageData, order: list[int], sizes: list[int],

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import base64
 import html
-import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -25,6 +23,7 @@ import pandas as pd
 
 from cl_bench.errors import UserError, suggest, unknown
 from cl_bench.store import results
+from cl_bench.store.atomic import replace_atomically
 from cl_bench.store.records import InvalidResult, Result
 
 FORMATS = ("md", "tex", "csv", "html")
@@ -341,20 +340,6 @@ def package_note(runs: pd.DataFrame) -> str | None:
             "move with them; compare runs made in one locked environment.")
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Temp file in the same folder, then rename: an interrupted report leaves the old
-    file or the new one, never half of one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes it owner-only; a report is for reading
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_report(results_dir: Path, out: Path, scenarios: Iterable[str] = (),
                  methods: Iterable[str] = (), formats: Iterable[str] = FORMATS,
                  image_formats: Iterable[str] = IMAGE_FORMATS
@@ -379,7 +364,7 @@ def write_report(results_dir: Path, out: Path, scenarios: Iterable[str] = (),
     written: list[Path] = []
 
     def save(name: str, data: bytes) -> None:
-        write_atomic(out / name, data)
+        replace_atomically(out / name, lambda f: f.write(data), binary=True)
         written.append(out / name)
 
     grids, figures = {}, {}

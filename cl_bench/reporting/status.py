@@ -15,6 +15,7 @@ from pathlib import Path
 from cl_bench.errors import UserError
 from cl_bench.store import results
 from cl_bench.store.records import InvalidResult, Result
+from cl_bench.text_table import text_table
 
 STATES = ("done", "running", "failed", "invalid", "pending")
 SHOWN_IF_ANY = ("invalid",)  # in the summary line only when there are some
@@ -97,7 +98,4 @@ def render(rows: list[RunState]) -> str:
     table += [(r.scenario, r.method, r.seed, r.config, r.state,
                r.detail if len(r.detail) <= DETAIL_WIDTH else r.detail[:DETAIL_WIDTH - 3] + "...")
               for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
-    lines = ["  ".join([*(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)),
-                        row[-1]]).rstrip() for row in table]
-    return "\n".join([*lines, summary_line(rows)])
+    return "\n".join([*text_table(table, rule=False, free_last=True), summary_line(rows)])

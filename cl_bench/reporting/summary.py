@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from cl_bench.store.records import Result
+from cl_bench.text_table import text_table
 
 
 def _cell(values: list[float]) -> str:
@@ -37,8 +38,4 @@ def summary_table(runs: Iterable[Result]) -> str:
         rows.append((method + (f" [{tag}]" if tag else ""), scenario, str(len(rs)),
                      _cell([r.avg_acc for r in rs]), _cell([r.last_acc for r in rs]),
                      _cell(routing) if routing else "-"))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-             for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return "\n".join(text_table(rows))

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 from pathlib import Path
 
-from cl_bench.cards.config import Card
+from cl_bench.cards.card import Card
 from cl_bench.errors import UserError, unknown
 from cl_bench.scenarios.folders import cifar100, cifar_root, imagefolder, need_root
 from cl_bench.scenarios.image_data import ImageData

@@ -32,8 +32,8 @@ from avalanche.benchmarks.scenarios.generic_scenario import CLScenario
 from cl_bench import arguments
 from cl_bench.backbones import DEFAULT_BACKBONE, backbone_kind, load_backbone
 from cl_bench.cards.config import load_scenario
-from cl_bench.engine.preflight import check_image_size
 from cl_bench.errors import refuse_long_names
+from cl_bench.input_checks import check_image_size
 from cl_bench.scenarios import load_data, scenario_order
 from cl_bench.scenarios.order import task_split
 from cl_bench.scenarios.stream import build_stream

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cl_bench.cards.config import Card
+from cl_bench.cards.card import Card
 
 FIXED_CLASSES = {"fmnist": 10, "fmnist-full": 10, "digits": 10, "cifar100": 100}
 FIXED_IMAGES = {"fmnist": (5000, 1000), "fmnist-full": (60000, 10000),

@@ -1,4 +1,5 @@
-"""Atomic file replacement, shared by the results store and the feature cache."""
+"""Atomic file replacement: the one way cl-bench writes a file that others read (result
+records, the feature cache, checkpoints, reports)."""
 
 from __future__ import annotations
 

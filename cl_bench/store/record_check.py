@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cl_bench.cards.protocol import PROTOCOLS
 from cl_bench.metrics import summarize
-from cl_bench.store.results import SCHEMA_VERSION, config_hash
+from cl_bench.store.schema import SCHEMA_VERSION, config_hash
 
 REQUIRED = ("schema_version", "method", "scenario", "seed", "status", "config", "class_order",
             "tasks", "protocol", "env", "acc_matrix", "acc_seen", "avg_acc", "last_acc",

@@ -16,7 +16,8 @@ from typing import Any
 
 from cl_bench.packages import recorded
 from cl_bench.store.record_check import problems, reason
-from cl_bench.store.results import InvalidResult, config_hash, load_valid, run_path
+from cl_bench.store.results import InvalidResult, load_valid, run_path
+from cl_bench.store.schema import config_hash
 
 __all__ = ["DEFAULT_PROTOCOL", "InvalidResult", "Result"]
 

@@ -32,15 +32,11 @@ from pathlib import Path
 from cl_bench.errors import UserError
 from cl_bench.store.atomic import replace_atomically
 from cl_bench.store.filelock import close_lock_file, open_lock_file, try_flock
+from cl_bench.store.record_check import problems, reason
+from cl_bench.store.schema import SCHEMA_VERSION, config_hash
 
-SCHEMA_VERSION = 1
 LOCK_WAIT_S = 0.5  # covers a `cl-bench status` probe, which holds a lock for microseconds
 TRACEBACK_TAIL = 30
-
-
-def config_hash(config: dict) -> str:
-    blob = json.dumps(config, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:10]
 
 
 def run_path(out: Path, scenario: str, method: str, seed: int, config: dict) -> Path:
@@ -59,7 +55,6 @@ def load_valid(path: Path) -> dict:
     :class:`InvalidResult` for anything else: unreadable, empty, not JSON, not a
     record, or a record with a problem.
     """
-    from cl_bench.store.record_check import problems, reason  # it imports this module
 
     path = Path(path)
     try:
@@ -301,7 +296,6 @@ def refuse_invalid(record: dict, path: Path) -> None:
     """A record that readers would not count as finished (a non-finite number, an
     accuracy out of range) is never written: the run fails, its failure is recorded,
     and no sweep report shows it as a result."""
-    from cl_bench.store.record_check import problems, reason  # it imports this module
 
     found = problems(record, path)
     if found:

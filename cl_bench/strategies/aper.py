@@ -18,8 +18,8 @@ from __future__ import annotations
 import torch
 
 from cl_bench.backbones.base import Backbone
-from cl_bench.strategies.first_session import FirstSessionNet, FirstSessionTemplate
-from cl_bench.strategies.heads import CosineClassifier
+from cl_bench.strategies.blocks.first_session import FirstSessionNet, FirstSessionTemplate
+from cl_bench.strategies.blocks.heads import CosineClassifier
 
 
 class AperNet(FirstSessionNet):

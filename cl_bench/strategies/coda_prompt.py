@@ -34,9 +34,9 @@ from torch import nn
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT
+from cl_bench.contract.optimizer import make_optimizer
 from cl_bench.errors import UserError
-from cl_bench.strategies.per_task import make_optimizer
-from cl_bench.strategies.prompt_template import Normalize, PromptModel, PromptStrategy
+from cl_bench.strategies.blocks.prompt_template import Normalize, PromptModel, PromptStrategy
 
 
 @torch.no_grad()

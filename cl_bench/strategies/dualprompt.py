@@ -36,8 +36,8 @@ import torch
 from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.errors import UserError
-from cl_bench.strategies.prompt_matching import PromptKeys, uniform_parameter
-from cl_bench.strategies.prompt_template import Normalize, PromptModel, PromptStrategy
+from cl_bench.strategies.blocks.prompt_matching import PromptKeys, uniform_parameter
+from cl_bench.strategies.blocks.prompt_template import Normalize, PromptModel, PromptStrategy
 
 
 def gather_e_prompts(pool: torch.Tensor, idx: torch.Tensor, reshape_bug: bool) -> torch.Tensor:

@@ -38,8 +38,8 @@ import torch.nn.functional as F
 
 from cl_bench.backbones.base import autocast
 from cl_bench.backbones.prompted import PromptedViT
-from cl_bench.strategies.adapter_template import AdapterModel, AdapterStrategy, Normalize
-from cl_bench.strategies.heads import CosineClassifier, class_means
+from cl_bench.strategies.blocks.adapter_template import AdapterModel, AdapterStrategy, Normalize
+from cl_bench.strategies.blocks.heads import CosineClassifier, class_means
 
 
 def complete_prototypes(protos: torch.Tensor, task_of_class: torch.Tensor,

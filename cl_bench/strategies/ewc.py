@@ -33,8 +33,8 @@ from avalanche.training.utils import ParamData
 from torch import nn
 
 from cl_bench.backbones.base import Backbone
-from cl_bench.engine.state import Stateful
-from cl_bench.strategies.backbone_copy import FinetuneTemplate
+from cl_bench.contract import Stateful
+from cl_bench.strategies.blocks.backbone_copy import FinetuneTemplate
 
 
 def _trainable_only(model: nn.Module, data: dict) -> dict:

@@ -14,7 +14,7 @@ old logits stay in the softmax, the plain lower bound.
 
 from __future__ import annotations
 
-from cl_bench.strategies.backbone_copy import FinetuneTemplate
+from cl_bench.strategies.blocks.backbone_copy import FinetuneTemplate
 
 
 class Finetune(FinetuneTemplate):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from avalanche.training.supervised import JointTraining
 
 from cl_bench.contract import Inputs, MethodSpec, Schedule
-from cl_bench.strategies.backbone_copy import FinetuneTemplate, dataset_classes
+from cl_bench.strategies.blocks.backbone_copy import FinetuneTemplate, dataset_classes
 
 
 class Joint(FinetuneTemplate, JointTraining):

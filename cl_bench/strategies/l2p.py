@@ -22,8 +22,8 @@ from __future__ import annotations
 import torch
 
 from cl_bench.backbones.prompted import PromptedViT
-from cl_bench.strategies.prompt_matching import PromptKeys, uniform_parameter
-from cl_bench.strategies.prompt_template import Normalize, PromptModel, PromptStrategy
+from cl_bench.strategies.blocks.prompt_matching import PromptKeys, uniform_parameter
+from cl_bench.strategies.blocks.prompt_template import Normalize, PromptModel, PromptStrategy
 
 
 class L2PNet(PromptModel):

@@ -42,9 +42,9 @@ from torch.utils.data import DataLoader
 from cl_bench.backbones.adapters import merge
 from cl_bench.backbones.base import autocast
 from cl_bench.backbones.prompted import PromptedViT
-from cl_bench.engine.memory import FLOAT, Allocation, Workload
-from cl_bench.strategies.adapter_template import AdapterModel, AdapterStrategy, Normalize
-from cl_bench.strategies.per_task import make_optimizer
+from cl_bench.contract.memory import FLOAT, Allocation, Workload
+from cl_bench.contract.optimizer import make_optimizer
+from cl_bench.strategies.blocks.adapter_template import AdapterModel, AdapterStrategy, Normalize
 
 JITTER = 1e-4  # added to every class covariance (official _compute_mean)
 

@@ -26,9 +26,9 @@ import torch
 import torch.nn.functional as F
 
 from cl_bench.backbones.base import Backbone
-from cl_bench.engine.memory import FLOAT, Allocation, Workload
-from cl_bench.strategies.first_session import FirstSessionNet, FirstSessionTemplate
-from cl_bench.strategies.ridge import choose_ridge, solve_ridge
+from cl_bench.contract.memory import FLOAT, Allocation, Workload
+from cl_bench.strategies.blocks.first_session import FirstSessionNet, FirstSessionTemplate
+from cl_bench.strategies.blocks.ridge import choose_ridge, solve_ridge
 
 
 class RanpacNet(FirstSessionNet):

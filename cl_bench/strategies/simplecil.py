@@ -12,9 +12,8 @@ from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
 from cl_bench.backbones.base import Backbone
-from cl_bench.contract import Inputs, Method, MethodSpec, Schedule
-from cl_bench.engine.state import Resumable
-from cl_bench.strategies.heads import CosineClassifier, set_prototypes
+from cl_bench.contract import Inputs, Method, MethodSpec, Resumable, Schedule
+from cl_bench.strategies.blocks.heads import CosineClassifier, set_prototypes
 
 
 class SimpleCIL(Method, Resumable, SupervisedTemplate):

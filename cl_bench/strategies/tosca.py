@@ -19,15 +19,15 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from cl_bench.backbones.base import Backbone
-from cl_bench.contract import Inputs, MethodSpec, Schedule
-from cl_bench.engine.memory import FLOAT, Allocation, Workload
+from cl_bench.contract import Inputs, MethodSpec, Regrows, Schedule
+from cl_bench.contract.memory import FLOAT, Allocation, Workload
 from cl_bench.errors import UserError
-from cl_bench.strategies.heads import CosineClassifier, set_prototypes
-from cl_bench.strategies.luca import LuCA, select_module
-from cl_bench.strategies.per_task import PerTaskTemplate
+from cl_bench.strategies.blocks.heads import CosineClassifier, set_prototypes
+from cl_bench.strategies.blocks.luca import LuCA, select_module
+from cl_bench.strategies.blocks.per_task import PerTaskTemplate
 
 
-class ToscaNet(nn.Module):
+class ToscaNet(Regrows, nn.Module):
     """Stored LuCA modules + the shared cosine classifier.
 
     Training uses the newest module; evaluation runs all modules on the same

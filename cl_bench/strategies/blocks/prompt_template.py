@@ -12,7 +12,7 @@ rest the same way for all three, as PILOT and the official codes do:
   with the batch: one query pass per image for the whole run, not per epoch and
   evaluation;
 * a linear head over all ``n_classes`` of the scenario, masked as in
-  :mod:`cl_bench.strategies.prompt_matching` (current task only in training, seen
+  :mod:`cl_bench.strategies.blocks.prompt_matching` (current task only in training, seen
   classes in evaluation);
 * at each training experience: the model learns the task index and classes
   (``begin_task``), then a fresh optimizer and schedule (``per_task.make_optimizer``);
@@ -30,11 +30,11 @@ from torch import nn
 from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.contract import Inputs, MethodSpec, Schedule
-from cl_bench.engine.memory import FLOAT, Allocation, Workload
+from cl_bench.contract.memory import FLOAT, Allocation, Workload
 from cl_bench.errors import UserError
-from cl_bench.strategies.per_task import AutocastForward, PerTaskTemplate
-from cl_bench.strategies.prompt_matching import class_mask, mask_logits
-from cl_bench.strategies.shared_vit import OnSharedViT
+from cl_bench.strategies.blocks.per_task import AutocastForward, PerTaskTemplate
+from cl_bench.strategies.blocks.prompt_matching import class_mask, mask_logits
+from cl_bench.strategies.blocks.shared_vit import OnSharedViT
 
 Normalize = Callable[[torch.Tensor], torch.Tensor]
 

@@ -27,7 +27,8 @@ from typing import Any
 
 from cl_bench.backbones import use_weights_normalization
 from cl_bench.backbones.planned import Unknown, planned_backbone
-from cl_bench.cards.config import Card, parse_sets
+from cl_bench.cards.card import Card
+from cl_bench.cards.config import parse_sets
 from cl_bench.cards.protocol import (
     SCENARIO_PREFIX,
     changed_settings,

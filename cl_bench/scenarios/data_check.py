@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cl_bench.cards.config import Card
+from cl_bench.cards.card import Card
 from cl_bench.scenarios.decode_check import undecodable
 from cl_bench.scenarios.folders import need_root
 from cl_bench.scenarios.tree import scan

@@ -17,7 +17,7 @@ from torch import nn
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.contract import Inputs, MethodSpec, Schedule
-from cl_bench.strategies.per_task import AutocastForward, PerTaskTemplate
+from cl_bench.strategies.blocks.per_task import AutocastForward, PerTaskTemplate
 
 
 def dataset_classes(dataset) -> list[int]:

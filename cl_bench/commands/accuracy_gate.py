@@ -19,12 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cl_bench.cards import config, sources
-from cl_bench.cards.config import read_yaml
+from cl_bench.cards import config, places, sources
+from cl_bench.cards.places import read_yaml
 from cl_bench.commands.suite_entries import check_entries
 from cl_bench.errors import UserError
 from cl_bench.store import results
 from cl_bench.store.records import Result
+from cl_bench.text_table import text_table
 
 METRICS = ("avg_acc", "last_acc")
 
@@ -76,7 +77,7 @@ def load_suite(name: str) -> dict:
     if found is None:
         raise UserError(f'Unknown suite "{name}"; suites: '
                         f'{", ".join(sorted(config.card_index()["suite"]))} (card files with a '
-                        f"runs: list, in {config.BENCHMARKS_DIR} or a --cards folder).")
+                        f"runs: list, in {places.BENCHMARKS_DIR} or a --cards folder).")
     path = found.path
     suite = read_yaml(path)
     suite.setdefault("name", name)
@@ -210,12 +211,7 @@ def table(rows: list[Row]) -> str:
     body = [("run / method", "metric", "baseline", "now", "delta", "tol", "status", "ran in")]
     body += [(r.key, r.metric, num(r.baseline), num(r.now), num(r.delta, True),
               f"{r.tolerance:.2f}", r.status, r.ran_in) for r in rows]
-    widths = [max(len(b[i]) for b in body) for i in range(len(body[0]))]
-    lines = ["  ".join(c.ljust(w) if i < 2 or i >= 6 else c.rjust(w)
-                       for i, (c, w) in enumerate(zip(b, widths, strict=True))).rstrip()
-             for b in body]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return "\n".join(text_table(body, right=range(2, 6)))
 
 
 def suite_keys(suite: dict) -> list[str]:
@@ -231,11 +227,11 @@ def default_baseline(name: str, writing: bool) -> Path:
     found = config.card_index()["suite"][name]
     if found.origin != sources.BUILTIN:
         return found.path.parent / "baselines" / f"{name}.json"
-    if writing and config.CHECKOUT is None:
+    if writing and places.CHECKOUT is None:
         raise UserError(f"The baseline of suite {name} is part of the installed cl-bench "
-                        f"({config.BASELINES_DIR}) and is not rewritten; give the file to "
+                        f"({places.BASELINES_DIR}) and is not rewritten; give the file to "
                         "write with --baseline PATH (and compare with it the same way).")
-    return config.BASELINES_DIR / f"{name}.json"
+    return places.BASELINES_DIR / f"{name}.json"
 
 
 def finite_number(value: object) -> bool:
@@ -318,11 +314,11 @@ def read_baseline(path: Path, suite: dict) -> dict:
 
 def new_baseline(suite: dict, measured: Measured, tolerance: float) -> dict:
     from cl_bench.engine.environment import git_commit, resolve_device, versions
-    env = versions(resolve_device("auto"), config.CHECKOUT)
+    env = versions(resolve_device("auto"), places.CHECKOUT)
     return {
         "suite": suite["name"],
         "notes": {e["name"]: e["note"] for e in suite["runs"] if e.get("note")},
-        "provenance": {"commit": git_commit(config.CHECKOUT), "date": time.strftime("%Y-%m-%d"),
+        "provenance": {"commit": git_commit(places.CHECKOUT), "date": time.strftime("%Y-%m-%d"),
                        "torch": env["torch"], "timm": env["timm"],
                        "avalanche": env["avalanche"], "device": env["device"],
                        "platform": env["platform"], "cpu_capability": cpu_capability(),

@@ -1,6 +1,8 @@
 """What a per-task checkpoint saves of a strategy and its plugins, and how it is put
 back, so that a run killed between tasks resumes with exactly the state an
 uninterrupted run has at that point (the file itself: :mod:`cl_bench.engine.checkpoint`).
+A method declares it by deriving from :class:`Resumable`; its plugins that keep state
+derive from :class:`Stateful`; a model that grows derives from :class:`Regrows`.
 
 A strategy's state (:class:`Resumable`) is its model's state dict with each
 parameter's ``requires_grad`` (which modules are frozen is state too), the
@@ -9,12 +11,12 @@ outside its parameters: class masks, task counters), Avalanche's clock (EWC read
 its task counter) and the state of every :class:`Stateful` plugin (the recorder's
 rows, EWC's importances and anchors). Optimizers and schedulers are not saved:
 every strategy here builds them afresh at each task
-(:class:`cl_bench.strategies.per_task.PerTaskTemplate`), so none outlives a task.
+(:class:`cl_bench.strategies.blocks.per_task.PerTaskTemplate`), so none outlives a task.
 
 Grown structure is rebuilt from the saved shapes before loading: a parameter whose
-saved shape differs (a cosine classifier's rows) takes the saved shape, and a model
-with a ``prepare_restore(state_dict)`` method first adds the submodules the state
-dict names (TOSCA's per-task modules).
+saved shape differs (a cosine classifier's rows) takes the saved shape, and a
+:class:`Regrows` model first adds the submodules the state dict names (TOSCA's
+per-task modules).
 """
 
 from __future__ import annotations
@@ -60,6 +62,15 @@ class Stateful:
             setattr(*_owner(self, path), value)
 
 
+class Regrows:
+    """Model mixin: a model that adds submodules during a run (one per task) and rebuilds
+    them from a saved state dict before the dict is loaded into it."""
+
+    def prepare_restore(self, state: dict[str, torch.Tensor]) -> None:
+        """Add the submodules that ``state`` (a state dict of this model) names and this
+        model lacks, so that loading it is strict."""
+
+
 def plugin_key(plugin: object) -> str:
     return type(plugin).__qualname__
 
@@ -84,9 +95,8 @@ class Resumable(Stateful):
         """Raises (KeyError, RuntimeError, ...) when the state does not fit this
         strategy; the strategy is then half-restored and must be built again."""
         model, saved = self.model, state["model"]
-        prepare = getattr(model, "prepare_restore", None)
-        if prepare is not None:
-            prepare(saved)
+        if isinstance(model, Regrows):
+            model.prepare_restore(saved)
         for name, param in model.named_parameters():
             if name in saved and saved[name].shape != param.shape:
                 param.data = torch.empty(saved[name].shape, dtype=param.dtype,

@@ -1,7 +1,7 @@
 """The strategy shape APER and RanPAC share: adapt on the first task, then fit a
 classifier on features, task by task, without training anything again.
 
-Task 1 (its training images): the adaptation (:mod:`cl_bench.strategies.first_session_adapt`)
+Task 1 (its training images): the adaptation (:mod:`cl_bench.strategies.blocks.first_session_adapt`)
 and a cosine head over the task's classes on the adapted feature are trained with
 cross-entropy (SGD, cosine schedule: the official ``_init_train``); the head is then
 discarded, the adaptation frozen, and the method's classifier is fitted on the task's
@@ -19,20 +19,21 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from cl_bench.backbones.base import Backbone, autocast
-from cl_bench.contract import Inputs, MethodSpec, Schedule
-from cl_bench.engine.memory import Allocation, Workload, adapter_sets
-from cl_bench.strategies.backbone_copy import dataset_classes
-from cl_bench.strategies.first_session_adapt import (
+from cl_bench.contract import Inputs, MethodSpec, Regrows, Schedule
+from cl_bench.contract.memory import Allocation, Workload, adapter_sets
+from cl_bench.contract.optimizer import make_optimizer
+from cl_bench.strategies.blocks.backbone_copy import dataset_classes
+from cl_bench.strategies.blocks.first_session_adapt import (
     adapted_backbone,
     check_variant,
     make_adaptation,
     resolve_variant,
 )
-from cl_bench.strategies.heads import CosineClassifier
-from cl_bench.strategies.per_task import AutocastForward, PerTaskTemplate, make_optimizer
+from cl_bench.strategies.blocks.heads import CosineClassifier
+from cl_bench.strategies.blocks.per_task import AutocastForward, PerTaskTemplate
 
 
-class FirstSessionNet(nn.Module):
+class FirstSessionNet(Regrows, nn.Module):
     """``adaptation`` (None for ``adapt: none``) and, until it is trained, its cosine
     ``adapt_head``; a subclass adds the classifier on features (``classify``).
     Images (4-d input) go through the adaptation and its head; features (2-d) through

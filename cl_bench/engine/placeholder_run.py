@@ -21,20 +21,21 @@ import torch
 
 from cl_bench.accounting.count import TrainFlops
 from cl_bench.backbones import load_backbone
-from cl_bench.cards.config import load_method, strategy_of
+from cl_bench.cards.config import load_method
 from cl_bench.cards.resolve import resolve_for_backbone
-from cl_bench.contract import AdaptedStream, Inputs, drive, spec_of
+from cl_bench.cards.strategy import strategy_of
+from cl_bench.contract import AdaptedStream, Inputs, check_backbone, drive, spec_of
 from cl_bench.engine.recording import Recorder
 from cl_bench.errors import UserError
 from cl_bench.scenarios.order import split_in_tasks
 from cl_bench.scenarios.stream import Stream, build_stream
+from cl_bench.text_table import text_table
 
 
 def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
     card = load_method(name)
     cls = strategy_of(card)
-    if card.raw.get("backbones", "any") not in ("any", backbone.kind):
-        raise UserError(f"{name} needs a ViT backbone; {backbone.name} is a CNN.")
+    check_backbone(cls, name, backbone.name, backbone.kind)
     resolve_for_backbone(card, backbone)
     params = dict(card.params, epochs=1, batch_size=1)
     features_only = spec_of(cls).inputs is Inputs.FEATURES
@@ -90,11 +91,7 @@ def account_table(rows: list[dict]) -> str:
              f"{r['stored_at_end']:,}", f"{r['inference_gflops_per_image']:.3f}",
              f"{r['inference_backbone_passes']:.3f}", f"{r['train_gflops_per_sample']:.3f}")
             for r in rows]
-    widths = [max(len(row[i]) for row in (head, *body)) for i in range(len(head))]
-    fmt = [lambda c, w: c.ljust(w)] + [lambda c, w: c.rjust(w)] * (len(head) - 1)
-    lines = ["  ".join(f(c, w) for f, c, w in zip(fmt, row, widths, strict=True))
-             for row in (head, *body)]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = text_table([head, *body], right=range(1, len(head)))
     r0 = rows[0] if rows else None
     title = (f"{r0['backbone']}: {r0['backbone_params']:,} parameters, "
              f"{r0['backbone_gflops_per_pass']:.2f} GFLOPs per pass; {r0['tasks']} tasks, "

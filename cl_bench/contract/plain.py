@@ -19,8 +19,9 @@ factory, the optimizer from the card's ``optimizer`` (sgd | adam | adamw), ``lr`
 and optional ``momentum`` and ``weight_decay`` (as in the shipped cards),
 cross-entropy, ``train_mb_size = batch_size``, ``train_epochs = epochs``,
 ``eval_mb_size = eval_batch_size`` (default: ``batch_size``), plus the run's device,
-plugins and evaluator, all passed as the template's keyword arguments. Such a class
-is not checkpointed (a killed run starts over).
+plugins and evaluator, all passed as the template's keyword arguments. The card's
+``backbones:`` (any | vit | cnn, default any) is the class's ``backbones``. Such a
+class is not checkpointed (a killed run starts over).
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ from typing import Any
 from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
-from cl_bench.contract import Inputs, Method, MethodSpec, Schedule
+from cl_bench.contract.optimizer import make_optimizer
+from cl_bench.contract.spec import BACKBONE_KINDS, Inputs, Method, MethodSpec, Schedule
 from cl_bench.errors import UserError
-from cl_bench.strategies.per_task import make_optimizer
 
 CONTRACT_KEYS = ("inputs", "trains_backbone", "schedule", "model")
 NEEDED_SETTINGS = ("epochs", "batch_size", "optimizer", "lr")
@@ -49,10 +50,11 @@ PLAIN_RULES: dict = {
 
 
 def driven_class(cls: type, block: Any, defaults: dict, card: Path,
-                 load: Callable[[str], Any]) -> type:
+                 load: Callable[[str], Any], backbones: Any = "any") -> type:
     """The :class:`Method` subclass of ``cls`` that cl-bench drives, from the card's
-    ``contract:`` ``block`` (``load`` imports its ``model`` factory); a ``UserError``
-    naming the card for anything the block or the defaults lack."""
+    ``contract:`` ``block`` (``load`` imports its ``model`` factory) and the card's
+    ``backbones:`` (the backbones it runs on); a ``UserError`` naming the card for
+    anything the block or the defaults lack."""
     if isinstance(cls, type) and issubclass(cls, Method):
         raise UserError(f"{card}: {cls.__qualname__} derives from cl_bench.contract.Method "
                         "and declares its own contract; drop the card's `contract:` block "
@@ -73,8 +75,11 @@ def driven_class(cls: type, block: Any, defaults: dict, card: Path,
         raise UserError(f"{card}: a plain Avalanche strategy gets its optimizer only, no "
                         "`scheduler` setting: schedule the learning rate inside the class "
                         "(e.g. with Avalanche's LRSchedulerPlugin) and drop the setting.")
+    if backbones not in BACKBONE_KINDS:
+        raise UserError(f"{card}: `backbones:` is one of {', '.join(BACKBONE_KINDS)}, not "
+                        f"{backbones!r}.")
     factory = _factory(block["model"], card, load)
-    return _wrap(cls, spec, factory, block["model"])
+    return _wrap(cls, spec, factory, block["model"], backbones)
 
 
 def _spec(block: dict, card: Path) -> MethodSpec:
@@ -107,7 +112,7 @@ def _factory(path: Any, card: Path, load: Callable[[str], Any]) -> Callable:
 
 
 @functools.cache
-def _wrap(cls: type, spec: MethodSpec, factory: Callable, where: str) -> type:
+def _wrap(cls: type, spec: MethodSpec, factory: Callable, where: str, backbones: str) -> type:
     """One class per (user class, contract, factory): the runner's checks (issubclass,
     spec_of) see the same class at every call."""
 
@@ -124,5 +129,5 @@ def _wrap(cls: type, spec: MethodSpec, factory: Callable, where: str) -> type:
                      device=device, plugins=plugins, evaluator=evaluator)
 
     return type(cls.__name__, (Method, cls), {
-        "spec": spec, "__init__": __init__, "__module__": __name__,
+        "spec": spec, "backbones": backbones, "__init__": __init__, "__module__": __name__,
         "__doc__": f"{cls.__module__}:{cls.__qualname__} driven by cl-bench ({spec})."})

@@ -15,23 +15,23 @@ from torch import nn
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT
+from cl_bench.contract import check_backbone
 from cl_bench.errors import UserError
 
 
 class OnSharedViT:
-    """Mixed in before the per-task template. ``injects`` completes the refusal of a CNN
-    ("<Method> <injects> and needs a ViT backbone")."""
+    """Mixed in before the per-task template: runs on a ViT only; ``injects`` (the
+    contract's) names what the method puts into its blocks when another backbone is
+    refused (:func:`cl_bench.contract.check_backbone`)."""
 
     model_class: ClassVar[type[nn.Module]]
-    injects: ClassVar[str]
+    backbones: ClassVar[str] = "vit"
 
     @classmethod
     def check_params(cls, params: dict, backbone: Backbone) -> None:
         """Settings that only the backbone can validate; the runner calls this
         before any run starts, so a bad one writes nothing."""
-        if backbone.kind != "vit":
-            raise UserError(f"{cls.__name__} {cls.injects} and needs a ViT backbone, "
-                            f'not "{backbone.name}".')
+        check_backbone(cls, cls.__name__, backbone.name, backbone.kind)
         depth = len(backbone.model.blocks)
         if params["checkpoint_blocks"] > depth:
             raise UserError(f"{cls.__name__}: checkpoint_blocks = "

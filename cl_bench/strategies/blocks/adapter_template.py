@@ -12,7 +12,7 @@ runner's frozen ViT, on images.
   (``begin_task``: ``task_of_class``, the task of every class row, -1 for classes
   not seen yet, and ``current``, the classes being trained), then the optimizer and
   schedule are rebuilt from the card
-  (:class:`~cl_bench.strategies.per_task.PerTaskTemplate`);
+  (:class:`~cl_bench.strategies.blocks.per_task.PerTaskTemplate`);
 * logits cover all classes of the run, -inf where a class may not be predicted
   (:meth:`AdapterModel.spread`).
 """
@@ -26,15 +26,15 @@ from torch import nn
 
 from cl_bench.backbones.adapters import AdapterSet
 from cl_bench.backbones.prompted import PromptedViT
-from cl_bench.contract import Inputs, MethodSpec, Schedule
-from cl_bench.engine.memory import Allocation, Workload, adapter_sets
-from cl_bench.strategies.per_task import AutocastForward, PerTaskTemplate
-from cl_bench.strategies.shared_vit import OnSharedViT
+from cl_bench.contract import Inputs, MethodSpec, Regrows, Schedule
+from cl_bench.contract.memory import Allocation, Workload, adapter_sets
+from cl_bench.strategies.blocks.per_task import AutocastForward, PerTaskTemplate
+from cl_bench.strategies.blocks.shared_vit import OnSharedViT
 
 Normalize = Callable[[torch.Tensor], torch.Tensor]
 
 
-class AdapterModel(nn.Module):
+class AdapterModel(Regrows, nn.Module):
     """Adapter sets (``sets``, one per task) on a frozen, shared PromptedViT."""
 
     def __init__(self, vit: PromptedViT, normalize: Normalize, n_classes: int,

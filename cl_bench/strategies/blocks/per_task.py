@@ -1,19 +1,17 @@
-"""Per-task optimizer and scheduler, rebuilt at every task (official behaviour
-of TOSCA and of the prompt baselines): one place, read from a method's params;
-and the mixed-precision forward shared by the methods that run the backbone."""
+"""The per-task template: optimizer and scheduler rebuilt at every task (official
+behaviour of TOSCA and of the prompt baselines) from a method's params
+(:func:`cl_bench.contract.optimizer.make_optimizer`); and the mixed-precision forward
+shared by the methods that run the backbone."""
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 import torch
 from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
 from cl_bench.backbones.base import autocast
-from cl_bench.contract import Method
-from cl_bench.engine.state import Resumable
-from cl_bench.errors import UserError
+from cl_bench.contract import Method, Resumable
+from cl_bench.contract.optimizer import make_optimizer
 
 
 class AutocastForward:
@@ -31,37 +29,6 @@ class AutocastForward:
         """The template's forward; a strategy that passes more than the images
         overrides this."""
         return super().forward()
-
-
-def make_optimizer(params: dict, parameters: Iterable[nn.Parameter] | Iterable[dict]
-                   ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler | None]:
-    """Optimizer (``optimizer``: sgd | adam | adamw) and per-epoch scheduler
-    (``scheduler``: cosine | constant) from a method's resolved params. ``parameters``:
-    parameters, or torch's parameter groups (dicts, e.g. with their own ``lr``);
-    frozen parameters are left out."""
-    parameters = list(parameters)
-    if parameters and isinstance(parameters[0], dict):
-        parameters = [dict(g, params=[p for p in g["params"] if p.requires_grad])
-                      for g in parameters]
-    else:
-        parameters = [p for p in parameters if p.requires_grad]
-    name, lr, wd = params["optimizer"], params["lr"], params.get("weight_decay", 0.0)
-    if name == "sgd":
-        opt = torch.optim.SGD(parameters, lr=lr, momentum=params.get("momentum", 0.9),
-                              weight_decay=wd)
-    elif name == "adam":
-        opt = torch.optim.Adam(parameters, lr=lr, weight_decay=wd)
-    elif name == "adamw":
-        opt = torch.optim.AdamW(parameters, lr=lr, weight_decay=wd)
-    else:
-        raise UserError(f'optimizer "{name}" is not supported; use sgd, adam or adamw.')
-    sched = params.get("scheduler", "constant")
-    if sched == "cosine":
-        return opt, torch.optim.lr_scheduler.CosineAnnealingLR(
-            opt, T_max=params["epochs"], eta_min=params.get("eta_min", 0.0))
-    if sched == "constant":
-        return opt, None
-    raise UserError(f'scheduler "{sched}" is not supported; use cosine or constant.')
 
 
 class PerTaskTemplate(Method, Resumable, SupervisedTemplate):
