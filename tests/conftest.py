@@ -208,7 +208,14 @@ def strategy(method: str, backbone: Backbone, n_classes: int, plugins=(), **over
         plugins=list(plugins), evaluator=quiet_evaluator())
 
 
-@pytest.fixture(autouse=True, scope="module")
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models: with two threads on two busy cores, synchronisation costs more
+    than the arithmetic."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 # ------------------------------------ a small stream driven task by task

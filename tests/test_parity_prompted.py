@@ -10,7 +10,7 @@ import torch
 
 from bench.parity import prompted
 from bench.parity.drivers import ours_init
-from cl_bench.strategies.shared_vit import OnSharedViT
+from cl_bench.strategies.blocks.shared_vit import OnSharedViT
 
 
 def record(shift: float = 0.0) -> dict:

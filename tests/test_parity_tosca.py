@@ -7,7 +7,7 @@ from PIL import Image
 
 from bench.parity.drivers.tosca_ref import FixedBatches, ours, theirs
 from bench.parity.rows import tosca
-from cl_bench.strategies.luca import LuCA
+from cl_bench.strategies.blocks.luca import LuCA
 
 
 def test_fixed_batches_follow_each_epochs_order_in_chunks():

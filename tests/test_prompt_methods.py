@@ -39,15 +39,6 @@ def expected_prompt_params(method: str, d: int) -> int:
             "coda-prompt": 5 * 100 * (8 + 2) * d}[method]          # (P + K + A) x 5 layers
 
 
-def one_thread():
-    """Tiny models: with two threads on two busy cores, synchronisation costs more
-    than the arithmetic."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 # ------------------------------------------------------------------ parameter counts
 
 

@@ -12,13 +12,13 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import invoke
-from test_ease import run_stream
-from test_prompt_methods import one_thread, strategy, vit_backbone  # noqa: F401
+from conftest import invoke, run_stream, strategy, vit_backbone
 from torch.testing import assert_close
 
 from cl_bench.backbones.adapters import AdapterSet
 from cl_bench.strategies.tuna import combine, decay_factors, elect, entropy, orthogonality
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread
 
 SET_768 = 12 * (2 * 768 * 16 + 16 + 768)  # one adapter set at ViT-B, ffn 16
 SET_192 = 12 * (2 * 192 * 16 + 16 + 192)  # at ViT-Tiny

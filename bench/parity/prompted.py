@@ -155,7 +155,7 @@ def ours_step(row: Row, variant: dict, weights: Path, fixed: Path, init_out: Pat
     from cl_bench.backbones.prompted import PromptedViT
     from cl_bench.backbones.vit import vit
     from cl_bench.cards.config import load_method, strategy_of
-    from cl_bench.strategies.per_task import make_optimizer
+    from cl_bench.contract.optimizer import make_optimizer
 
     torch.set_num_threads(1)
     card = load_method(row.method)

@@ -14,7 +14,7 @@ import sys
 import torch
 
 from cl_bench.commands.cli import main
-from cl_bench.strategies.shared_vit import OnSharedViT
+from cl_bench.strategies.blocks.shared_vit import OnSharedViT
 
 _build = OnSharedViT.__init__
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from bench.parity import first_session_rows as fs
-from cl_bench.strategies.ridge import CANDIDATES
+from cl_bench.strategies.blocks.ridge import CANDIDATES
 
 METHOD = "ranpac"
 REFERENCE = {**fs.PILOT, "what": "models/ranpac.py Learner (backbone parity_vit_tiny_adapter, "
