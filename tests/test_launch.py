@@ -341,3 +341,15 @@ def test_concurrent_workers_extract_features_once(tmp_path, monkeypatch):
         got = list(pool.map(lambda store: store.get(backbone, data, "train"), stores))
     assert calls == [3]
     assert torch.equal(got[0], got[1]) and sorted(s.hits for s in stores) == [0, 1]
+
+
+def test_dry_run_for_slurm_needs_no_sbatch(tmp_path, monkeypatch):
+    """The plan of a cluster grid can be printed on a laptop: no sbatch, no controller."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    out = tmp_path / "out"
+    result = invoke("run", "--out", str(out), "--scenario", "synthetic", "--methods",
+                    "simplecil,tosca", "--seeds", "1,2", "--launcher", "slurm", "--dry-run",
+                    "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("synthetic/simplecil") == 2 and "tosca" in result.stdout
+    assert not out.exists()

@@ -147,7 +147,7 @@ def run(
                         "1993,1994,1995.") from None
     opts = LaunchOptions(launcher, jobs, slurm_partition, slurm_gpus, slurm_cpus, slurm_time,
                          slurm_array_parallelism, wait, slurm_requeue=slurm_requeue)
-    check_options(opts)
+    check_options(opts, submitting=not dry_run)
     reqs = api.plan(methods, scenario, seed_list, out=out, backbone=backbone, weights=weights,
                     image_size=image_size, data_root=data_root, download=download,
                     device=device, precision=precision, progress=progress, sets=set_ or [],

@@ -88,8 +88,10 @@ class LaunchOptions:
         return [name for name, value in names.items() if value is not None]
 
 
-def check_options(opts: LaunchOptions) -> None:
-    """Every launcher mistake is a one-paragraph error before anything loads or runs."""
+def check_options(opts: LaunchOptions, submitting: bool = True) -> None:
+    """Every launcher mistake is a one-paragraph error before anything loads or runs.
+    ``submitting=False`` (a dry run): the plan is printed without a cluster, so sbatch
+    and the controller are not needed."""
     if opts.launcher is None:
         given = opts.slurm_given() + (["--jobs"] if opts.jobs is not None else []) + (
             [] if opts.wait else ["--no-wait"])
@@ -113,7 +115,7 @@ def check_options(opts: LaunchOptions) -> None:
                              ("--slurm-array-parallelism", opts.slurm_array_parallelism, 1)):
         if value is not None and value < low:
             raise UserError(f"{name} must be at least {low}, not {value}.")
-    if opts.launcher == "slurm" and slurm_cluster() == "slurm":
+    if submitting and opts.launcher == "slurm" and slurm_cluster() == "slurm":
         probe_controller()
 
 
