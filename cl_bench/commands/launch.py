@@ -63,6 +63,17 @@ PROBE_TIMEOUT_S = 30.0  # a controller silent this long is as good as none for a
 DEFAULT_SLURM_TIME_MIN = 240
 POLL_S = {"slurm": 15.0, "local": 0.5}  # submitit clusters: SLURM, or its local stand-in
 
+
+def poll_s(cluster: str) -> float:
+    """Seconds between two looks at the jobs; ``CL_BENCH_SLURM_POLL_S`` overrides it
+    for SLURM (a small cluster of one's own answers squeue/sacct at once)."""
+    raw = os.environ.get("CL_BENCH_SLURM_POLL_S", "") if cluster == "slurm" else ""
+    try:
+        return max(float(raw), 0.2) if raw else POLL_S[cluster]
+    except ValueError:
+        raise UserError(f"CL_BENCH_SLURM_POLL_S={raw!r} is not a number of seconds; unset it "
+                        f"or give e.g. 5 (default {POLL_S['slurm']:g}).") from None
+
 Echo = Callable[[str], None]
 
 
@@ -323,7 +334,7 @@ def launch(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo = print) -> G
     elif todo:
         submitted, cluster = submit(todo, opts, out, echo)
         if opts.wait:
-            engine = wait(submitted, todo, POLL_S[cluster], out, echo)
+            engine = wait(submitted, todo, poll_s(cluster), out, echo)
         else:
             grid.queued = len(todo)
     for k, (job, outcome) in enumerate(engine, 1):
@@ -377,17 +388,26 @@ def run_pool(todo: list[Job], opts: LaunchOptions, echo: Echo
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def signal_delay_s(minutes: int) -> int:
+    """How long before its time limit a job is told to requeue itself (submitit's
+    USR2): submitit's 90 s, but at most a quarter of the limit. With 90 s, a job whose
+    limit is under 90 s would be signalled as it starts and requeue itself forever."""
+    return min(90, minutes * 60 // 4)
+
+
 def submit(todo: list[Job], opts: LaunchOptions, out: Path, echo: Echo) -> tuple[list, str]:
     """One submitit job array, one job per run; returns the jobs and the cluster."""
     import submitit
     cluster = slurm_cluster()
     logs = out / "runs" / "_submitit"
     executor = submitit.AutoExecutor(folder=logs / "%j", cluster=cluster)
+    minutes = opts.slurm_time or DEFAULT_SLURM_TIME_MIN
     executor.update_parameters(
-        name="cl-bench", timeout_min=opts.slurm_time or DEFAULT_SLURM_TIME_MIN,
-        gpus_per_node=opts.slurm_gpus, cpus_per_task=opts.slurm_cpus,
-        slurm_partition=opts.slurm_partition,
-        slurm_array_parallelism=opts.slurm_array_parallelism)
+        name="cl-bench", timeout_min=minutes, gpus_per_node=opts.slurm_gpus,
+        cpus_per_task=opts.slurm_cpus, slurm_partition=opts.slurm_partition,
+        slurm_array_parallelism=opts.slurm_array_parallelism,
+        slurm_signal_delay_s=signal_delay_s(minutes),
+        slurm_additional_parameters={"requeue": True} if opts.slurm_requeue else {})
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # submitit prints sbatch's stderr too
             submitted = executor.map_array(Requeued() if opts.slurm_requeue else work, todo)
