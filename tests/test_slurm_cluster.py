@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -80,10 +81,12 @@ def start_now(job: str) -> None:
     subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
 
 
-def job_of(out: Path) -> str:
-    """The array job id, from the submitit folders (`<job>_<index>`)."""
-    folders = sorted(p.name for p in (out / "runs" / "_submitit").iterdir() if "_" in p.name)
-    return folders[0].split("_")[0]
+def job_of(said: str) -> str:
+    """The job id cl-bench printed when it submitted (one run: a plain job; more: an
+    array, whose tasks are `<job>_<index>`)."""
+    found = re.search(r"runs? to slurm as job (\d+)", said)
+    assert found, said
+    return found.group(1)
 
 
 def test_grid_on_slurm_equals_the_local_grid(slurm_cluster, tmp_path):
@@ -100,7 +103,7 @@ def test_grid_on_slurm_equals_the_local_grid(slurm_cluster, tmp_path):
     assert sorted(on_slurm) == [("simplecil", 1), ("simplecil", 2), ("tosca", 1), ("tosca", 2)]
     for key, record in here.items():
         assert on_slurm[key]["acc_matrix"] == record["acc_matrix"], key
-    assert sacct_states(job_of(tmp_path / "slurm")) == ["COMPLETED"] * 4
+    assert sacct_states(job_of(done.stdout)) == ["COMPLETED"] * 4
 
 
 def test_no_wait_then_status_pending_running_done(slurm_cluster, probe, start_grid, tmp_path):
@@ -128,11 +131,11 @@ def test_requeued_job_resumes_from_its_checkpoint(slurm_cluster, probe, start_gr
     grid = start_grid(out, "--seeds", "3", "--launcher", "slurm", "--slurm-requeue", *FP32,
                       log=tmp_path / "log", PROBE_HOLD_TASK="2")
     wait_until(lambda: len(holds(probe)) == 1, "the job to finish tasks 1-2 and hold")
-    job = job_of(out)
-    subprocess.run(["scontrol", "requeue", job + "_0"], check=True)
+    job = job_of((tmp_path / "log").read_text())
+    subprocess.run(["scontrol", "requeue", job], check=True)
     wait_until(lambda: gone(holds(probe)[0][1]), "the first attempt to end")
     (probe / "go").touch()
-    start_now(job + "_0")
+    start_now(job)
     assert grid.wait(WAIT_S) == 0, (tmp_path / "log").read_text()
     record = records(out)[("probe", 3)]
     assert record["timing"]["resumed_from_task"] == 2
@@ -155,14 +158,14 @@ def test_time_limit_requeues_or_reports_timeout(slurm_cluster, probe, start_grid
     timed = start_grid(lost, "--seeds", "5,6", "--launcher", "slurm", "--slurm-time", "1",
                        *FP32, log=tmp_path / "lost.log", PROBE_HOLD_TASK="1@5")
     wait_until(lambda: [s for s, _ in holds(probe)].count("4") == 1, "seed 4 to hold")
-    start_now(job_of(kept) + "_0")                        # requeued by its USR2 handler
+    start_now(job_of((tmp_path / "kept.log").read_text()))   # requeued by its USR2 handler
     wait_until(lambda: [s for s, _ in holds(probe)].count("4") == 2,
                "the requeued seed 4 to resume and hold again")
     assert timed.wait(WAIT_S) == 1, (tmp_path / "lost.log").read_text()
     (probe / "go").touch()
     assert requeued.wait(WAIT_S) == 0, (tmp_path / "kept.log").read_text()
     assert records(kept)[("probe", 4)]["timing"]["resumed_from_task"] == 1
-    assert "REQUEUED" in sacct_states(job_of(kept))
+    assert "REQUEUED" in sacct_states(job_of((tmp_path / "kept.log").read_text()))
     status = status_of(lost)
     assert "TIMEOUT" in status, status
     assert status.splitlines()[-1] == "2 runs: 1 done, 0 running, 0 failed, 1 pending", status
@@ -194,9 +197,10 @@ def test_ctrl_c_while_waiting_leaves_the_jobs_running(slurm_cluster, probe, star
     grid.wait(60)
     said = (tmp_path / "log").read_text()
     assert "stopped waiting; the jobs keep running" in said
-    assert job_of(out) + "_0" in squeue_ids()
+    job = job_of(said)
+    assert job in squeue_ids()
     (probe / "go").touch()
-    wait_until(lambda: job_of(out) + "_0" not in squeue_ids(), "the job to finish")
+    wait_until(lambda: job not in squeue_ids(), "the job to finish")
     again = invoke("run", "--out", str(out), *GRID, "--seeds", "9", "--launcher", "slurm",
                    *FP32)
     assert again.exit_code == 0, again.output
