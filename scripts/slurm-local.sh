@@ -84,6 +84,7 @@ PreemptMode=REQUEUE
 MinJobAge=3600
 KillWait=10
 InactiveLimit=0
+DefMemPerCPU=$(( mem / cpus ))
 NodeName=$HOST CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 EOF

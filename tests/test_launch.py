@@ -78,6 +78,7 @@ def wait_for(condition, what: str, procs: list[subprocess.Popen]) -> None:
     (["--launcher", "slurm", "--jobs", "2"], "--jobs is for --launcher local"),
     (["--launcher", "kubernetes"], 'Unknown launcher "kubernetes"'),
     (["--launcher", "local", "--jobs", "0"], "--jobs must be at least 1"),
+    (["--launcher", "slurm", "--slurm-time", "1"], "--slurm-time must be at least 3 (minutes)"),
     (["--launcher", "slurm"], "sbatch and srun are not on PATH"),
     (["--launcher", "local", "--methods", "tosac"], 'Did you mean "tosca"?'),
     (["--launcher", "local", "--scenario", "synthetic,fminst"], 'Did you mean "fmnist"?'),

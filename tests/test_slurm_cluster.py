@@ -70,14 +70,16 @@ def gone(pid: int) -> bool:
     return False
 
 
+def pending(job: str) -> bool:
+    listed = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
+                            text=True)
+    return "PENDING" in listed.stdout
+
+
 def start_now(job: str) -> None:
     """A requeued job waits about two minutes (SLURM's BeginTime after a requeue) before
     it may start again; the tests let it start at once."""
-    def pending() -> bool:
-        listed = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
-                                text=True)
-        return "PENDING" in listed.stdout
-    wait_until(pending, f"job {job} to be pending again")
+    wait_until(lambda: pending(job), f"job {job} to be pending again")
     subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
 
 
@@ -146,31 +148,42 @@ def test_requeued_job_resumes_from_its_checkpoint(slurm_cluster, probe, start_gr
     assert record["acc_matrix"] == records(tmp_path / "plain")[("probe", 3)]["acc_matrix"]
 
 
+def limit(job: str, minutes: int, start_now: bool = False) -> None:
+    """Change a job's time limit (root may, on any job): the tests shorten a running
+    job's limit once it is past its start-up, instead of waiting out a long one."""
+    extra = ["StartTime=now"] if start_now else []
+    subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={minutes}", *extra],
+                   check=True)
+
+
 def test_time_limit_requeues_or_reports_timeout(slurm_cluster, probe, start_grid, tmp_path):
-    """Two grids at once, one minute of limit each, each with one run held past its
-    limit: with --slurm-requeue that job is signalled before its limit, requeues itself,
-    resumes and finishes; without it, it times out, status says so, the other run of
-    its grid finishes, and the same command reruns only the one that timed out."""
+    """Two grids at once, each with one run held at its second task until its job's
+    limit is cut to one minute: with --slurm-requeue the job is signalled before the
+    limit, requeues itself, resumes from its checkpoint and finishes; without it, the
+    run times out, status says so, the other run of its grid finishes, and the same
+    command reruns only the one that timed out."""
     kept, lost = tmp_path / "kept", tmp_path / "lost"
     requeued = start_grid(kept, "--seeds", "4", "--launcher", "slurm", "--slurm-requeue",
-                          "--slurm-time", "1", *FP32, log=tmp_path / "kept.log",
+                          "--slurm-time", "3", *FP32, log=tmp_path / "kept.log",
                           PROBE_HOLD_TASK="1@4")
-    timed = start_grid(lost, "--seeds", "5,6", "--launcher", "slurm", "--slurm-time", "1",
+    timed = start_grid(lost, "--seeds", "5,6", "--launcher", "slurm", "--slurm-time", "3",
                        *FP32, log=tmp_path / "lost.log", PROBE_HOLD_TASK="1@5")
-    wait_until(lambda: [s for s, _ in holds(probe)].count("4") == 1, "seed 4 to hold")
-    start_now(job_of((tmp_path / "kept.log").read_text()))   # requeued by its USR2 handler
-    wait_until(lambda: [s for s, _ in holds(probe)].count("4") == 2,
-               "the requeued seed 4 to resume and hold again")
+    wait_until(lambda: sorted(s for s, _ in holds(probe)) == ["4", "5"], "seeds 4 and 5 to hold")
+    kept_job, lost_job = (job_of((tmp_path / f"{g}.log").read_text()) for g in ("kept", "lost"))
+    limit(kept_job, 1)
+    limit(lost_job, 1)
+    wait_until(lambda: pending(kept_job), "seed 4's job to requeue itself")
+    limit(kept_job, 3, start_now=True)
     assert timed.wait(WAIT_S) == 1, (tmp_path / "lost.log").read_text()
     (probe / "go").touch()
     assert requeued.wait(WAIT_S) == 0, (tmp_path / "kept.log").read_text()
     assert records(kept)[("probe", 4)]["timing"]["resumed_from_task"] == 1
-    assert "REQUEUED" in sacct_states(job_of((tmp_path / "kept.log").read_text()))
+    assert "REQUEUED" in sacct_states(kept_job)
     status = status_of(lost)
-    assert "TIMEOUT" in status, status
-    assert status.splitlines()[-1] == "2 runs: 1 done, 0 running, 0 failed, 1 pending", status
+    assert "timed out: the SLURM job reached its --slurm-time" in status, status
+    assert status.splitlines()[-1] == "2 runs: 1 done, 0 running, 1 failed, 0 pending", status
     again = invoke("run", "--out", str(lost), *GRID, "--seeds", "5,6", "--launcher", "slurm",
-                   "--slurm-time", "1", *FP32)
+                   "--slurm-time", "3", *FP32)
     assert again.exit_code == 0, again.output
     assert starts(probe)["5"] == 2 and starts(probe)["6"] == 1
 

@@ -114,8 +114,9 @@ def run(
     slurm_cpus: Annotated[int | None, typer.Option(
         help="CPUs per SLURM job (also its torch threads).")] = None,
     slurm_time: Annotated[int | None, typer.Option(
-        help="Time limit per SLURM job in minutes (default 240); a run killed at its "
-             "limit is run again by the next invocation.")] = None,
+        help="Time limit per SLURM job in minutes (default 240, at least 3); a run that "
+             "reaches it is run again by the next invocation (or requeued and resumed "
+             "with --slurm-requeue).")] = None,
     slurm_array_parallelism: Annotated[int | None, typer.Option(
         help="At most this many SLURM jobs of the grid at once.")] = None,
     wait: Annotated[bool, typer.Option(

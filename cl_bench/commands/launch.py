@@ -61,6 +61,10 @@ from cl_bench.store import results
 LAUNCHERS = ("local", "slurm")
 PROBE_TIMEOUT_S = 30.0  # a controller silent this long is as good as none for a submission
 DEFAULT_SLURM_TIME_MIN = 240
+# SLURM may send a job's warning signal (submitit's USR2, asked for a quarter of the
+# limit before it, at most 90 s) up to 60 s early; a job signalled while Python and
+# PyTorch are still starting dies without a word. From 3 minutes on it starts first.
+MIN_SLURM_TIME_MIN = 3
 POLL_S = {"slurm": 15.0, "local": 0.5}  # submitit clusters: SLURM, or its local stand-in
 
 
@@ -122,10 +126,13 @@ def check_options(opts: LaunchOptions, submitting: bool = True) -> None:
                         "array and --slurm-array-parallelism caps how many run at once.")
     for name, value, low in (("--jobs", opts.jobs, 1), ("--slurm-gpus", opts.slurm_gpus, 0),
                              ("--slurm-cpus", opts.slurm_cpus, 1),
-                             ("--slurm-time", opts.slurm_time, 1),
+                             ("--slurm-time", opts.slurm_time, MIN_SLURM_TIME_MIN),
                              ("--slurm-array-parallelism", opts.slurm_array_parallelism, 1)):
         if value is not None and value < low:
-            raise UserError(f"{name} must be at least {low}, not {value}.")
+            why = (" (minutes): SLURM may send the job's warning signal up to 60 s early, "
+                   "and a job signalled while it is still starting dies without a result"
+                   if name == "--slurm-time" else "")
+            raise UserError(f"{name} must be at least {low}{why}, not {value}.")
     if submitting and opts.launcher == "slurm" and slurm_cluster() == "slurm":
         probe_controller()
 
@@ -201,10 +208,29 @@ class Outcome:
 _SHARED: dict[str, Shared] = {}  # a pool worker reuses data and backbone across its jobs
 
 
+class TimeLimitReached(UserError):
+    """A SLURM job reached its time limit without --slurm-requeue."""
+
+
 def work(job: Job) -> Outcome:
     """The worker's entry point (pickled by reference into every job)."""
-    attempt = results.run_once(job.path, functools.partial(_compute, job))
+    attempt = results.run_once(job.path, functools.partial(_compute_in_time, job))
     return Outcome(attempt.state, attempt.holder)
+
+
+def _compute_in_time(job: Job) -> dict:
+    """:func:`_compute`, with submitit's "timed-out and not checkpointable" (raised from
+    its signal handler shortly before SLURM's time limit) recorded as what it means."""
+    from submitit.core.utils import UncompletedJobError
+    try:
+        return _compute(job)
+    except UncompletedJobError as e:
+        if "timed-out" not in str(e):
+            raise
+        raise TimeLimitReached(
+            "timed out: the SLURM job reached its --slurm-time before the run finished; run "
+            "the same command again with a larger --slurm-time, or with --slurm-requeue to "
+            "requeue it and resume from its last finished task") from None
 
 
 class Requeued(Checkpointable):
