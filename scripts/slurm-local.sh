@@ -11,7 +11,8 @@
 # 127.0.0.1:$CL_BENCH_SLURM_DB_PORT (default 3307), state, logs and the pid of every
 # daemon started. Nothing is written under /etc/slurm: clients find the configuration
 # through SLURM_CONF. The cluster has this machine's cores and memory, one partition
-# `debug` (the default), requeue on preemption, and accounting through slurmdbd, so
+# `debug` (the default), requeue on preemption (JobRequeue=0, as many sites have it: a
+# job is requeued only when it asks with --requeue), accounting through slurmdbd, so
 # sacct and submitit see real job states (TIMEOUT, PREEMPTED, REQUEUED...).
 set -euo pipefail
 
@@ -78,7 +79,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 ReturnToService=2
 MpiDefault=none
-JobRequeue=1
+JobRequeue=0
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
 MinJobAge=3600
@@ -128,7 +129,18 @@ start_munge() {
     started munged "$(cat /run/munge/munged.pid)"
 }
 
+port_free() {
+    ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
 start_db() {
+    port_free "$DB_PORT" || die "port $DB_PORT (MariaDB) is in use, perhaps by a cluster \
+started earlier and never stopped: run '$0 stop' with its CL_BENCH_SLURM_DIR, or set \
+CL_BENCH_SLURM_DB_PORT to a free port."
+    for port in "$CTLD_PORT" "$NODE_PORT" "$DBD_PORT"; do
+        port_free "$port" || die "port $port (Slurm) is in use, perhaps by a cluster started \
+earlier and never stopped: stop it, or set CL_BENCH_SLURM_CTLD_PORT, _NODE_PORT, _DBD_PORT."
+    done
     if ! [ -d "$DIR/db/mysql" ]; then
         mariadb-install-db --datadir="$DIR/db" --user=root --auth-root-authentication-method=socket \
             >"$DIR/log/mariadb-install.log" 2>&1 || die "mariadb-install-db failed: $DIR/log/mariadb-install.log"
@@ -137,7 +149,7 @@ start_db() {
         --bind-address=127.0.0.1 --socket="$DIR/run/mariadb.sock" \
         --pid-file="$DIR/run/mariadb.pid" --log-error="$DIR/log/mariadb.log" \
         --skip-log-bin --innodb-buffer-pool-size=64M &
-    wait_for 60 MariaDB mariadb --socket="$DIR/run/mariadb.sock" -e "select 1"
+    wait_for 300 MariaDB mariadb --socket="$DIR/run/mariadb.sock" -e "select 1"
     started mariadb "$(cat "$DIR/run/mariadb.pid")"
     mariadb --socket="$DIR/run/mariadb.sock" -e "
         CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '$DB_PASS';
@@ -148,17 +160,17 @@ start_db() {
 start_slurm() {
     export SLURM_CONF=$DIR/slurm.conf
     /usr/sbin/slurmdbd
-    wait_for 60 slurmdbd alive slurmdbd
+    wait_for 120 slurmdbd alive slurmdbd
     started slurmdbd "$(cat "$DIR/run/slurmdbd.pid")"
-    wait_for 60 "slurmdbd's port" sh -c "sacctmgr -i list cluster >/dev/null"
+    wait_for 120 "slurmdbd's port" sh -c "sacctmgr -i list cluster >/dev/null"
     sacctmgr -i add cluster clbench >/dev/null 2>&1 || true
     /usr/sbin/slurmctld
-    wait_for 60 slurmctld alive slurmctld
+    wait_for 120 slurmctld alive slurmctld
     started slurmctld "$(cat "$DIR/run/slurmctld.pid")"
     /usr/sbin/slurmd
-    wait_for 60 slurmd alive slurmd
+    wait_for 120 slurmd alive slurmd
     started slurmd "$(cat "$DIR/run/slurmd.pid")"
-    wait_for 90 "the node (idle in sinfo)" sh -c "sinfo -h -o %t | grep -qx idle"
+    wait_for 180 "the node (idle in sinfo)" sh -c "sinfo -h -o %t | grep -qx idle"
 }
 
 start() {
@@ -178,10 +190,25 @@ start() {
 clients need: $(cat "$DIR/env")"
 }
 
+cancel_jobs() {  # a job's slurmstepd outlives slurmd: cancel every job while the daemons run
+    local i
+    export SLURM_CONF=$DIR/slurm.conf
+    alive slurmctld || return 0
+    [ -z "$(squeue -h -o %i 2>/dev/null)" ] && return 0
+    say "cancelling the jobs still queued or running"
+    scancel --full --quiet $(squeue -h -o %i) 2>/dev/null || true
+    for ((i = 0; i < 120; i++)); do
+        [ -z "$(squeue -h -o %i 2>/dev/null)" ] && return 0
+        sleep 0.5
+    done
+    say "jobs still listed after 60 s: $(squeue -h -o '%i %T' | tr '\n' ' ')"
+}
+
 stop() {
     need_root
     local list=$DIR/run/started name pid i
     [ -f "$list" ] || { say "nothing started here ($list absent)"; return 0; }
+    cancel_jobs
     # the reverse order of starting: slurmd, slurmctld, slurmdbd, MariaDB, munged
     tac "$list" | while read -r name pid; do
         kill -0 "$pid" 2>/dev/null || continue
