@@ -164,7 +164,7 @@ def test_time_limit_requeues_or_reports_timeout(slurm_cluster, probe, start_grid
     command reruns only the one that timed out."""
     kept, lost = tmp_path / "kept", tmp_path / "lost"
     requeued = start_grid(kept, "--seeds", "4", "--launcher", "slurm", "--slurm-requeue",
-                          "--slurm-time", "3", *FP32, log=tmp_path / "kept.log",
+                          "--slurm-time", "5", *FP32, log=tmp_path / "kept.log",
                           PROBE_HOLD_TASK="1@4")
     timed = start_grid(lost, "--seeds", "5,6", "--launcher", "slurm", "--slurm-time", "3",
                        *FP32, log=tmp_path / "lost.log", PROBE_HOLD_TASK="1@5")
@@ -173,7 +173,7 @@ def test_time_limit_requeues_or_reports_timeout(slurm_cluster, probe, start_grid
     limit(kept_job, 1)
     limit(lost_job, 1)
     wait_until(lambda: pending(kept_job), "seed 4's job to requeue itself")
-    limit(kept_job, 3, start_now=True)
+    limit(kept_job, 5, start_now=True)
     assert timed.wait(WAIT_S) == 1, (tmp_path / "lost.log").read_text()
     (probe / "go").touch()
     assert requeued.wait(WAIT_S) == 0, (tmp_path / "kept.log").read_text()
@@ -183,7 +183,7 @@ def test_time_limit_requeues_or_reports_timeout(slurm_cluster, probe, start_grid
     assert "timed out: the SLURM job reached its --slurm-time" in status, status
     assert status.splitlines()[-1] == "2 runs: 1 done, 0 running, 1 failed, 0 pending", status
     again = invoke("run", "--out", str(lost), *GRID, "--seeds", "5,6", "--launcher", "slurm",
-                   "--slurm-time", "3", *FP32)
+                   "--slurm-time", "5", *FP32)
     assert again.exit_code == 0, again.output
     assert starts(probe)["5"] == 2 and starts(probe)["6"] == 1
 
