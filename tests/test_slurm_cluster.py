@@ -166,7 +166,7 @@ def test_time_limit_requeues_or_reports_timeout(slurm_cluster, probe, start_grid
     requeued = start_grid(kept, "--seeds", "4", "--launcher", "slurm", "--slurm-requeue",
                           "--slurm-time", "5", *FP32, log=tmp_path / "kept.log",
                           PROBE_HOLD_TASK="1@4")
-    timed = start_grid(lost, "--seeds", "5,6", "--launcher", "slurm", "--slurm-time", "3",
+    timed = start_grid(lost, "--seeds", "5,6", "--launcher", "slurm", "--slurm-time", "5",
                        *FP32, log=tmp_path / "lost.log", PROBE_HOLD_TASK="1@5")
     wait_until(lambda: sorted(s for s, _ in holds(probe)) == ["4", "5"], "seeds 4 and 5 to hold")
     kept_job, lost_job = (job_of((tmp_path / f"{g}.log").read_text()) for g in ("kept", "lost"))
