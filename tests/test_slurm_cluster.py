@@ -149,11 +149,15 @@ def test_requeued_job_resumes_from_its_checkpoint(slurm_cluster, probe, start_gr
 
 
 def limit(job: str, minutes: int, start_now: bool = False) -> None:
-    """Change a job's time limit (root may, on any job): the tests shorten a running
-    job's limit once it is past its start-up, instead of waiting out a long one."""
+    """Change the time limit of a job's unfinished tasks (root may, on any job): the
+    tests shorten a running job's limit once it is past its start-up, instead of
+    waiting out a long one (an array with a finished task refuses a job-wide update)."""
     extra = ["StartTime=now"] if start_now else []
-    subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={minutes}", *extra],
-                   check=True)
+    listed = subprocess.run(["squeue", "-h", "-j", job, "-o", "%i"], capture_output=True,
+                            text=True, check=True)
+    for task in listed.stdout.split():
+        subprocess.run(["scontrol", "update", f"JobId={task}", f"TimeLimit={minutes}", *extra],
+                       check=True)
 
 
 def test_time_limit_requeues_or_reports_timeout(slurm_cluster, probe, start_grid, tmp_path):
