@@ -16,7 +16,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -25,64 +24,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import invoke
+from conftest import GRID, invoke, starts, status_of
 
-from cl_bench.cards import config
 from cl_bench.commands import launch
 from cl_bench.engine import features
 from cl_bench.engine.environment import resolve_precision
 from cl_bench.engine.runner import SharedFeatureStore
 from cl_bench.store import results
 
-PROBE_MODULE = '''
-import os
-import time
-from pathlib import Path
-
-import torch
-
-from cl_bench.strategies.simplecil import SimpleCIL
-
-
-class Probe(SimpleCIL):
-    """SimpleCIL that logs its seed, then fails (PROBE_FAIL) or waits for PROBE_GO
-    (PROBE_HOLD: seeds or "all")."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        seed = str(torch.initial_seed())  # run_one seeds torch with the run's seed
-        with open(os.environ["PROBE_LOG"], "a") as f:
-            f.write(f"{seed} {os.getpid()}\\n")
-        if seed in os.environ.get("PROBE_FAIL", "").split(","):
-            raise RuntimeError(f"probe failure for seed {seed}")
-        hold = os.environ.get("PROBE_HOLD", "").split(",")
-        if "all" in hold or seed in hold:
-            while not Path(os.environ["PROBE_GO"]).exists():
-                time.sleep(0.05)
-'''
-
-PROBE_CARD = """name: probe
-title: Probe
-strategy: cl_probe:Probe
-inputs: features
-backbones: any
-defaults:
-  batch_size: 128
-  eval_batch_size: 128
-"""
-
-DRIVER = """import sys
-from pathlib import Path
-
-import cl_bench.cards.config
-
-if __name__ == "__main__":
-    cl_bench.cards.config.METHODS_DIR = Path(sys.argv[1])
-    from cl_bench.commands.cli import app
-    app(sys.argv[2:], prog_name="cl-bench")
-"""
-
-GRID = ["--scenario", "synthetic", "--methods", "probe", "--no-progress"]
 WAIT_S = 150
 # what `--precision auto` gives local workers; SLURM jobs decide without looking at this CPU
 PRECISION = resolve_precision("auto", torch.device("cpu"))
@@ -101,32 +50,6 @@ def warm_feature_cache(tmp_path_factory):
         yield
 
 
-@pytest.fixture
-def probe(tmp_path, monkeypatch) -> Path:
-    """The `probe` method, known to this process and importable by every worker."""
-    home = tmp_path / "probe"
-    (home / "methods").mkdir(parents=True)
-    (home / "cl_probe.py").write_text(PROBE_MODULE)
-    (home / "methods" / "probe.yaml").write_text(PROBE_CARD)
-    (home / "driver.py").write_text(DRIVER)
-    monkeypatch.setattr(config, "METHODS_DIR", home / "methods")
-    monkeypatch.syspath_prepend(str(home))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        p for p in (str(home), os.environ.get("PYTHONPATH")) if p))
-    monkeypatch.setenv("PROBE_LOG", str(home / "probe.log"))
-    monkeypatch.setenv("PROBE_GO", str(home / "go"))
-    for name in ("PROBE_FAIL", "PROBE_HOLD"):
-        monkeypatch.delenv(name, raising=False)
-    return home
-
-
-def starts(home: Path) -> Counter:
-    """How many times each seed's run started (one log line per start)."""
-    log = home / "probe.log"
-    return Counter(line.split()[0] for line in log.read_text().splitlines()) if (
-        log.exists()) else Counter()
-
-
 def result_files(out: Path) -> list[Path]:
     return sorted(out.glob("runs/*/*/*.json"))
 
@@ -139,29 +62,6 @@ def leftovers(out: Path) -> list[Path]:
     return sorted(p for p in out.rglob("*") if p.name.endswith((".tmp", ".failed")))
 
 
-@pytest.fixture
-def start_grid(probe):
-    """Start `cl-bench run` as its own process group (so the whole grid can be killed),
-    output to ``log``; whatever is still running at the end of the test is killed."""
-    started: list[tuple[subprocess.Popen, object]] = []
-
-    def start(out: Path, *args: str, log: Path, **env: str) -> subprocess.Popen:
-        cmd = [sys.executable, str(probe / "driver.py"), str(probe / "methods"), "run",
-               "--out", str(out), *GRID, *args]
-        sink = log.open("w")
-        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT,
-                                env={**os.environ, **env}, start_new_session=True)
-        started.append((proc, sink))
-        return proc
-
-    yield start
-    for proc, sink in started:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        sink.close()
-
-
 def wait_for(condition, what: str, procs: list[subprocess.Popen]) -> None:
     """Poll ``condition``; fail when it takes too long or a grid ends before it holds."""
     deadline = time.monotonic() + WAIT_S
@@ -171,12 +71,6 @@ def wait_for(condition, what: str, procs: list[subprocess.Popen]) -> None:
         time.sleep(0.1)
 
 
-def status_of(out: Path) -> str:
-    result = invoke("status", "--out", str(out))
-    assert result.exit_code == 0, result.output
-    return result.stdout
-
-
 @pytest.mark.parametrize(("args", "needle"), [
     (["--jobs", "2"], "only apply with --launcher local (--jobs)"),
     (["--launcher", "local", "--slurm-gpus", "1"], "only apply with --launcher slurm"),
@@ -184,6 +78,7 @@ def status_of(out: Path) -> str:
     (["--launcher", "slurm", "--jobs", "2"], "--jobs is for --launcher local"),
     (["--launcher", "kubernetes"], 'Unknown launcher "kubernetes"'),
     (["--launcher", "local", "--jobs", "0"], "--jobs must be at least 1"),
+    (["--launcher", "slurm", "--slurm-time", "1"], "--slurm-time must be at least 3 (minutes)"),
     (["--launcher", "slurm"], "sbatch and srun are not on PATH"),
     (["--launcher", "local", "--methods", "tosac"], 'Did you mean "tosca"?'),
     (["--launcher", "local", "--scenario", "synthetic,fminst"], 'Did you mean "fmnist"?'),
@@ -341,3 +236,15 @@ def test_concurrent_workers_extract_features_once(tmp_path, monkeypatch):
         got = list(pool.map(lambda store: store.get(backbone, data, "train"), stores))
     assert calls == [3]
     assert torch.equal(got[0], got[1]) and sorted(s.hits for s in stores) == [0, 1]
+
+
+def test_dry_run_for_slurm_needs_no_sbatch(tmp_path, monkeypatch):
+    """The plan of a cluster grid can be printed on a laptop: no sbatch, no controller."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    out = tmp_path / "out"
+    result = invoke("run", "--out", str(out), "--scenario", "synthetic", "--methods",
+                    "simplecil,tosca", "--seeds", "1,2", "--launcher", "slurm", "--dry-run",
+                    "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("synthetic/simplecil") == 2 and "tosca" in result.stdout
+    assert not out.exists()

@@ -114,8 +114,9 @@ def run(
     slurm_cpus: Annotated[int | None, typer.Option(
         help="CPUs per SLURM job (also its torch threads).")] = None,
     slurm_time: Annotated[int | None, typer.Option(
-        help="Time limit per SLURM job in minutes (default 240); a run killed at its "
-             "limit is run again by the next invocation.")] = None,
+        help="Time limit per SLURM job in minutes (default 240, at least 3); a run that "
+             "reaches it is run again by the next invocation (or requeued and resumed "
+             "with --slurm-requeue).")] = None,
     slurm_array_parallelism: Annotated[int | None, typer.Option(
         help="At most this many SLURM jobs of the grid at once.")] = None,
     wait: Annotated[bool, typer.Option(
@@ -147,7 +148,7 @@ def run(
                         "1993,1994,1995.") from None
     opts = LaunchOptions(launcher, jobs, slurm_partition, slurm_gpus, slurm_cpus, slurm_time,
                          slurm_array_parallelism, wait, slurm_requeue=slurm_requeue)
-    check_options(opts)
+    check_options(opts, submitting=not dry_run)
     reqs = api.plan(methods, scenario, seed_list, out=out, backbone=backbone, weights=weights,
                     image_size=image_size, data_root=data_root, download=download,
                     device=device, precision=precision, progress=progress, sets=set_ or [],

@@ -62,7 +62,22 @@ from cl_bench.store import results
 LAUNCHERS = ("local", "slurm")
 PROBE_TIMEOUT_S = 30.0  # a controller silent this long is as good as none for a submission
 DEFAULT_SLURM_TIME_MIN = 240
+# SLURM may send a job's warning signal (submitit's USR2, asked for a quarter of the
+# limit before it, at most 90 s) up to 60 s early; a job signalled while Python and
+# PyTorch are still starting dies without a word. From 3 minutes on it starts first.
+MIN_SLURM_TIME_MIN = 3
 POLL_S = {"slurm": 15.0, "local": 0.5}  # submitit clusters: SLURM, or its local stand-in
+
+
+def poll_s(cluster: str) -> float:
+    """Seconds between two looks at the jobs; ``CL_BENCH_SLURM_POLL_S`` overrides it
+    for SLURM (a small cluster of one's own answers squeue/sacct at once)."""
+    raw = os.environ.get("CL_BENCH_SLURM_POLL_S", "") if cluster == "slurm" else ""
+    try:
+        return max(float(raw), 0.2) if raw else POLL_S[cluster]
+    except ValueError:
+        raise UserError(f"CL_BENCH_SLURM_POLL_S={raw!r} is not a number of seconds; unset it "
+                        f"or give e.g. 5 (default {POLL_S['slurm']:g}).") from None
 
 Echo = Callable[[str], None]
 
@@ -89,8 +104,10 @@ class LaunchOptions:
         return [name for name, value in names.items() if value is not None]
 
 
-def check_options(opts: LaunchOptions) -> None:
-    """Every launcher mistake is a one-paragraph error before anything loads or runs."""
+def check_options(opts: LaunchOptions, submitting: bool = True) -> None:
+    """Every launcher mistake is a one-paragraph error before anything loads or runs.
+    ``submitting=False`` (a dry run): the plan is printed without a cluster, so sbatch
+    and the controller are not needed."""
     if opts.launcher is None:
         given = opts.slurm_given() + (["--jobs"] if opts.jobs is not None else []) + (
             [] if opts.wait else ["--no-wait"])
@@ -110,11 +127,14 @@ def check_options(opts: LaunchOptions) -> None:
                         "array and --slurm-array-parallelism caps how many run at once.")
     for name, value, low in (("--jobs", opts.jobs, 1), ("--slurm-gpus", opts.slurm_gpus, 0),
                              ("--slurm-cpus", opts.slurm_cpus, 1),
-                             ("--slurm-time", opts.slurm_time, 1),
+                             ("--slurm-time", opts.slurm_time, MIN_SLURM_TIME_MIN),
                              ("--slurm-array-parallelism", opts.slurm_array_parallelism, 1)):
         if value is not None and value < low:
-            raise UserError(f"{name} must be at least {low}, not {value}.")
-    if opts.launcher == "slurm" and slurm_cluster() == "slurm":
+            why = (" (minutes): SLURM may send the job's warning signal up to 60 s early, "
+                   "and a job signalled while it is still starting dies without a result"
+                   if name == "--slurm-time" else "")
+            raise UserError(f"{name} must be at least {low}{why}, not {value}.")
+    if submitting and opts.launcher == "slurm" and slurm_cluster() == "slurm":
         probe_controller()
 
 
@@ -189,10 +209,29 @@ class Outcome:
 _SHARED: dict[str, Shared] = {}  # a pool worker reuses data and backbone across its jobs
 
 
+class TimeLimitReached(UserError):
+    """A SLURM job reached its time limit without --slurm-requeue."""
+
+
 def work(job: Job) -> Outcome:
     """The worker's entry point (pickled by reference into every job)."""
-    attempt = results.run_once(job.path, functools.partial(_compute, job))
+    attempt = results.run_once(job.path, functools.partial(_compute_in_time, job))
     return Outcome(attempt.state, attempt.holder)
+
+
+def _compute_in_time(job: Job) -> dict:
+    """:func:`_compute`, with submitit's "timed-out and not checkpointable" (raised from
+    its signal handler shortly before SLURM's time limit) recorded as what it means."""
+    from submitit.core.utils import UncompletedJobError
+    try:
+        return _compute(job)
+    except UncompletedJobError as e:
+        if "timed-out" not in str(e):
+            raise
+        raise TimeLimitReached(
+            "timed out: the SLURM job reached its --slurm-time before the run finished; run "
+            "the same command again with a larger --slurm-time, or with --slurm-requeue to "
+            "requeue it and resume from its last finished task") from None
 
 
 class Requeued(Checkpointable):
@@ -322,7 +361,7 @@ def launch(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo = print) -> G
     elif todo:
         submitted, cluster = submit(todo, opts, out, echo)
         if opts.wait:
-            engine = wait(submitted, todo, POLL_S[cluster], out, echo)
+            engine = wait(submitted, todo, poll_s(cluster), out, echo)
         else:
             grid.queued = len(todo)
     for k, (job, outcome) in enumerate(engine, 1):
@@ -376,17 +415,26 @@ def run_pool(todo: list[Job], opts: LaunchOptions, echo: Echo
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def signal_delay_s(minutes: int) -> int:
+    """How long before its time limit a job is told to requeue itself (submitit's
+    USR2): submitit's 90 s, but at most a quarter of the limit. With 90 s, a job whose
+    limit is under 90 s would be signalled as it starts and requeue itself forever."""
+    return min(90, minutes * 60 // 4)
+
+
 def submit(todo: list[Job], opts: LaunchOptions, out: Path, echo: Echo) -> tuple[list, str]:
     """One submitit job array, one job per run; returns the jobs and the cluster."""
     import submitit
     cluster = slurm_cluster()
     logs = out / "runs" / "_submitit"
     executor = submitit.AutoExecutor(folder=logs / "%j", cluster=cluster)
+    minutes = opts.slurm_time or DEFAULT_SLURM_TIME_MIN
     executor.update_parameters(
-        name="cl-bench", timeout_min=opts.slurm_time or DEFAULT_SLURM_TIME_MIN,
-        gpus_per_node=opts.slurm_gpus, cpus_per_task=opts.slurm_cpus,
-        slurm_partition=opts.slurm_partition,
-        slurm_array_parallelism=opts.slurm_array_parallelism)
+        name="cl-bench", timeout_min=minutes, gpus_per_node=opts.slurm_gpus,
+        cpus_per_task=opts.slurm_cpus, slurm_partition=opts.slurm_partition,
+        slurm_array_parallelism=opts.slurm_array_parallelism,
+        slurm_signal_delay_s=signal_delay_s(minutes),
+        slurm_additional_parameters={"requeue": True} if opts.slurm_requeue else {})
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # submitit prints sbatch's stderr too
             submitted = executor.map_array(Requeued() if opts.slurm_requeue else work, todo)

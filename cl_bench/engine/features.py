@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
-from tqdm.auto import tqdm
 
 from cl_bench.backbones.base import Backbone, autocast
 from cl_bench.errors import UserError
+from cl_bench.progress import bar as progress_bar
 from cl_bench.scenarios.augment import AugmentedView
 from cl_bench.scenarios.image_data import FileList, ImageData
 from cl_bench.scenarios.transforms import eval_transform
@@ -92,7 +92,7 @@ def extract(backbone: Backbone, images: torch.Tensor | FileList, device: torch.d
     if transform is None:
         transform = eval_transform(isinstance(images, FileList), backbone.input_size)
     out = []
-    bar = tqdm(total=len(images), desc=desc, unit="img", leave=False, disable=not progress)
+    bar = progress_bar(total=len(images), desc=desc, unit="img", enabled=progress)
     with autocast(device, precision):
         for x in batches(images, transform, batch_size, workers):
             x = x.to(device, non_blocking=True)

@@ -11,8 +11,8 @@ import time
 
 import torch
 from avalanche.core import SupervisedPlugin
-from tqdm.auto import tqdm
 
+from cl_bench import progress
 from cl_bench.accounting.count import stored_params, trainable_params
 from cl_bench.backbones.base import Backbone
 from cl_bench.contract import Bookkeeping, Stateful
@@ -51,8 +51,8 @@ class Recorder(Bookkeeping, Stateful, SupervisedPlugin):
         self.trainable.append(trainable_params(strategy))
         i, n = strategy.experience.current_experience, len(self.task_of_label.unique())
         total = strategy.train_epochs * len(strategy.dataloader)
-        self._bar = tqdm(total=total, desc=f"{self.label} task {i + 1}/{n}", leave=False,
-                         disable=not self.progress or total == 0, unit="it")
+        self._bar = progress.bar(total=total, desc=f"{self.label} task {i + 1}/{n}", unit="it",
+                                 enabled=self.progress and total > 0)
 
     def after_training_iteration(self, strategy, **kwargs) -> None:
         self._bar.update(1)

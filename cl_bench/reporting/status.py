@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cl_bench.errors import UserError
+from cl_bench.reporting import scheduler
 from cl_bench.store import results
 from cl_bench.store.records import InvalidResult, Result
 from cl_bench.text_table import text_table
@@ -64,8 +65,10 @@ def state_of(path: Path) -> tuple[str, str]:
         return "invalid", invalid
     if lock:
         holder = lock.holder or {}
+        said = scheduler.ended(holder["job"]) if holder.get("job") else None
         return "pending", (f"interrupted: started {holder.get('since', '?')} on "
-                           f"{holder.get('host', '?')}, ended without a result")
+                           f"{holder.get('host', '?')}, ended without a result"
+                           + (f"; {said}" if said else ""))
     return "pending", ""
 
 

@@ -15,9 +15,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 from cl_bench.errors import UserError
+from cl_bench.progress import bar
 from cl_bench.scenarios.image_data import ImageData
 from cl_bench.scenarios.transforms import decode_problem
 
@@ -26,8 +25,8 @@ def undecodable(paths: list[str], progress: bool) -> list[str]:
     """``"<path> (<why>)"`` for every file that does not decode, in the given order.
     Threads: PIL decodes outside the GIL, and a dataset is tens of thousands of files."""
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-        problems = list(tqdm(pool.map(decode_problem, paths), total=len(paths), unit="img",
-                             desc="decoding", leave=False, disable=not progress))
+        problems = list(bar(pool.map(decode_problem, paths), total=len(paths), unit="img",
+                            desc="decoding", enabled=progress))
     return [f"{path} ({why})" for path, why in zip(paths, problems, strict=True) if why]
 
 

@@ -51,9 +51,9 @@ from cl_bench.backbones.adapters import AdapterSet
 from cl_bench.backbones.base import autocast
 from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.contract.memory import FLOAT, Allocation, Workload, adapter_sets
+from cl_bench.contract.optimizer import make_optimizer
 from cl_bench.strategies.blocks.adapter_template import AdapterModel, AdapterStrategy, Normalize
 from cl_bench.strategies.mos import JITTER, gaussian_factor, sample_features
-from cl_bench.contract.optimizer import make_optimizer
 
 ENTROPY_EPS = 1e-10  # inside the log of the official entropy
 
