@@ -138,7 +138,8 @@ def test_slurm_submission_no_wait(probe, tmp_path, monkeypatch):
     (bin_dir / "sbatch").write_text(f'#!/bin/sh\ncp "$1" {tmp_path}/submitted.sh\n'
                                     'echo "Submitted batch job 4242"\n')
     (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")  # submitit looks for it; never run
-    for tool in ("sbatch", "srun"):
+    (bin_dir / "squeue").write_text("#!/bin/sh\nexit 0\n")  # a controller that answers
+    for tool in ("sbatch", "srun", "squeue"):
         (bin_dir / tool).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     out = tmp_path / "out"
