@@ -30,6 +30,7 @@ SHIPPED = {
     "aper": (Inputs.ADAPTED_FEATURES, True, Schedule.PER_TASK),
     "ease": (Inputs.IMAGES, False, Schedule.PER_TASK),
     "mos": (Inputs.IMAGES, False, Schedule.PER_TASK),
+    "tuna": (Inputs.IMAGES, False, Schedule.PER_TASK),
 }
 
 

@@ -216,3 +216,13 @@ def test_account_counts_t_passes():
                             f"{SET_192 + 2 * per_class:,}",
                             f"{3 * SET_192 + head + 6 * per_class:,}"]
     assert float(rows[0][6]) == 3.041  # three adapted passes (ffn 16 adds ~1.4% each)
+
+
+@pytest.mark.parametrize("cov", [torch.full((1, 2, 2), float("nan")),
+                                 torch.tensor([[[1.0, 2.0], [2.0, 1.0]]])])  # not PD
+def test_class_statistics_that_cannot_be_sampled_fail_the_run_as_diverged(cov):
+    from cl_bench.errors import UserError
+    from cl_bench.strategies.mos import gaussian_factor
+    with pytest.raises(UserError, match="the run diverged: the classifier alignment"):
+        gaussian_factor(cov)
+    assert torch.equal(gaussian_factor(torch.eye(2)[None] * 4), torch.eye(2)[None] * 2)

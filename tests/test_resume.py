@@ -198,7 +198,8 @@ def fake_slurm(tmp_path: Path, monkeypatch) -> None:
     bin_dir.mkdir()
     (bin_dir / "sbatch").write_text('#!/bin/sh\necho "Submitted batch job 4242"\n')
     (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")  # submitit looks for it; never run
-    for tool in ("sbatch", "srun"):
+    (bin_dir / "squeue").write_text("#!/bin/sh\nexit 0\n")  # a controller that answers
+    for tool in ("sbatch", "srun", "squeue"):
         (bin_dir / tool).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 

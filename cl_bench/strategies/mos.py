@@ -44,6 +44,7 @@ from cl_bench.backbones.base import autocast
 from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.contract.memory import FLOAT, Allocation, Workload
 from cl_bench.contract.optimizer import make_optimizer
+from cl_bench.errors import UserError
 from cl_bench.strategies.blocks.adapter_template import AdapterModel, AdapterStrategy, Normalize
 
 JITTER = 1e-4  # added to every class covariance (official _compute_mean)
@@ -87,10 +88,21 @@ def self_refine(feats: torch.Tensor, start: torch.Tensor, classify, task_of_colu
 
 def gaussian_factor(cov: torch.Tensor) -> torch.Tensor:
     """L with L L^T = cov (C, d, d), computed in float64; for variances (C, d), their
-    square roots."""
-    if cov.dim() == 2:
-        return cov.sqrt()
-    return torch.linalg.cholesky(cov.double()).float()
+    square roots. Class statistics that are not finite, or a covariance that is not
+    positive definite, fail the run with the likely cause instead of a linear-algebra
+    traceback."""
+    try:
+        if not torch.isfinite(cov).all():
+            raise torch.linalg.LinAlgError("not finite")
+        factor = cov.sqrt() if cov.dim() == 2 else torch.linalg.cholesky(cov.double()).float()
+    except torch.linalg.LinAlgError as e:
+        raise UserError(
+            f"the run diverged: the classifier alignment cannot sample from the class "
+            f"statistics ({e}); the adapted features grew too large or collapsed, most "
+            "likely because a learning rate (or its ratio) is set too high; lower it with "
+            "--set. Nothing was saved as a result; the failure is recorded in the run's "
+            ".failed file.") from None
+    return factor
 
 
 def sample_features(means: torch.Tensor, factors: torch.Tensor,
