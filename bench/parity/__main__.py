@@ -64,7 +64,8 @@ def checked_commit(row, reference: Path) -> str:
         done = subprocess.run(["git", "-C", str(reference), "rev-parse", "HEAD"],
                               capture_output=True, text=True)
         if done.returncode != 0:
-            raise ParityError(f"--reference {reference} is not a git checkout ({done.stderr.strip()}); "
+            said = done.stderr.strip()
+            raise ParityError(f"--reference {reference} is not a git checkout ({said}); "
                               f"clone github.com/{row.REFERENCE['repo']} and check out {want}")
         got = done.stdout.strip()
     if got != want:

@@ -219,12 +219,12 @@ def ours_step(method: str, work: Path, params: dict) -> tuple[dict, dict, dict]:
     Returns (records, the initial trainable tensors under PILOT's names, the name map)."""
     from cl_bench.backbones.adapters import Adapter
     from cl_bench.backbones.vit import vit
+    from cl_bench.contract.optimizer import make_optimizer
     from cl_bench.strategies.aper import Aper, AperNet
     from cl_bench.strategies.blocks.first_session import features_of
     from cl_bench.strategies.blocks.first_session_adapt import adapted_backbone
-    from cl_bench.contract.optimizer import make_optimizer
-    from cl_bench.strategies.ranpac import RanPAC, RanpacNet
     from cl_bench.strategies.blocks.ridge import ridge_losses, ridge_losses_float32
+    from cl_bench.strategies.ranpac import RanPAC, RanpacNet
 
     torch.set_num_threads(1)
     data = torch.load(step_inputs(work, params["batch_size"]), weights_only=True)

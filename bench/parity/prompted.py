@@ -37,7 +37,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from PIL import Image
 
 from bench.parity.export_weights import export
 from bench.parity.make_tree import write_tree

@@ -48,7 +48,7 @@ def interval(ours: Sequence[float], ref: Sequence[float], pairing: str) -> dict:
     if pairing == "paired":
         if len(ours) != len(ref):
             raise ValueError("paired seeds need the same number of runs on both sides")
-        mean, var = _mean_var([a - b for a, b in zip(ours, ref)])
+        mean, var = _mean_var([a - b for a, b in zip(ours, ref, strict=True)])
         half = student_t.ppf(0.975, len(ours) - 1) * math.sqrt(var / len(ours))
     else:
         (m1, v1), (m2, v2) = _mean_var(ours), _mean_var(ref)
