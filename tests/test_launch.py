@@ -249,3 +249,16 @@ def test_dry_run_for_slurm_needs_no_sbatch(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert result.stdout.count("synthetic/simplecil") == 2 and "tosca" in result.stdout
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("raw", "want"), [("", 15.0), ("1", 1.0), ("0", 0.2)])
+def test_slurm_poll_interval(raw, want, monkeypatch):
+    monkeypatch.setenv("CL_BENCH_SLURM_POLL_S", raw)
+    assert launch.poll_s("slurm") == want and launch.poll_s("local") == 0.5
+
+
+def test_bad_slurm_poll_interval_is_refused(monkeypatch):
+    from cl_bench.errors import UserError
+    monkeypatch.setenv("CL_BENCH_SLURM_POLL_S", "often")
+    with pytest.raises(UserError, match="CL_BENCH_SLURM_POLL_S='often' is not a number"):
+        launch.poll_s("slurm")

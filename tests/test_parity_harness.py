@@ -157,3 +157,19 @@ def test_parity_md_is_generated_from_the_results_files():
         "bench/parity.md is stale: run python -m bench.parity.render"
     for data in results:
         assert f"python -m bench.parity {data['method']} --reference" in render.DOC.read_text()
+
+
+def test_a_damaged_kept_seed_is_run_again(tmp_path, monkeypatch):
+    ref, commit = _toy_reference(tmp_path)
+    calls: list = []
+    monkeypatch.setattr(runner, "load_row", lambda m: _toy_row(commit, calls))
+    args = ["toy", "--reference", str(ref), "--scratch", str(tmp_path / "s"),
+            "--out", str(tmp_path / "out")]
+    assert runner.main(args) == 0
+    kept = sorted((tmp_path / "s" / "work" / "seeds").rglob("4.json"))
+    assert len(kept) == 1
+    kept[0].write_text('{"ours": {"curve": [')
+    assert runner.main(args) == 0
+    assert calls == list(range(10)) + [4]
+    rerun = schema.load(tmp_path / "out" / "toy.json")["per_seed"][4]
+    assert rerun["ours"]["curve"] == [90.0, 82.0]
