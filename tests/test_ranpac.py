@@ -21,7 +21,7 @@ from cl_bench.strategies.blocks.ridge import (
     ridge_losses_float32,
     solve_ridge,
 )
-from cl_bench.strategies.ranpac import RanPAC
+from cl_bench.strategies.ranpac import RanPAC, split_order
 
 TINY = ["--scenario", "synthetic", "--backbone", "vit_tiny_patch16_224", "--weights", "random",
         "--image-size", "32", "--precision", "fp32", "--no-progress"]
@@ -155,3 +155,25 @@ def test_float32_search_is_the_official_arithmetic_and_drops_small_lambdas():
     assert choose_ridge(h, y, precision="float32") > 1e-3
     with pytest.raises(ValueError, match="float16"):
         choose_ridge(h, y, precision="float16")
+
+
+def test_lambda_split_follows_the_run_seed_and_the_task():
+    """The split of a task's samples for the lambda search is drawn from the run's seed
+    and the task (the official code splits its shuffled loader's order): another seed
+    or another task gives another split; the same pair, the same one (resume)."""
+    a, b = split_order(40, 1993, 0), split_order(40, 1993, 0)
+    assert torch.equal(a, b) and sorted(a.tolist()) == list(range(40))
+    assert not torch.equal(a, split_order(40, 1994, 0))
+    assert not torch.equal(a, split_order(40, 1993, 1))
+
+
+def test_fit_draws_the_split_from_the_seed_torch_was_seeded_with():
+    x = torch.randn(30, 6, generator=torch.Generator().manual_seed(3))
+    y = torch.tensor([0, 1]).repeat(15)
+    picks = []
+    for seed in range(12):
+        strategy = toy_ranpac(m=40)
+        torch.manual_seed(seed)
+        strategy.fit(x, y)
+        picks.append(strategy.ridges[0])
+    assert len(set(picks)) > 1

@@ -168,8 +168,10 @@ EVAL = transforms.Compose([transforms.Resize(round(SIZE / 0.875),
 def step_inputs(work: Path, batch: int) -> Path:
     """Tasks 1 and 2 as fixed tensors (eval transform: no augmentation), labels in
     CLASS_ORDER's numbering, the batch order of every epoch, and the order of each task's
-    classifier pass (cl-bench's fixed permutation for RanPAC's lambda split, applied on
-    both sides)."""
+    classifier pass (RanPAC's lambda split in cl-bench's order for the step seed,
+    ``split_order``, applied on both sides)."""
+    from cl_bench.strategies.ranpac import split_order
+
     out = work / "step-inputs.pt"
     if out.is_file():
         return out
@@ -185,7 +187,7 @@ def step_inputs(work: Path, batch: int) -> Path:
                     ys.append(CLASS_ORDER.index(c))
             data[f"{split}_x{task}"], data[f"{split}_y{task}"] = torch.stack(xs), torch.tensor(ys)
         n = len(data[f"train_y{task}"])
-        data[f"fit_order{task}"] = torch.randperm(n, generator=torch.Generator().manual_seed(task))
+        data[f"fit_order{task}"] = split_order(n, STEP_SEED, task)
     g = torch.Generator().manual_seed(STEP_SEED)
     n = len(data["train_y0"])
     data["batches"] = torch.stack([torch.randperm(n, generator=g) for _ in range(STEP_EPOCHS)])

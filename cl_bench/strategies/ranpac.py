@@ -15,7 +15,8 @@ and the classifier is the ridge solution on everything seen so far,
     W_o = (G + lambda I)^-1 C,   logits = h W_o,
 
 lambda chosen at each task on that task's samples (:mod:`ridge`; ``ridge_search:
-float32`` searches with the official float32 arithmetic). ``M: 0`` is the
+float32`` searches with the official float32 arithmetic), split into fit and
+validation in an order drawn from the run's seed (:func:`split_order`). ``M: 0`` is the
 paper's ablation without projection (h = f, no ReLU). Everything after the
 backbone runs in float64.
 """
@@ -29,6 +30,17 @@ from cl_bench.backbones.base import Backbone
 from cl_bench.contract.memory import FLOAT, Allocation, Workload
 from cl_bench.strategies.blocks.first_session import FirstSessionNet, FirstSessionTemplate
 from cl_bench.strategies.blocks.ridge import choose_ridge, solve_ridge
+
+
+def split_order(n: int, seed: int, task: int) -> torch.Tensor:
+    """The order in which task ``task``'s ``n`` samples are split for the lambda search.
+    The official code splits the features in its shuffled train loader's order, so the
+    split changes with the seed; here a permutation drawn from the run's seed (the engine
+    seeds torch with it before the run) and the task: seeds sample the split as there,
+    and a resumed run draws the same one. (A split fixed per task, the same for every
+    seed, made every seed pick the same lambda: bench/parity/results/ranpac.json.)"""
+    key = (seed + 1_000_003 * task) % 2**63
+    return torch.randperm(n, generator=torch.Generator().manual_seed(key))
 
 
 class RanpacNet(FirstSessionNet):
@@ -95,8 +107,7 @@ class RanPAC(FirstSessionTemplate):
         net.C = torch.cat([net.C, net.C.new_zeros(net.C.shape[0], n_seen - net.C.shape[1])], 1)
         net.G += h.T @ h
         net.C += h.T @ onehot
-        # the official code splits a shuffled loader's order; here a fixed shuffle per task
-        order = torch.randperm(len(y), generator=torch.Generator().manual_seed(len(self.ridges)))
+        order = split_order(len(y), torch.initial_seed(), len(self.ridges))
         lam = choose_ridge(h[order.to(h.device)], onehot[order.to(h.device)],
                            precision=self.params.get("ridge_search", "float64"))
         self.ridges.append(lam)

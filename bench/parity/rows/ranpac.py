@@ -27,7 +27,7 @@ PAIRING_WHY = ("a seed does not fix the same randomness on both sides: W_rand, t
 SETTING = {**fs.SETTING, "method": f"adapt: adapter, {fs.EPOCHS} epochs (card: 20), M 2000 "
                                    "(card: 10,000), else the card's defaults; PILOT with "
                                    "PARITY_RANPAC_LINEAR=1 (the official logits), its own "
-                                   "float32 ridge search"}
+                                   "float32 ridge search; each side's lambda split follows its seed"}
 CLASS_ORDER = fs.CLASS_ORDER
 SEEDS = fs.SEEDS
 M = 2000
@@ -44,7 +44,7 @@ NOTES = [
     f"Step check: {fs.STEP_EPOCHS} epochs at lr 0.1 (card 0.01, so that the adapters move), "
     "batch 48, M 2000, fixed batches, eval transform, adapter dropout 0; cl-bench's initial "
     "adapters, head and W_rand loaded into PILOT; both sides fit the ridge classifier on the "
-    "same sample order (cl-bench's fixed permutation per task).",
+    "same sample order (cl-bench's split_order for the step seed).",
 ]
 
 
@@ -108,8 +108,9 @@ def kept(exact: dict, as_is: dict) -> list[str]:
         "times one positive constant; the check divides it out); cl-bench drops that head.",
         "PILOT's one-hot spans all 10 classes, so its validation MSE is cl-bench's (over the "
         "seen classes) times seen / 10: the same argmin; the check rescales.",
-        "The lambda split order: PILOT's shuffled loader, cl-bench a fixed permutation per "
-        "task (card departure); the check feeds cl-bench's order to both.",
+        "The lambda split order: PILOT's shuffled loader, cl-bench a permutation drawn from "
+        "the seed and the task (split_order): another draw than PILOT's for the same seed "
+        "(card departure); the check feeds cl-bench's order to both.",
         fs.KEPT_FP16,
     ]
 
