@@ -212,7 +212,7 @@ def test_logits(model, experience) -> tuple[torch.Tensor, torch.Tensor]:
 def ours_step(method: str, work: Path, seed: int) -> dict:
     """cl-bench's side of the step check (module docstring of the driver)."""
     from cl_bench.backbones import load_backbone
-    from cl_bench.cards.config import import_object, load_method, load_scenario
+    from cl_bench.cards.config import load_method, load_scenario, strategy_of
     from cl_bench.cards.resolve import resolve_for_backbone
     from cl_bench.engine.environment import seed_everything
     from cl_bench.engine.runner import quiet_evaluator
@@ -239,7 +239,7 @@ def ours_step(method: str, work: Path, seed: int) -> dict:
     resolve_for_backbone(card, backbone)
     record = {"init": {}, "points": {}, "batch_sums": [], "batch_labels": [], "params": {},
               "loss": None}
-    strategy = import_object(card.raw["strategy"])(
+    strategy = strategy_of(card)(
         params=card.params, backbone=backbone, n_classes=data.n_classes,
         device=torch.device("cpu"), plugins=[make_probe(method, perms, seed, record)],
         evaluator=quiet_evaluator())

@@ -224,7 +224,7 @@ def test_outputs(model, experience) -> tuple[torch.Tensor, torch.Tensor]:
 def ours_step(work: Path, seed: int, merged: bool) -> dict:
     """cl-bench's side of the step check."""
     from cl_bench.backbones import load_backbone
-    from cl_bench.cards.config import import_object, load_method, load_scenario
+    from cl_bench.cards.config import load_method, load_scenario, strategy_of
     from cl_bench.cards.resolve import resolve_for_backbone
     from cl_bench.engine.environment import seed_everything
     from cl_bench.engine.runner import quiet_evaluator
@@ -250,7 +250,7 @@ def ours_step(work: Path, seed: int, merged: bool) -> dict:
     card.params.update(card_settings(STEP_EPOCHS, STEP_LR, STEP_BATCH, merged))
     resolve_for_backbone(card, backbone)
     record = {"init": {}, "points": {}, "batch_sums": [], "batch_labels": [], "loss": None}
-    strategy = import_object(card.raw["strategy"])(
+    strategy = strategy_of(card)(
         params=card.params, backbone=backbone, n_classes=data.n_classes,
         device=torch.device("cpu"), plugins=[make_probe(perms, seed, record)],
         evaluator=quiet_evaluator())
