@@ -1,7 +1,9 @@
-"""What the EASE and MOS parity rows share (bench/parity/rows/ease.py, mos.py): the
+"""What the adapter parity rows share (bench/parity/rows/ease.py, mos.py, tuna.py): the
 inputs, the patches of the scratch LAMDA-PILOT copy, cl-bench's side of the step
-check, the reference's side through bench/parity/drivers/pilot_adapters.py, and the
-end-to-end runs.
+check, the reference's side through bench/parity/drivers/pilot_adapters.py (TUNA:
+drivers/tuna_ref.py, which reuses it), and the end-to-end runs. A row that is not
+PILOT's EASE or MOS passes its own card settings, trainable tensors, test outputs,
+reference config and driver to the functions below.
 
 Setting: six Fashion-MNIST classes of bench/parity/make_tree.py's tree (40 training,
 30 test images each; the pairs trouser/sneaker, T-shirt/ankle boot, dress/bag, so
@@ -43,10 +45,17 @@ SIZE = 64
 # x 0.1), which needs many large steps on the random ViT's features: at 3 epochs, lr
 # 0.1 (and at 5 epochs, lr 0.5) its first task stayed near 50 %; at 8 epochs, lr 1.0
 # both sides trained unstably (PILOT's first-task loss 1.7 -> 7.2 -> 1.2). At 10
-# epochs, lr 0.3 a probe (seed 10) learnt it on both sides with a steady loss.
+# epochs, lr 0.3 every seed learnt every task on both sides (task 1 78-100 %, task 2
+# 93-97 %, task 3 62-65 % of its images among the six classes, chance 17 %). TUNA's
+# cosine classifier (s 20, rows of norm ~0.3 at init: a large step on their direction)
+# learnt the first task only on some seeds at 10 epochs, lr 0.01 (probe on task 1 alone,
+# seeds 1-4: cl-bench 96.7, 60.0, 50.0, 48.3 %, the reference 51.7, 75.0, 83.3, 51.7 %)
+# and lr 0.005 (cl-bench seed 4: 51.7 %); at lr 0.002 cl-bench learnt it on all four
+# (95 %).
 TRAIN = {"ease": {"epochs": 5, "lr": 0.5, "batch": 16},
-         "mos": {"epochs": 10, "lr": 0.3, "batch": 16}}
-STEP = {"epochs": 2, "lr": 0.1, "batch": 48}  # the step check, both methods
+         "mos": {"epochs": 10, "lr": 0.3, "batch": 16},
+         "tuna": {"epochs": 10, "lr": 0.002, "batch": 16}}
+STEP = {"epochs": 2, "lr": 0.1, "batch": 48}  # the step check (TUNA's at lr 0.05)
 STEP_EPOCHS, STEP_TASKS = STEP["epochs"], 2
 CLASS_ORDER = list(range(len(FMNIST_CLASSES)))
 SEEDS = list(range(1, 11))
@@ -54,15 +63,15 @@ BACKBONE = "vit_tiny_patch16_224"
 AFTER = ["step 1", "task 1", "task 2"]
 
 
-def setting(method: str) -> dict:
+def setting(method: str, step: dict = STEP) -> dict:
     return {"tree": "bench/parity/make_tree.py, 40 train / 30 test per class, Fashion-MNIST "
                     f"classes {FMNIST_CLASSES} as classes 0-5",
             "backbone": BACKBONE, "weights": "export_weights.py (--weights random), 64 px",
             "image_size": SIZE, "tasks": "3 x 2 classes", **TRAIN[method],
             "augmentation": "on (RandomResizedCrop + flip, both sides)",
             "method": f"methods/{method}.yaml defaults otherwise",
-            "step_check": f"{STEP_EPOCHS} epochs per task, lr {STEP['lr']}, batch "
-                          f"{STEP['batch']}, {STEP_TASKS} tasks, no augmentation"}
+            "step_check": f"{step['epochs']} epochs per task, lr {step['lr']}, batch "
+                          f"{step['batch']}, {STEP_TASKS} tasks, no augmentation"}
 
 
 def inputs(work: Path) -> tuple[Path, Path]:
@@ -116,8 +125,9 @@ def pilot_args(copy: Path, method: str, seed: int, train: dict) -> dict:
     return args
 
 
-def run_pilot(copy: Path, work: Path, spec: dict, name: str, env: dict | None = None) -> dict:
-    """The driver on ``spec`` in ``copy`` with the reference's interpreter."""
+def run_pilot(copy: Path, work: Path, spec: dict, name: str, env: dict | None = None,
+              driver: Path = DRIVER) -> dict:
+    """``driver`` on ``spec`` in ``copy`` with the reference's interpreter."""
     tree, weights = inputs(work)
     if not PEER_PYTHON.exists():
         raise ParityError(f"{PEER_PYTHON} is missing: make bench/.venv-avalanche first "
@@ -127,10 +137,10 @@ def run_pilot(copy: Path, work: Path, spec: dict, name: str, env: dict | None = 
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("PARITY_")}
     full_env.update(PARITY_TREE=str(tree), PARITY_WEIGHTS=str(weights),
                     PARITY_IMG_SIZE=str(SIZE), OMP_NUM_THREADS="1", **(env or {}))
-    done = subprocess.run(["nice", "-n", "10", str(PEER_PYTHON), str(DRIVER), str(spec_path),
+    done = subprocess.run(["nice", "-n", "10", str(PEER_PYTHON), str(driver), str(spec_path),
                            str(out)], cwd=copy, env=full_env, capture_output=True, text=True)
     if done.returncode:
-        raise ParityError(f"PILOT driver failed ({name}):\n{done.stderr[-3000:]}")
+        raise ParityError(f"the reference driver failed ({name}):\n{done.stderr[-3000:]}")
     return torch.load(out, weights_only=False)
 
 
@@ -154,12 +164,19 @@ def ours_trainable(method: str, model) -> dict[str, torch.Tensor]:
     return out
 
 
-def make_probe(method: str, perms: dict, seed: int, record: dict):
-    """An Avalanche plugin that feeds cl-bench's strategy as the driver feeds PILOT's
-    learner (task t's images in the order ``perms[t]``, the generator seeded with
-    ``seed + k`` before the k-th training forward) and writes into ``record``: the new
-    trainable tensors at the start of each task (``init``), the batches, the tensors
-    and loss after the first step and at the end of each task."""
+def pilot_initial(method: str, task: int, now: dict) -> dict | None:
+    """The tensors of task ``task`` exported into PILOT: EASE every task's new adapters
+    and proxy, MOS the adapters and head at task 0 (later tasks start from them)."""
+    return now if method == "ease" or task == 0 else None
+
+
+def make_probe(trainable, initial, perms: dict, seed: int, record: dict):
+    """An Avalanche plugin that feeds cl-bench's strategy as the driver feeds the
+    reference's learner (task t's images in the order ``perms[t]``, the generator seeded
+    with ``seed + k`` before the k-th training forward) and writes into ``record``:
+    ``initial(task, trainable(model))`` at the start of each task (``init``, the tensors
+    exported; None: none), the batches, the tensors and loss after the first step and
+    at the end of each task."""
     from avalanche.core import SupervisedPlugin
 
     class Probe(SupervisedPlugin):
@@ -171,8 +188,9 @@ def make_probe(method: str, perms: dict, seed: int, record: dict):
 
         def before_training_exp(self, strategy, **kwargs):
             task = strategy.experience.current_experience
-            if method == "ease" or task == 0:
-                record["init"][str(task)] = ours_trainable(method, strategy.model)
+            exported = initial(task, trainable(strategy.model))
+            if exported is not None:
+                record["init"][str(task)] = exported
 
         def before_forward(self, strategy, **kwargs):
             if strategy.is_training:
@@ -185,13 +203,13 @@ def make_probe(method: str, perms: dict, seed: int, record: dict):
             record["loss"] = float(strategy.loss.detach())
             if "step 1" not in record["points"]:
                 record["points"]["step 1"] = {
-                    "params": ours_trainable(method, strategy.model), "loss": record["loss"]}
+                    "params": trainable(strategy.model), "loss": record["loss"]}
 
         def after_training_epoch(self, strategy, **kwargs):
-            record["params"] = ours_trainable(method, strategy.model)
+            record["params"] = trainable(strategy.model)
 
         def after_training_exp(self, strategy, **kwargs):
-            record["params"].update(ours_trainable(method, strategy.model))
+            record["params"].update(trainable(strategy.model))
 
     return Probe()
 
@@ -209,10 +227,18 @@ def test_logits(model, experience) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.cat(logits), torch.cat(labels)
 
 
-def ours_step(method: str, work: Path, seed: int) -> dict:
-    """cl-bench's side of the step check (module docstring of the driver)."""
+def ours_step(method: str, work: Path, seed: int, params: dict | None = None,
+              trainable=None, initial=None, outputs=test_logits) -> dict:
+    """cl-bench's side of the step check (module docstring of the driver): the card's
+    ``params`` (default: ``STEP``'s epochs, lr and batch), the tensors ``trainable(model)``
+    compared (default :func:`ours_trainable`), those ``initial(task, tensors)`` exported
+    (default :func:`pilot_initial`), ``outputs(model, experience)`` the test outputs and
+    labels. The strategy module's ``align_classifier``, where it has one, starts from
+    ``torch.manual_seed(seed)``, as the driver's alignment does."""
+    import importlib
+
     from cl_bench.backbones import load_backbone
-    from cl_bench.cards.config import import_object, load_method, load_scenario
+    from cl_bench.cards.config import load_method, load_scenario, strategy_of
     from cl_bench.cards.resolve import resolve_for_backbone
     from cl_bench.engine.environment import seed_everything
     from cl_bench.engine.runner import quiet_evaluator
@@ -220,7 +246,6 @@ def ours_step(method: str, work: Path, seed: int) -> dict:
     from cl_bench.scenarios.order import task_split
     from cl_bench.scenarios.stream import build_stream
     from cl_bench.scenarios.transforms import eval_transform
-    from cl_bench.strategies import mos as mos_module
 
     one_thread()
     tree, weights = inputs(work)
@@ -235,32 +260,39 @@ def ours_step(method: str, work: Path, seed: int) -> dict:
     perms = {str(t): torch.from_numpy(np.random.RandomState(seed + t).permutation(
         len(stream.train[t].dataset))) for t in range(STEP_TASKS)}
     card = load_method(method)
-    card.params.update(epochs=STEP["epochs"], lr=STEP["lr"], batch_size=STEP["batch"])
+    card.params.update(params or {"epochs": STEP["epochs"], "lr": STEP["lr"],
+                                  "batch_size": STEP["batch"]})
     resolve_for_backbone(card, backbone)
     record = {"init": {}, "points": {}, "batch_sums": [], "batch_labels": [], "params": {},
               "loss": None}
-    strategy = import_object(card.raw["strategy"])(
-        params=card.params, backbone=backbone, n_classes=data.n_classes,
-        device=torch.device("cpu"), plugins=[make_probe(method, perms, seed, record)],
-        evaluator=quiet_evaluator())
-    real_align = mos_module.align_classifier
+    trainable = trainable or (lambda model: ours_trainable(method, model))
+    initial = initial or (lambda task, now: pilot_initial(method, task, now))
+    cls = strategy_of(card)
+    strategy = cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
+                   device=torch.device("cpu"),
+                   plugins=[make_probe(trainable, initial, perms, seed, record)],
+                   evaluator=quiet_evaluator())
+    module = importlib.import_module(cls.__module__)
+    real_align = getattr(module, "align_classifier", None)
 
     def align(*args, **kwargs):  # the same Gaussian draws as the driver's
         torch.manual_seed(seed)
         return real_align(*args, **kwargs)
 
-    mos_module.align_classifier = align
+    if real_align is not None:
+        module.align_classifier = align
     try:
         test_labels = []
         for t in range(STEP_TASKS):
             strategy.train(stream.train[t], eval_streams=[], shuffle=False)
-            logits, labels = test_logits(strategy.model, stream.seen_test[t])
+            logits, labels = outputs(strategy.model, stream.seen_test[t])
             record["points"][f"task {t + 1}"] = {"params": record["params"],
                                                  "loss": record["loss"], "logits": logits}
             record["params"] = {}
             test_labels.append(labels)
     finally:
-        mos_module.align_classifier = real_align
+        if real_align is not None:
+            module.align_classifier = real_align
     record["test_labels"], record["perms"] = test_labels, perms
     return record
 
@@ -302,28 +334,34 @@ def differences(ours: dict, ref: dict) -> dict:
     return out
 
 
-def step_specs(copy: Path, method: str, work: Path, seed: int, ours: dict) -> dict:
-    """The driver's step spec for the tensors and orders of cl-bench's side."""
-    torch.save(ours["init"], work / f"{method}_init.pt")
-    torch.save(ours["perms"], work / f"{method}_perm.pt")
-    return {"args": pilot_args(copy, method, seed, STEP), "order": CLASS_ORDER,
-            "step": {"init": str(work / f"{method}_init.pt"),
-                     "perm": str(work / f"{method}_perm.pt"), "seed": seed,
+def step_specs(copy: Path, method: str, work: Path, seed: int, ours: dict,
+               args: dict | None = None, name: str | None = None) -> dict:
+    """The driver's step spec for the tensors and orders of cl-bench's side; ``args``
+    the reference's config (default: PILOT's at ``STEP``), ``name`` the files' stem."""
+    name = name or method
+    torch.save(ours["init"], work / f"{name}_init.pt")
+    torch.save(ours["perms"], work / f"{name}_perm.pt")
+    return {"args": args or pilot_args(copy, method, seed, STEP), "order": CLASS_ORDER,
+            "step": {"init": str(work / f"{name}_init.pt"),
+                     "perm": str(work / f"{name}_perm.pt"), "seed": seed,
                      "tasks": STEP_TASKS}}
 
 
 # ----------------------------------------------------------------- end to end
 
 
-def ours_run(method: str, work: Path, seed: int) -> dict:
-    """cl-bench's run (``cl_bench.run``, results kept under ``work``) at the setting."""
+def ours_run(method: str, work: Path, seed: int, params: dict | None = None) -> dict:
+    """cl-bench's run (``cl_bench.run``, results kept under ``work``) with the card's
+    ``params`` (default: ``TRAIN[method]``'s epochs, lr and batch)."""
     import cl_bench
     one_thread()
     tree, weights = inputs(work)
-    train = TRAIN[method]
-    settings = {f"{method}.epochs": train["epochs"], f"{method}.lr": train["lr"],
-                f"{method}.batch_size": train["batch"], "scenario.init_cls": 2,
-                "scenario.increment": 2, "scenario.class_order": "natural"}
+    train = TRAIN.get(method)
+    params = params or {"epochs": train["epochs"], "lr": train["lr"],
+                        "batch_size": train["batch"]}
+    settings = {f"{method}.{key}": value for key, value in params.items()}
+    settings.update({"scenario.init_cls": 2, "scenario.increment": 2,
+                     "scenario.class_order": "natural"})
     result, = cl_bench.run([method], "imagefolder", [seed], out=work / "ours",
                            backbone=BACKBONE, weights=str(weights), image_size=SIZE,
                            data_root=tree, device="cpu", precision="fp32",
@@ -334,11 +372,15 @@ def ours_run(method: str, work: Path, seed: int) -> dict:
             "learnt": [row[i] for i, row in enumerate(result.acc_matrix)]}
 
 
-def run_seed(method: str, copy: Path, work: Path, seed: int, env: dict | None = None) -> dict:
+def run_seed(method: str, copy: Path, work: Path, seed: int, env: dict | None = None,
+             params: dict | None = None, spec: dict | None = None,
+             driver: Path = DRIVER) -> dict:
     """Both sides end to end with this seed; each curve with, per task, the accuracy on
-    that task's test images right after training on it (``learnt``)."""
-    ours = ours_run(method, work, seed)
-    spec = {"args": pilot_args(copy, method, seed, TRAIN[method]), "order": CLASS_ORDER,
-            "step": None}
-    reference = run_pilot(copy, work, spec, f"{method}_run_{seed}", env)
+    that task's test images right after training on it (``learnt``). ``params``: the
+    card's settings (:func:`ours_run`); ``spec``: the driver's (default: PILOT's config
+    at ``TRAIN[method]``)."""
+    ours = ours_run(method, work, seed, params)
+    spec = spec or {"args": pilot_args(copy, method, seed, TRAIN[method]),
+                    "order": CLASS_ORDER, "step": None}
+    reference = run_pilot(copy, work, spec, f"{method}_run_{seed}", env, driver)
     return {"ours": ours, "reference": {k: reference[k] for k in ("curve", "learnt")}}

@@ -31,6 +31,10 @@ optimizer step and after each task: every trainable tensor (names as in the row)
 the loss of the last step, the test logits that PILOT's ``_eval_cnn`` ranks (EASE
 after prototype completion and reweighting, MOS after merging, alignment and
 self-refined retrieval), and the labels and pixel sums of every batch.
+
+drivers/tuna_ref.py reuses :func:`evaluate`, :func:`end_to_end` and
+:func:`step_check` with TUNA's tensors, hook point and outputs; PILOT's ``trainer``
+and ``factory`` are imported only by this script's :func:`main`.
 """
 
 from __future__ import annotations
@@ -45,8 +49,6 @@ import torch
 sys.path.insert(0, os.getcwd())
 torch.set_num_threads(1)
 
-import trainer  # noqa: E402
-from utils import factory  # noqa: E402
 from utils.data import iParity  # noqa: E402
 from utils.data_manager import DataManager  # noqa: E402
 
@@ -85,9 +87,10 @@ def load_trainable(learner, tensors: dict[str, torch.Tensor]) -> None:
         net.backbone.head.bias.copy_(tensors["head.bias"])
 
 
-def evaluate(learner) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
-    """PILOT's ``_eval_cnn`` on its test loader; returns the outputs it ranks (read
-    from its ``torch.topk`` call), its top-1 predictions and the labels."""
+def evaluate(learner, per_batch: int = 1) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
+    """The learner's ``_eval_cnn`` on its test loader; returns the outputs it ranks
+    (read from its ``torch.topk`` calls, the last of every ``per_batch``), its top-1
+    predictions and the labels."""
     seen, real_topk = [], torch.topk
 
     def topk(outputs, *args, **kwargs):
@@ -99,10 +102,10 @@ def evaluate(learner) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
         y_pred, y_true = learner._eval_cnn(learner.test_loader)
     finally:
         torch.topk = real_topk
-    return torch.cat(seen), y_pred[:, 0], y_true
+    return torch.cat(seen[per_batch - 1::per_batch]), y_pred[:, 0], y_true
 
 
-def end_to_end(learner, data_manager) -> dict:
+def end_to_end(learner, data_manager, evaluate=evaluate) -> dict:
     curve, learnt = [], []
     for _ in range(data_manager.nb_tasks):
         learner.incremental_train(data_manager)
@@ -114,8 +117,12 @@ def end_to_end(learner, data_manager) -> dict:
     return {"curve": curve, "learnt": learnt}
 
 
-def step_check(learner, data_manager, step: dict) -> dict:
-    """The step check (module docstring)."""
+def step_check(learner, data_manager, step: dict, trainable=trainable,
+               load_trainable=load_trainable, hooked=None, evaluate=evaluate) -> dict:
+    """The step check (module docstring): ``trainable(learner)`` the tensors recorded,
+    ``load_trainable(learner, tensors)`` loads a task's exported ones, the generator is
+    seeded before every training forward of ``hooked`` (default the learner's
+    network), ``evaluate(learner)`` gives the test outputs."""
     module = sys.modules[type(learner).__module__]
     init = torch.load(step["init"], weights_only=True)
     perm = torch.load(step["perm"], weights_only=True)
@@ -185,23 +192,27 @@ def step_check(learner, data_manager, step: dict) -> dict:
 
     module.DataLoader = loader
     data_manager.get_dataset = get_dataset
-    learner._network.register_forward_pre_hook(seed_forward)
+    (hooked or learner._network).register_forward_pre_hook(seed_forward)
     torch.Tensor.backward = backward
     learner.get_optimizer, learner._train, learner._init_train = get_optimizer, train, init_train
     test_labels = []
-    for task in range(step["tasks"]):
-        learner.incremental_train(data_manager)
-        logits, _, true = evaluate(learner)
-        points[f"task {task + 1}"] = {"params": trainable(learner), "loss": state["step_loss"],
-                                      "logits": logits}
-        test_labels.append(torch.as_tensor(true))
-        learner.after_task()
-    torch.Tensor.backward = real_backward
+    try:
+        for task in range(step["tasks"]):
+            learner.incremental_train(data_manager)
+            logits, _, true = evaluate(learner)
+            points[f"task {task + 1}"] = {"params": trainable(learner),
+                                          "loss": state["step_loss"], "logits": logits}
+            test_labels.append(torch.as_tensor(true))
+            learner.after_task()
+    finally:
+        torch.Tensor.backward = real_backward
     return {"points": points, "batch_sums": sums, "train_labels": train_labels,
             "test_labels": test_labels}
 
 
 def main(spec_path: str, out_path: str) -> None:
+    import trainer
+    from utils import factory
     with open(spec_path) as f:
         spec = json.load(f)
     args, step = spec["args"], spec.get("step")

@@ -29,7 +29,10 @@ adapters and the first fc block; later: the new fc block) overwrite the learner'
 holds, after the first optimizer step and after each task: the trainable tensors (the
 live adapters, every fc block, the stored adapters' up-projections), the loss of the
 last step, the test outputs that ``_eval_cnn`` ranks, and the labels and pixel sums
-of every training batch.
+of every training batch. The feeding and the read-out are
+bench/parity/drivers/pilot_adapters.py's (``step_check``, ``end_to_end``,
+``evaluate``), given TUNA's tensors, its backbone as the hooked module and the
+outputs ``_eval_cnn`` ranks last per batch.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from torch import nn
 sys.path.insert(0, os.getcwd())
 torch.set_num_threads(1)
 
+import pilot_adapters  # noqa: E402  (this script's folder is on the path)
 from backbone import vit_tuna  # noqa: E402
 from models import tuna as tuna_module  # noqa: E402
 from utils import inc_net  # noqa: E402
@@ -119,110 +123,16 @@ def load_init(learner, tensors: dict[str, torch.Tensor]) -> None:
 
 
 def evaluate(learner) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
-    """``_eval_cnn`` on the test loader: the outputs it ranks last per batch (read from
-    its ``torch.topk`` calls), its top-1 predictions and the labels."""
-    calls, real_topk = [], torch.topk
-
-    def topk(outputs, *args, **kwargs):
-        calls.append(outputs.detach().clone())
-        return real_topk(outputs, *args, **kwargs)
-
-    torch.topk = topk
-    try:
-        y_pred, y_true = learner._eval_cnn(learner.test_loader)
-    finally:
-        torch.topk = real_topk
+    """``_eval_cnn``'s ranked outputs: after the first task one ``topk`` call per batch,
+    later one per adapter pass and the combination last (``cur_task + 2`` per batch)."""
     per_batch = 1 if learner._cur_task == 0 else learner._cur_task + 2
-    return torch.cat(calls[per_batch - 1::per_batch]), y_pred[:, 0], y_true
-
-
-def end_to_end(learner, data_manager) -> dict:
-    curve, learnt = [], []
-    for _ in range(data_manager.nb_tasks):
-        learner.incremental_train(data_manager)
-        _, pred, true = evaluate(learner)
-        new = true >= learner._known_classes
-        curve.append(float((pred == true).mean() * 100))
-        learnt.append(float((pred[new] == true[new]).mean() * 100))
-        learner.after_task()
-    return {"curve": curve, "learnt": learnt}
+    return pilot_adapters.evaluate(learner, per_batch)
 
 
 def step_check(learner, data_manager, step: dict) -> dict:
-    """The step check (module docstring)."""
-    init = torch.load(step["init"], weights_only=True)
-    perm = torch.load(step["perm"], weights_only=True)
-    real_get = data_manager.get_dataset
-    state = {"training": False, "forwards": 0, "steps": 0, "loss": None, "step_loss": None}
-    points, sums, train_labels = {}, [], []
-
-    def get_dataset(indices, source, mode, *args, **kwargs):
-        got = real_get(indices, source, mode, *args, **kwargs)
-        if source == "train" and mode == "train":
-            order = perm[str(learner._cur_task)].numpy()
-            got.images, got.labels = got.images[order], got.labels[order]
-            train_labels.append(torch.as_tensor(got.labels))
-        return got
-
-    def seed_forward(_module, args):
-        if state["training"]:
-            torch.manual_seed(step["seed"] + state["forwards"])
-            state["forwards"] += 1
-            sums.append(args[0].sum(dim=(1, 2, 3)).double())
-
-    real_backward = torch.Tensor.backward
-
-    def backward(tensor, *args, **kwargs):
-        state["loss"] = float(tensor.detach())
-        return real_backward(tensor, *args, **kwargs)
-
-    def after_step(_optimizer, _args, _kwargs):
-        state["steps"] += 1
-        state["step_loss"] = state["loss"]
-        if state["steps"] == 1:
-            points["step 1"] = {"params": trainable(learner), "loss": state["loss"]}
-
-    real_optimizer, real_train = learner.get_optimizer, learner._train
-    real_init_train, real_align = learner._init_train, learner.classifer_align
-
-    def get_optimizer(*args, **kwargs):
-        optimizer = real_optimizer(*args, **kwargs)
-        optimizer.register_step_post_hook(after_step)
-        return optimizer
-
-    def train(*args, **kwargs):
-        load_init(learner, init[str(learner._cur_task)])
-        return real_train(*args, **kwargs)
-
-    def init_train(*args, **kwargs):
-        state["training"] = True
-        try:
-            return real_init_train(*args, **kwargs)
-        finally:
-            state["training"] = False
-
-    def align(*args, **kwargs):
-        torch.manual_seed(step["seed"])
-        return real_align(*args, **kwargs)
-
-    data_manager.get_dataset = get_dataset
-    learner._network.backbone.register_forward_pre_hook(seed_forward)
-    torch.Tensor.backward = backward
-    learner.get_optimizer, learner._train = get_optimizer, train
-    learner._init_train, learner.classifer_align = init_train, align
-    test_labels = []
-    try:
-        for task in range(step["tasks"]):
-            learner.incremental_train(data_manager)
-            logits, _, true = evaluate(learner)
-            points[f"task {task + 1}"] = {"params": trainable(learner),
-                                          "loss": state["step_loss"], "logits": logits}
-            test_labels.append(torch.as_tensor(true))
-            learner.after_task()
-    finally:
-        torch.Tensor.backward = real_backward
-    return {"points": points, "batch_sums": sums, "train_labels": train_labels,
-            "test_labels": test_labels}
+    """pilot_adapters.py's step check on TUNA's tensors (module docstring)."""
+    return pilot_adapters.step_check(learner, data_manager, step, trainable, load_init,
+                                     learner._network.backbone, evaluate)
 
 
 def read_merged(learner) -> None:
@@ -258,7 +168,8 @@ def main(spec_path: str, out_path: str) -> None:
     learner._network.backbone.out_dim = DIM
     if spec.get("merged"):
         read_merged(learner)
-    out = step_check(learner, data_manager, step) if step else end_to_end(learner, data_manager)
+    out = (step_check(learner, data_manager, step) if step
+           else pilot_adapters.end_to_end(learner, data_manager, evaluate))
     torch.save(out, out_path)
 
 
