@@ -80,9 +80,9 @@ class MinNet(AdapterModel):
 
     def prepare_restore(self, state: dict[str, torch.Tensor]) -> None:
         super().prepare_restore(state)
-        for name in ("prototypes", "mix", "analytic.W"):
-            owner, leaf = (self.analytic, "W") if name == "analytic.W" else (self, name)
-            setattr(owner, leaf, torch.empty_like(state[name]))
+        self.prototypes = torch.empty_like(state["prototypes"])
+        self.mix = torch.empty_like(state["mix"])
+        self.analytic.W = torch.empty_like(state["analytic.W"])
 
     def begin_task(self, task: int, classes: list[int]) -> None:
         """Task bookkeeping and the classifier's columns for the new classes; the
@@ -166,7 +166,7 @@ class Min(AdapterStrategy):
     """MiN as an Avalanche strategy on images."""
 
     model_class = MinNet
-    injects = "adds noise modules after transformer blocks and trains their norms"
+    injects = "adds noise modules after transformer blocks and replaces their norms"
 
     @classmethod
     def memory(cls, params: dict, work: Workload) -> list[Allocation]:
