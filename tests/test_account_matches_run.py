@@ -1,5 +1,5 @@
 """`cl-bench account` gives the numbers a run records, for every built-in method:
-each card (made cheap: one epoch, batch 1, a narrow RanPAC projection) runs on a
+each card (made cheap: one epoch, batch 1, a narrow RanPAC or MiN projection) runs on a
 tiny ImageFolder stream with a random ViT-Tiny at 32 px (a card that takes CNNs
 only: EfficientNet-Lite0 at 64 px), and every field of the record's ``accounting`` equals
 the one `account` prints at the same backbone, image size, tasks and classes.
@@ -26,7 +26,8 @@ from cl_bench.cards.config import METHODS_DIR, load_method
 from cl_bench.engine.environment import threads
 
 BUILT_IN = sorted(p.stem for p in METHODS_DIR.glob("*.yaml"))
-SHORT = {"epochs": 1, "batch_size": 1, "M": 100}  # where a card has the setting
+SHORT = {"epochs": 1, "init_epochs": 1, "batch_size": 1, "M": 100,
+         "buffer_size": 100}  # where a card has the setting
 TASKS, CLASSES = 5, 10
 FIELDS = {"trainable_per_task", "added_per_task", "stored_per_task", "stored_at_end",
           "backbone_params", "backbone_gflops_per_pass", "inference_gflops_per_image",

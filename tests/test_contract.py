@@ -31,6 +31,7 @@ SHIPPED = {
     "ease": (Inputs.IMAGES, False, Schedule.PER_TASK),
     "mos": (Inputs.IMAGES, False, Schedule.PER_TASK),
     "tuna": (Inputs.IMAGES, False, Schedule.PER_TASK),
+    "min": (Inputs.IMAGES, False, Schedule.PER_TASK),
 }
 
 

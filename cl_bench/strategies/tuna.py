@@ -159,12 +159,6 @@ class TunaNet(AdapterModel):
         for name in ("means", "covs"):
             setattr(self, name, torch.empty_like(state[name]))
 
-    @property
-    def order(self) -> torch.Tensor:
-        """The seen class ids in classifier order: task by task, ascending within one."""
-        return torch.cat([(self.task_of_class == k).nonzero().squeeze(1)
-                          for k in range(len(self.head))])
-
     def cosine(self, f: torch.Tensor) -> torch.Tensor:
         """cos(f, W) over every seen class, in classifier order."""
         w = torch.cat(list(self.head))

@@ -71,6 +71,12 @@ class AdapterModel(Regrows, nn.Module):
         """The class ids seen so far (the current task's included), ascending."""
         return (self.task_of_class >= 0).nonzero().squeeze(1)
 
+    @property
+    def order(self) -> torch.Tensor:
+        """The seen class ids in classifier order: task by task, ascending within one."""
+        return torch.cat([(self.task_of_class == k).nonzero().squeeze(1)
+                          for k in range(self.task + 1)])
+
     def spread(self, values: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
         """(B, n_classes) logits: ``values`` (B, len(columns)) in ``columns``, -inf
         elsewhere."""
