@@ -147,8 +147,12 @@ def build_strategy(payload: dict, method: str, model: nn.Module, plugins: list):
     from avalanche.training.supervised import EWC, Naive
 
     p = payload["params"]
-    optimizer = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"],
-                                weight_decay=p["weight_decay"])
+    if p.get("optimizer", "sgd") == "adam":  # as cl-bench's contract/optimizer.py builds it
+        optimizer = torch.optim.Adam(model.parameters(), lr=p["lr"],
+                                     weight_decay=p["weight_decay"])
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"],
+                                    weight_decay=p["weight_decay"])
     common = dict(train_mb_size=p["batch_size"], train_epochs=p["epochs"],
                   eval_mb_size=p["eval_batch_size"], device="cpu", plugins=plugins,
                   evaluator=EvaluationPlugin(loggers=[]))
