@@ -18,9 +18,10 @@ importances after task 1 and the per-step loss split (total, cross-entropy).
 ``seed`` runs every task with each named strategy's own randomness under
 ``torch.manual_seed(SEED)`` (growing head, shuffled batches) and writes the accuracy
 curves over the seen classes.
-``reset_optimizer_state`` (Avalanche's own ``train()`` argument) says whether SGD's
-state is reset at each experience, as cl-bench's fresh optimizer per task, or kept,
-Avalanche's default.
+``reset_optimizer_state`` (Avalanche's own ``train()`` argument) says whether the
+optimizer's state (SGD's momentum, Adam's moments; ``params.optimizer`` picks SGD or
+Adam as cl-bench builds them) is reset at each experience, as cl-bench's fresh
+optimizer per task, or kept, Avalanche's default.
 
 The pieces shared with the row (data, recorder) are importable without timm.
 """
