@@ -75,3 +75,24 @@ def test_penalty_is_lambda_times_the_weighted_square_without_a_half(setup, monke
                                      device="cpu", model=model, loss=torch.tensor(0.0))
     plugin.before_backward(strategy)
     assert float(strategy.loss.detach()) == pytest.approx(want, rel=1e-6)
+
+
+def test_ewc_vs_finetune_is_a_paired_interval_per_side_over_the_seeds_with_both():
+    def run(seed, ours, ref, fine=None):
+        r = {"seed": seed, "ours": {"curve": ours}, "reference": {"curve": ref}}
+        if fine:
+            r["finetune"] = {"ours": {"curve": fine[0]}, "reference": {"curve": fine[1]}}
+        return r
+    per_seed = [run(1, [80.0, 40.0], [80.0, 42.0], ([80.0, 30.0], [80.0, 36.0])),
+                run(2, [90.0, 50.0], [90.0, 44.0], ([90.0, 46.0], [90.0, 40.0])),
+                run(3, [70.0, 30.0], [70.0, 30.0])]
+    gap = row.extra(per_seed)["ewc_vs_finetune"]
+    assert gap["seeds"] == [1, 2]
+    # ours: last differences 10, 4 -> mean 7, sd 4.2426, t(0.975, 1) = 12.7062
+    half = 12.706205 * 4.242641 / 2 ** 0.5
+    assert gap["ours"]["last"]["mean_diff"] == pytest.approx(7.0)
+    assert gap["ours"]["last"]["ci95"] == pytest.approx([7 - half, 7 + half], abs=1e-4)
+    assert gap["ours"]["avg"]["mean_diff"] == pytest.approx(3.5)
+    assert (gap["reference"]["last"]["ewc_mean"], gap["reference"]["last"]["finetune_mean"]
+            ) == (43.0, 38.0)
+    assert row.extra(per_seed[2:]) == {}

@@ -111,6 +111,18 @@ def test_runner_writes_a_checked_results_file_and_resumes(tmp_path, monkeypatch)
     assert calls == list(range(10)), "finished seeds are kept, not run again"
 
 
+def test_a_rows_extra_keys_join_the_results_but_replace_none(tmp_path, monkeypatch):
+    ref, commit = _toy_reference(tmp_path)
+    row = _toy_row(commit, [])
+    row.extra = lambda per_seed: {"gap": [r["ours"]["last"] for r in per_seed[:2]],
+                                  "verdict": "replaced"}
+    monkeypatch.setattr(runner, "load_row", lambda m: row)
+    assert runner.main(["toy", "--reference", str(ref), "--scratch", str(tmp_path / "s"),
+                        "--out", str(tmp_path / "out")]) == 0
+    data = schema.load(tmp_path / "out" / "toy.json")
+    assert data["gap"] == [80.0, 80.5] and data["verdict"] == "agrees"
+
+
 def test_runner_refuses_wrong_commit_and_scratch_inside_repo(tmp_path, monkeypatch, capsys):
     ref, commit = _toy_reference(tmp_path)
     monkeypatch.setattr(runner, "load_row", lambda m: _toy_row("0" * 40, []))

@@ -147,6 +147,8 @@ def assemble(row, step, per_seed: list[dict], seconds: float) -> dict:
         data["why"] = getattr(row, "DIFFERS_WHY", "")
     if getattr(row, "NOTES", None):
         data["notes"] = list(row.NOTES)
+    if hasattr(row, "extra"):
+        data.update({k: v for k, v in row.extra(per_seed).items() if k not in data})
     return data
 
 

@@ -63,10 +63,15 @@ def batches(images: torch.Tensor | FileList, transform, batch_size: int, workers
     """Model-input batches of ``images`` under ``transform``; files are decoded in
     ``workers`` processes (a corrupt file stops the run with its path). In-memory
     images reach the transform as (n, C, H, W) chunks, one (C, H, W) image each for
-    an :class:`AugmentedView`: never a rank the transform would have to guess."""
+    an :class:`AugmentedView`: never a rank the transform would have to guess.
+
+    The loader has a generator of its own: iterating a DataLoader draws its workers'
+    base seed from its generator, and the global one would move every later draw of
+    the run whenever features are extracted rather than read from the cache."""
     if isinstance(images, FileList):
         loader = DataLoader(_Decoded(images, transform), batch_size=batch_size,
-                            num_workers=workers, pin_memory=torch.cuda.is_available())
+                            num_workers=workers, pin_memory=torch.cuda.is_available(),
+                            generator=torch.Generator().manual_seed(0))
         yield from loader
         return
     if images.dim() == 3:

@@ -18,9 +18,10 @@ importances after task 1 and the per-step loss split (total, cross-entropy).
 ``seed`` runs every task with each named strategy's own randomness under
 ``torch.manual_seed(SEED)`` (growing head, shuffled batches) and writes the accuracy
 curves over the seen classes.
-``reset_optimizer_state`` (Avalanche's own ``train()`` argument) says whether SGD's
-state is reset at each experience, as cl-bench's fresh optimizer per task, or kept,
-Avalanche's default.
+``reset_optimizer_state`` (Avalanche's own ``train()`` argument) says whether the
+optimizer's state (SGD's momentum, Adam's moments; ``params.optimizer`` picks SGD or
+Adam as cl-bench builds them) is reset at each experience, as cl-bench's fresh
+optimizer per task, or kept, Avalanche's default.
 
 The pieces shared with the row (data, recorder) are importable without timm.
 """
@@ -147,8 +148,12 @@ def build_strategy(payload: dict, method: str, model: nn.Module, plugins: list):
     from avalanche.training.supervised import EWC, Naive
 
     p = payload["params"]
-    optimizer = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"],
-                                weight_decay=p["weight_decay"])
+    if p.get("optimizer", "sgd") == "adam":  # as cl-bench's contract/optimizer.py builds it
+        optimizer = torch.optim.Adam(model.parameters(), lr=p["lr"],
+                                     weight_decay=p["weight_decay"])
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"],
+                                    weight_decay=p["weight_decay"])
     common = dict(train_mb_size=p["batch_size"], train_epochs=p["epochs"],
                   eval_mb_size=p["eval_batch_size"], device="cpu", plugins=plugins,
                   evaluator=EvaluationPlugin(loggers=[]))

@@ -38,7 +38,10 @@ Optional: ``STEP_NONE_WHY`` (why ``step`` is None), ``DIFFERS_WHY`` (the reason 
 when the verdict is "differs"; a "differs" without one is refused), ``NOTES`` (a list of
 lines for bench/parity.md), ``reference_commit(dir) -> str`` (when DIR is not a git
 checkout of the reference, e.g. an installed package's repository) and
-``copy_reference(dir, copy)`` (instead of ``git archive`` of the pinned commit).
+``copy_reference(dir, copy)`` (instead of ``git archive`` of the pinned commit),
+``extra(per_seed) -> dict`` (more keys of the results file computed from the finished
+seeds, e.g. a comparison with a baseline run beside each seed; a key the runner writes
+itself is never replaced).
 
 ``work`` is a scratch folder for the row (tree, weights, logs), kept between calls so
 a re-run reuses what is there. Everything a row runs uses one thread and fp32.

