@@ -185,3 +185,19 @@ def test_a_damaged_kept_seed_is_run_again(tmp_path, monkeypatch):
     assert calls == list(range(10)) + [4]
     rerun = schema.load(tmp_path / "out" / "toy.json")["per_seed"][4]
     assert rerun["ours"]["curve"] == [90.0, 82.0]
+
+
+def test_measured_row_seconds_counts_the_kept_seeds_own_time():
+    """A call that reuses kept seeds is fast; ``row_seconds`` still says what the row
+    costs from scratch: the step check plus each seed's time when it ran."""
+    row = _toy_row("0" * 40, [])
+    per_seed = []
+    for seed in row.SEEDS:
+        run = {"seed": seed, "ours": {"curve": [90.0, 80.0]},
+               "reference": {"curve": [90.0, 79.0 + seed % 3]}, "seconds": 12.5}
+        for side in ("ours", "reference"):
+            run[side].update(stats.summary(run[side]["curve"]))
+        per_seed.append(run)
+    data = runner.assemble(row, row.step(Path("."), Path(".")), per_seed, 3.2, 40.0)
+    assert data["measured"]["seconds"] == 3 and data["measured"]["row_seconds"] == 165
+    assert "the row from scratch: 165 s" in "\n".join(render.section(data))

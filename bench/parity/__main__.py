@@ -128,7 +128,10 @@ def run_seeds(row, copy: Path, work: Path, seeds: list[int]) -> list[dict]:
     return runs
 
 
-def assemble(row, step, per_seed: list[dict], seconds: float) -> dict:
+def assemble(row, step, per_seed: list[dict], seconds: float, step_seconds: float = 0.0) -> dict:
+    """The results file. ``measured.seconds``: this call's wall time (seeds kept from an
+    earlier call cost it nothing); ``measured.row_seconds``: what the row costs from
+    scratch, the step check of this call plus every seed's own time when it ran."""
     paired = stats.paired_block(per_seed, row.PAIRING, row.CLASS_ORDER)
     paired["pairing_why"] = row.PAIRING_WHY
     data = {"method": row.METHOD, "reference": dict(row.REFERENCE), "setting": row.SETTING,
@@ -136,6 +139,8 @@ def assemble(row, step, per_seed: list[dict], seconds: float) -> dict:
             "per_seed": per_seed,
             "command": f"python -m bench.parity {row.METHOD} --reference DIR",
             "measured": {"date": date.today().isoformat(), "seconds": round(seconds),
+                         "row_seconds": round(step_seconds + sum(r.get("seconds", 0.0)
+                                                                 for r in per_seed)),
                          "machine": f"{platform.machine()}, {os.cpu_count()} cores",
                          "python": platform.python_version()}}
     if step is None:
@@ -190,14 +195,16 @@ def main(argv: list[str] | None = None) -> int:
         work.mkdir(parents=True, exist_ok=True)
         row.prepare(copy)
         print(f"{row.METHOD}: step check", flush=True)
+        t_step = time.perf_counter()
         step = row.step(copy, work)
+        t_step = time.perf_counter() - t_step
         print(json.dumps(step, indent=1), flush=True)
         if args.only == "step":
             return 0
         seeds = list(row.SEEDS)[: args.seeds] if args.seeds else list(row.SEEDS)
         print(f"{row.METHOD}: {len(seeds)} seeds, class order {row.CLASS_ORDER}", flush=True)
         per_seed = run_seeds(row, copy, work, seeds)
-        data = assemble(row, step, per_seed, time.perf_counter() - t0)
+        data = assemble(row, step, per_seed, time.perf_counter() - t0, t_step)
         print(json.dumps({k: data[k] for k in ("paired", "verdict")}, indent=1))
         if args.seeds:
             print("a trial with --seeds: no results file written")

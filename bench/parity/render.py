@@ -137,8 +137,10 @@ def section(d: dict) -> list[str]:
     for note in d.get("notes", []):
         lines.append(f"- {note}")
     measured = d.get("measured", {})
+    cost = (f"; the row from scratch: {measured['row_seconds']} s (the step check and every "
+            "seed's own time)" if "row_seconds" in measured else "")
     lines += ["", f"Measured {measured.get('date', '?')} in {measured.get('seconds', '?')} s "
-              f"({measured.get('machine', '?')}).", ""]
+              f"({measured.get('machine', '?')}){cost}.", ""]
     return lines
 
 
