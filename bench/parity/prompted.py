@@ -388,13 +388,6 @@ def report(check: dict, main: str, kept: list[str]) -> dict:
     return out
 
 
-DIFFERS_WHY = (
-    "The step check shows both sides computing the same steps to float32 round-off. End to "
-    "end only the initial tensors and the class order are shared: each side draws its own "
-    "batch order and random crops from the seed, so a seed's difference has the spread of two "
-    "independent trainings on 40 images per class, and 10 seeds give an interval wider than "
-    "the verdict rule's 3 points.")
-
 WHY_SETTING = (
     "Why this setting: in the previous round's (10 classes in 5 tasks, timm's random init, "
     "lr 0.001875) the last task scored 0 % right after training on it, on both sides. Both "
