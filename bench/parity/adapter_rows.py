@@ -228,13 +228,15 @@ def test_logits(model, experience) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def ours_step(method: str, work: Path, seed: int, params: dict | None = None,
-              trainable=None, initial=None, outputs=test_logits) -> dict:
+              trainable=None, initial=None, outputs=test_logits,
+              tasks: int = STEP_TASKS) -> dict:
     """cl-bench's side of the step check (module docstring of the driver): the card's
     ``params`` (default: ``STEP``'s epochs, lr and batch), the tensors ``trainable(model)``
     compared (default :func:`ours_trainable`), those ``initial(task, tensors)`` exported
     (default :func:`pilot_initial`), ``outputs(model, experience)`` the test outputs and
-    labels. The strategy module's ``align_classifier``, where it has one, starts from
-    ``torch.manual_seed(seed)``, as the driver's alignment does."""
+    labels, ``tasks`` the number of tasks run. The strategy module's
+    ``align_classifier``, where it has one, starts from ``torch.manual_seed(seed)``, as
+    the driver's alignment does."""
     import importlib
 
     from cl_bench.backbones import load_backbone
@@ -258,7 +260,7 @@ def ours_step(method: str, work: Path, seed: int, params: dict | None = None,
                           task_split(data.n_classes, 2, 2), test_shuffle=False, seed=seed,
                           train_transform=plain, eval_transform=plain)
     perms = {str(t): torch.from_numpy(np.random.RandomState(seed + t).permutation(
-        len(stream.train[t].dataset))) for t in range(STEP_TASKS)}
+        len(stream.train[t].dataset))) for t in range(tasks)}
     card = load_method(method)
     card.params.update(params or {"epochs": STEP["epochs"], "lr": STEP["lr"],
                                   "batch_size": STEP["batch"]})
@@ -283,7 +285,7 @@ def ours_step(method: str, work: Path, seed: int, params: dict | None = None,
         module.align_classifier = align
     try:
         test_labels = []
-        for t in range(STEP_TASKS):
+        for t in range(tasks):
             strategy.train(stream.train[t], eval_streams=[], shuffle=False)
             logits, labels = outputs(strategy.model, stream.seen_test[t])
             record["points"][f"task {t + 1}"] = {"params": record["params"],
