@@ -143,6 +143,16 @@ def test_a_trial_writes_no_results_file(tmp_path, monkeypatch):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_one_seed_trial_ends_without_an_interval(tmp_path, monkeypatch, capsys):
+    ref, commit = _toy_reference(tmp_path)
+    calls: list = []
+    monkeypatch.setattr(runner, "load_row", lambda m: _toy_row(commit, calls))
+    assert runner.main(["toy", "--reference", str(ref), "--scratch", str(tmp_path / "s"),
+                        "--out", str(tmp_path / "out"), "--seeds", "1"]) == 0
+    assert calls == [0] and not (tmp_path / "out").exists()
+    assert "a trial of one seed" in capsys.readouterr().out
+
+
 def test_schema_refuses_what_the_tables_cannot_show(tmp_path):
     good = {"method": "x", "reference": {"repo": "a/b", "commit": "1" * 40},
             "step": None, "step_none_why": "trains nothing",

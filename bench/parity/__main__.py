@@ -204,6 +204,10 @@ def main(argv: list[str] | None = None) -> int:
         seeds = list(row.SEEDS)[: args.seeds] if args.seeds else list(row.SEEDS)
         print(f"{row.METHOD}: {len(seeds)} seeds, class order {row.CLASS_ORDER}", flush=True)
         per_seed = run_seeds(row, copy, work, seeds)
+        if len(per_seed) < 2:
+            print("a trial of one seed: no interval (it needs two seeds per side) and no "
+                  "results file written")
+            return 0
         data = assemble(row, step, per_seed, time.perf_counter() - t0, t_step)
         print(json.dumps({k: data[k] for k in ("paired", "verdict")}, indent=1))
         if args.seeds:
