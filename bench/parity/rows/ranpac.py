@@ -27,7 +27,8 @@ PAIRING_WHY = ("a seed does not fix the same randomness on both sides: W_rand, t
 SETTING = {**fs.SETTING, "method": f"adapt: adapter, {fs.EPOCHS} epochs (card: 20), M 2000 "
                                    "(card: 10,000), else the card's defaults; PILOT with "
                                    "PARITY_RANPAC_LINEAR=1 (the official logits), its own "
-                                   "float32 ridge search; each side's lambda split follows its seed"}
+                                   "float32 ridge search; each side's lambda split follows "
+                                   "its seed"}
 CLASS_ORDER = fs.CLASS_ORDER
 SEEDS = fs.SEEDS
 M = 2000
