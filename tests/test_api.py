@@ -62,7 +62,8 @@ def test_run_returns_the_result_files(ran):
         assert r.train_s == sum(record["timing"]["train_s"])
         assert r == Result.from_file(r.path)
     tosca = done[1]
-    assert tosca.config["method"]["epochs"] == 1 and tosca.selection == "sample"
+    assert tosca.config["method"]["epochs"] == 1
+    assert tosca.protocol_settings["selection"] == "sample"
     assert tosca.added_params == 413_520 + 2 * 1280
     assert f"  tosca seed 1993: avg {tosca.avg_acc:.2f}  last {tosca.last_acc:.2f}" in "\n".join(
         lines)

@@ -170,7 +170,8 @@ def test_augment_views_run_is_recorded_and_reproducible(tmp_path, monkeypatch):
     a, b, c = (json.loads(next((tmp_path / x).glob("runs/*/*/*.json")).read_text())
                for x in "abc")
     assert a["config"]["method"]["augment_views"] == 2
-    assert a["protocol"]["augment_views"] == 2 and c["protocol"]["augment_views"] == 0
+    assert a["protocol"]["settings"]["augment_views"] == 2
+    assert c["protocol"]["settings"]["augment_views"] == 0
     assert a["acc_matrix"] == b["acc_matrix"]
     assert b["timing"]["features_from"] == "disk cache"
     assert second.exit_code == 0 and plain.exit_code == 0

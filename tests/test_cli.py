@@ -36,7 +36,8 @@ def test_run_writes_complete_consistent_results(e2e_run):
         assert r["accounting"]["backbone_params"] == r["accounting"]["backbone_frozen"] > 4e6
         assert r["config"]["backbone"]["weights_digest"] == "579344248a93e230"
     tosca, simplecil = records["tosca"], records["simplecil"]
-    assert tosca["protocol"]["selection"] == "sample"
+    assert tosca["protocol"]["settings"] == {"selection": "sample", "augment_views": 0,
+                                             "eval_batch_size": 48}
     assert len(tosca["routing_acc"]) == 5 and tosca["routing_acc"][0] == 100.0
     assert simplecil["routing_acc"] is None
     # synthetic classes are well separated: far above chance (10 %)
@@ -81,7 +82,7 @@ def test_changed_setting_is_a_new_run(e2e_run):
     files = sorted(out.glob("runs/synthetic/tosca/*.json"))
     assert len(files) == 2
     batch = [json.loads(p.read_text()) for p in files
-             if json.loads(p.read_text())["protocol"]["selection"] == "batch"]
+             if json.loads(p.read_text())["protocol"]["settings"]["selection"] == "batch"]
     assert len(batch) == 1 and batch[0]["config"]["method"]["selection"] == "batch"
 
 

@@ -13,8 +13,20 @@ from conftest import ADVICE, invoke
 from cl_bench.cards import config
 from cl_bench.cards.config import load_method, method_names
 from cl_bench.cards.strategy import import_object
-from cl_bench.contract import Inputs, Method, MethodSpec, Schedule, drive, spec_of
+from cl_bench.contract import (
+    AUGMENT_VIEWS,
+    EVAL_BATCH_SIZE,
+    Inputs,
+    Method,
+    MethodSpec,
+    ProtocolSetting,
+    Schedule,
+    drive,
+    spec_of,
+)
 from cl_bench.errors import UserError
+from cl_bench.strategies.blocks.luca import SELECTION
+from cl_bench.strategies.blocks.prompt_matching import BATCHWISE
 
 NAIVE = "avalanche.training.supervised.strategy_wrappers:Naive"
 SHIPPED = {
@@ -33,6 +45,10 @@ SHIPPED = {
     "tuna": (Inputs.IMAGES, False, Schedule.PER_TASK),
     "min": (Inputs.IMAGES, False, Schedule.PER_TASK),
 }
+# the protocol settings each declares, in order (the others: eval_batch_size only)
+PROTOCOL = {"tosca": ["selection", "augment_views", "eval_batch_size"],
+            "l2p": ["batchwise", "eval_batch_size"],
+            "dualprompt": ["batchwise", "eval_batch_size"]}
 
 
 def test_every_shipped_strategy_declares_its_contract():
@@ -41,7 +57,32 @@ def test_every_shipped_strategy_declares_its_contract():
         cls = import_object(load_method(name).raw["strategy"])
         assert issubclass(cls, Method)
         assert spec_of(cls) == MethodSpec(inputs=inputs, trains_backbone=trains_backbone,
-                                          schedule=schedule), name
+                                          schedule=schedule, protocol=spec_of(cls).protocol)
+        assert [s.key for s in spec_of(cls).protocol] == PROTOCOL.get(name, ["eval_batch_size"])
+
+
+def test_every_declared_protocol_setting_is_a_setting_of_the_card():
+    """A declared protocol setting is recorded from the card: every shipped card has it,
+    with a value its label can name."""
+    for name in SHIPPED:
+        card = load_method(name)
+        for setting in spec_of(import_object(card.raw["strategy"])).protocol:
+            assert setting.key in card.params, (name, setting.key)
+            assert setting.label is None or setting.shown(card.params[setting.key]), name
+
+
+def test_a_protocol_setting_names_its_values_and_its_per_batch_rules():
+    assert SELECTION.shown("batch") == "selection=batch" and SELECTION.is_per_batch("batch")
+    assert not SELECTION.is_per_batch("sample")
+    assert (BATCHWISE.shown(True), BATCHWISE.shown(False)) == ("batchwise", "per-image prompts")
+    assert BATCHWISE.is_per_batch(True) and not BATCHWISE.is_per_batch(1)
+    assert EVAL_BATCH_SIZE.shown(48) == "batches of 48" and EVAL_BATCH_SIZE.batch_size
+    assert AUGMENT_VIEWS.shown(2) is None and EVAL_BATCH_SIZE.shown(None) is None
+    with pytest.raises(TypeError, match="one-line meaning"):
+        ProtocolSetting("k", "two\nlines")
+    with pytest.raises(TypeError, match="distinct keys"):
+        MethodSpec(inputs=Inputs.FEATURES, trains_backbone=False, schedule=Schedule.PER_TASK,
+                   protocol=(EVAL_BATCH_SIZE, EVAL_BATCH_SIZE))
 
 
 def test_a_bare_avalanche_template_is_refused_with_one_message():

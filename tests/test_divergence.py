@@ -129,7 +129,8 @@ def record(tmp_path_factory) -> tuple[Path, dict]:
 @pytest.mark.parametrize(("where", "value", "problem"), [
     (("config", "method", "batch_size"), math.inf, "config.method.batch_size is inf"),
     (("memory", "peak_rss_bytes"), math.nan, "memory.peak_rss_bytes is nan"),
-    (("protocol", "eval_batch_size"), -math.inf, "protocol.eval_batch_size is -inf"),
+    (("protocol", "settings", "eval_batch_size"), -math.inf,
+     "protocol.settings.eval_batch_size is -inf"),
 ])
 def test_every_number_of_a_record_is_finite(record, where, value, problem):
     path, clean = record

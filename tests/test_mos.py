@@ -14,13 +14,8 @@ from conftest import invoke, run_stream, strategy, vit_backbone
 from torch.testing import assert_close
 
 from cl_bench.backbones.adapters import AdapterSet
-from cl_bench.strategies.mos import (
-    gaussian_factor,
-    merge_step,
-    orthogonality_loss,
-    sample_features,
-    self_refine,
-)
+from cl_bench.strategies.blocks.gaussian_alignment import gaussian_factor, sample_features
+from cl_bench.strategies.mos import merge_step, orthogonality_loss, self_refine
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread
 
@@ -222,7 +217,6 @@ def test_account_counts_t_passes():
                                  torch.tensor([[[1.0, 2.0], [2.0, 1.0]]])])  # not PD
 def test_class_statistics_that_cannot_be_sampled_fail_the_run_as_diverged(cov):
     from cl_bench.errors import UserError
-    from cl_bench.strategies.mos import gaussian_factor
     with pytest.raises(UserError, match="the run diverged: the classifier alignment"):
         gaussian_factor(cov)
     assert torch.equal(gaussian_factor(torch.eye(2)[None] * 4), torch.eye(2)[None] * 2)

@@ -19,6 +19,7 @@ from cl_bench.engine.environment import resolve_device, resolve_precision
 from cl_bench.engine.runner import RunRequest, resolve_cards
 from cl_bench.reporting.report import aggregate, load_runs
 from cl_bench.store import record_check, results
+from cl_bench.strategies.tosca import Tosca
 
 # the README's headline command; the plan names the precision --precision auto picks
 MISSION = ["run", "--methods", "tosca,l2p", "--scenario", "imagenet-a", "--dry-run"]
@@ -217,9 +218,11 @@ def test_paper_run_records_its_protocol_and_the_dry_run_finds_it(tmp_path):
     found = records(out)
     assert sorted(found) == [("simplecil", "fair"), ("simplecil", "paper"), ("tosca", "paper")]
     tosca = found[("tosca", "paper")]
-    assert tosca["protocol"] == {"name": "paper", "selection": "batch", "batchwise": None,
-                                 "augment_views": 2, "test_shuffle": False,
-                                 "eval_batch_size": 48}
+    assert tosca["protocol"] == {
+        "name": "paper", "test_shuffle": False,
+        "settings": {"selection": "batch", "augment_views": 2, "eval_batch_size": 48},
+        "meanings": {s.key: s.meaning for s in Tosca.spec.protocol}, "per_batch": True,
+        "label": ["selection=batch", "ordered test", "batches of 48"]}
     assert tosca["config"]["protocol"] == "paper"
     assert tosca["config"]["method"]["init"] == "official"
     assert tosca["config"]["scenario"]["test_shuffle"] is False

@@ -16,10 +16,13 @@ import pytest
 from conftest import invoke
 from PIL import Image
 
+from cl_bench.contract import EVAL_BATCH_SIZE
 from cl_bench.metrics import summarize
 from cl_bench.reporting.plots import PIXELS
-from cl_bench.reporting.report import METRICS, _tex, aggregate, grid, load_runs
+from cl_bench.reporting.report import METRICS, _tex, aggregate, grid, load_runs, to_csv
 from cl_bench.store import results
+from cl_bench.store.protocol_block import protocol_block
+from cl_bench.strategies.blocks.luca import SELECTION
 
 VIT = ("vit_base_patch16_224", "vit_base_patch16_224.augreg_in21k")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -28,13 +31,17 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def fake_run(out: Path, method: str = "tosca", scenario: str = "cifar100", seed: int = 1993,
              acc_seen: tuple[float, ...] = (90.0, 80.0, 70.0), selection: str | None = "sample",
              test_shuffle: bool = True, backbone: tuple[str, str] = VIT, epochs: int = 20,
-             added: int = 1000, gflops: float = 17.6, protocol: str | None = None) -> dict:
-    """Write a schema-complete result record (as `cl-bench run` does) and return it."""
+             added: int = 1000, gflops: float = 17.6, protocol: str | None = None,
+             schema: int = results.SCHEMA_VERSION) -> dict:
+    """Write a schema-complete result record (as `cl-bench run` does; with ``schema=1``,
+    as cl-bench did before protocol settings were declared) and return it."""
     tasks = [[2 * t, 2 * t + 1] for t in range(len(acc_seen))]
     acc_matrix = [[acc_seen[i] + j for j in range(i + 1)] for i in range(len(acc_seen))]
     params = {"epochs": epochs, "eval_batch_size": 48}
+    declared = (EVAL_BATCH_SIZE,)
     if selection is not None:
         params["selection"] = selection
+        declared = (SELECTION, EVAL_BATCH_SIZE)
     config = {"method": {"name": method, **params},
               "scenario": {"name": scenario, "init_cls": 2, "increment": 2,
                            "test_shuffle": test_shuffle},
@@ -42,11 +49,13 @@ def fake_run(out: Path, method: str = "tosca", scenario: str = "cifar100", seed:
                            "weights_digest": backbone[1][:8]},
               **({"protocol": protocol} if protocol not in (None, "fair") else {})}
     record = {
-        "schema_version": results.SCHEMA_VERSION, "method": method, "scenario": scenario,
+        "schema_version": schema, "method": method, "scenario": scenario,
         "seed": seed, "status": "done", "config": config,
         "class_order": list(range(2 * len(tasks))), "tasks": tasks,
-        "protocol": {"selection": selection, "batchwise": None, "test_shuffle": test_shuffle,
-                     "eval_batch_size": 48, **({"name": protocol} if protocol else {})},
+        "protocol": protocol_block(protocol or "fair", declared, params, test_shuffle)
+        if schema == 2 else
+        {"selection": selection, "batchwise": None, "test_shuffle": test_shuffle,
+         "eval_batch_size": 48, **({"name": protocol} if protocol else {})},
         "env": {}, "acc_matrix": acc_matrix, "acc_seen": list(acc_seen),
         **summarize(acc_matrix, list(acc_seen)),
         "routing_acc": None,
@@ -147,6 +156,26 @@ def test_published_numbers_beside_paper_rows_with_protocol(tmp_path):
     assert "paper, batch selection" in g.notes[1]
 
 
+def test_schema_1_results_report_as_schema_2(tmp_path):
+    """Records of schema 1 (four fixed protocol keys) give the labels, numbers and CSV
+    that the same runs recorded under schema 2 give."""
+    tables, csvs = [], []
+    for schema in (1, 2):
+        out = tmp_path / str(schema)
+        for seed in (1993, 1994):
+            fake_run(out, seed=seed, schema=schema)
+            fake_run(out, seed=seed, selection="batch", test_shuffle=False, protocol="paper",
+                     schema=schema)
+            fake_run(out, method="simplecil", seed=seed, selection=None, schema=schema)
+        runs = load_runs(out)[0]
+        tables.append(aggregate(runs, published_for=lambda m, s: None))
+        csvs.append(to_csv(runs))
+    assert tables[0].equals(tables[1]) and csvs[0] == csvs[1]
+    assert sorted(tables[0]["label"]) == [
+        "simplecil", "tosca (selection=sample)",
+        "tosca [paper] (selection=batch, ordered test, batches of 48)"]
+
+
 def test_best_per_column_marked(store):
     g = grid(aggregate(load_runs(store)[0]))
     bold = {g.header[i]: row[0][0] for row in g.rows for i, (_, b) in enumerate(row) if b}
@@ -178,6 +207,10 @@ def test_latex_has_booktabs_rules_in_order(report_dir):
 def test_markdown_table_and_links(report_dir):
     md = (report_dir / "report.md").read_text()
     assert "| tosca (selection=sample) | n=3 |" in md
+    legend = md.split("## Protocols and columns")[1].splitlines()
+    assert [line.split("**")[1] for line in legend if line.startswith("- ")] == [
+        "[paper]", "eval_batch_size", "selection", "ordered test", "columns"]
+    assert f"- **selection**: {SELECTION.meaning}." in legend
     assert "**97.00 ± 0.00**" in md
     for link in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md):
         assert (report_dir / link).is_file()

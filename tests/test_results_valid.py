@@ -5,6 +5,7 @@ named twice is one run."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -61,7 +62,7 @@ def _set(path: tuple, value) -> Callable[[dict], None]:
 # name -> (damage of the clean file's text, the reason status and report give)
 DAMAGES: dict[str, tuple[Callable[[str], str], str]] = {
     "json list": (lambda text: "[1, 2, 3]\n", "a JSON list, not a result record"),
-    "stub": (lambda text: '{"status": "done"}', "no schema_version (this cl-bench writes 1)"),
+    "stub": (lambda text: '{"status": "done"}', "no schema_version (this cl-bench writes 2)"),
     "stub with schema": (lambda text: '{"schema_version": 1, "status": "done"}',
                          "missing keys: method, scenario, seed, config, class_order"),
     "string for a number": (edited(_set(("acc_matrix", 2, 1), "abc")),
@@ -70,7 +71,12 @@ DAMAGES: dict[str, tuple[Callable[[str], str], str]] = {
     "truncated": (lambda text: text[:len(text) // 2], "not valid JSON ("),
     "empty": (lambda text: "", "empty file"),
     "not json": (lambda text: "seed,avg\n1993,96.3\n", "not valid JSON (Expecting value"),
-    "schema 2": (edited(_set(("schema_version",), 2)), "schema_version is 2, not 1"),
+    "schema 3": (edited(_set(("schema_version",), 3)),
+                 "schema_version is 3, not one this cl-bench reads (1, 2; it writes 2)"),
+    "schema 1 layout as 2": (edited(_set(("protocol",), {"name": "fair", "selection": None})),
+                             "protocol.settings is None, not an object"),
+    "protocol label": (edited(_set(("protocol", "label"), "batchwise")),
+                       "protocol.label is 'batchwise', not a list of texts"),
     "over 100": (edited(_set(("acc_seen", 0), 101.0)),
                  "acc_seen[0] is 101.0, not a percentage in [0, 100]"),
 }
@@ -94,6 +100,40 @@ def test_a_clean_run_is_valid(clean):
     for path in files.values():
         assert problems(results.load(path), path) == []
         assert results.is_done(path)
+
+
+def test_a_clean_run_records_simplecils_declared_protocol(clean):
+    """Schema 2: the protocol block holds the settings SimpleCIL declares (only the
+    evaluation batch size), their meanings and the label (empty: no rule per batch)."""
+    record = results.load(clean[1][1993])
+    assert record["schema_version"] == 2
+    protocol = record["protocol"]
+    assert protocol["settings"] == {"eval_batch_size": 128}
+    assert list(protocol["meanings"]) == ["eval_batch_size"]
+    assert (protocol["name"], protocol["test_shuffle"], protocol["per_batch"],
+            protocol["label"]) == ("fair", True, False, [])
+
+
+def test_a_schema_1_record_is_read_and_reused(clean, tmp_path):
+    """A record written by schema 1 (four fixed protocol keys, null where the method has
+    none) is valid, reads as schema 2 with the same protocol, and `run` reuses it."""
+    out, files = clean
+    copy = tmp_path / "res"
+    shutil.copytree(out, copy)
+    path = copy / files[1993].relative_to(out)
+    new = results.load(path)
+    old = {**new, "schema_version": 1,
+           "protocol": {"name": "fair", "selection": None, "batchwise": None,
+                        "augment_views": None, "test_shuffle": True, "eval_batch_size": 128}}
+    path.write_text(json.dumps(old))
+    assert problems(old, path) == []
+    assert results.load_valid(path) == new
+    assert Result.from_dict(old, path) == Result.from_file(path) == dataclasses.replace(
+        Result.from_file(files[1993]), path=path)
+    result = invoke("run", "--out", str(copy), *RUN, "--seeds", "1993")
+    assert result.exit_code == 0, result.output
+    assert "skip simplecil seed 1993: finished" in result.stdout
+    assert results.load(path) == old  # read as schema 2, never rewritten
 
 
 def test_run_recomputes_a_damaged_file_to_the_clean_numbers(damaged, clean):
@@ -161,7 +201,7 @@ def test_a_file_named_like_no_run_is_invalid(clean, tmp_path):
         f"seed is 1993 but the file is named {moved.name} (<seed>-<config hash>.json)"]
     result = invoke("status", "--out", str(copy))
     assert result.exit_code == 0, result.output
-    assert "no schema_version (this cl-bench writes 1)" in result.stdout
+    assert "no schema_version (this cl-bench writes 2)" in result.stdout
     assert result.stdout.splitlines()[-1] == (
         "4 runs: 2 done, 0 running, 0 failed, 2 invalid, 0 pending")
 

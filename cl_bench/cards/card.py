@@ -13,6 +13,20 @@ import yaml
 from cl_bench.cards import sources
 from cl_bench.errors import UserError, suggest
 
+RULE_KINDS = ("bounds", "positive", "choices", "types")
+# ``types:`` names every kind of value a setting takes when that is more than its
+# default's (``class_order: [text, list]``: "seed" or a list of class ids;
+# ``importance_max: [number, null]``: null is no bound)
+VALUE_TYPES = {
+    "text": lambda v: isinstance(v, str),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "list": lambda v: isinstance(v, list),
+    "mapping": lambda v: isinstance(v, dict),
+    "null": lambda v: v is None,
+}
+
 
 @dataclass
 class Card:
@@ -40,17 +54,25 @@ class Card:
                 f'"{self.name}" has no setting "{key}".{suggest(key, self.params)} '
                 f"Its settings are: {', '.join(sorted(self.params))} (see {self.path})."
             )
-        self.params[key] = coerce(text, self.params[key], f"{self.name}.{key}")
+        types = self.rules()["types"].get(key, ())
+        # a setting of several kinds is parsed against the card's own default, so that a
+        # second --set of it is read as the first was (not against null or a list)
+        default = self.params[key] if not types else self.raw.get("defaults", self.raw).get(
+            key, self.params[key])
+        self.params[key] = coerce(text, default, f"{self.name}.{key}", types)
         self.explicit.add(key)
         self.check(only=key)
 
     def rules(self) -> dict[str, dict]:
-        """``bounds``, ``positive`` and ``choices``: the shared ones, then the card's."""
+        """``bounds``, ``positive``, ``choices`` and ``types``: the shared ones, then the
+        card's."""
         own = {kind: self.raw.get(kind) or ({} if kind != "positive" else [])
-               for kind in ("bounds", "positive", "choices")}
+               for kind in RULE_KINDS}
         return {"bounds": {**self.base_rules.get("bounds", {}), **own["bounds"]},
                 "positive": [*self.base_rules.get("positive", []), *own["positive"]],
-                "choices": {**self.base_rules.get("choices", {}), **own["choices"]}}
+                "choices": {**self.base_rules.get("choices", {}), **own["choices"]},
+                "types": {key: type_names(kinds) for key, kinds in
+                          {**self.base_rules.get("types", {}), **own["types"]}.items()}}
 
     def check(self, only: str | None = None, defaults: bool = False) -> None:
         """Refuse a setting that breaks its card's rules (``only``: rules of that
@@ -141,13 +163,19 @@ def scientific(text: str) -> float | str:
         return text
 
 
-def coerce(text: str, default: Any, label: str) -> Any:
-    """Parse ``text`` as YAML and check it against the default's type."""
+def coerce(text: str, default: Any, label: str, types: list[str] | tuple = ()) -> Any:
+    """Parse ``text`` as YAML and check it against the default's type. Where the card
+    names more kinds of value for the setting (``types``, its ``types:`` entry, of
+    :data:`VALUE_TYPES`), a value of another named kind than the present value's is
+    taken as parsed (``[1, 0]`` for a class order of "seed", null for a bound)."""
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError:
         value = text
     if default is None:
+        return value
+    own = _kind(default, types) if types else None
+    if any(kind != own and VALUE_TYPES[kind](value) for kind in types):
         return value
     if isinstance(default, float) and isinstance(value, str):
         value = scientific(value)  # YAML 1.1 reads 1e-4 (no dot) as a string
@@ -165,8 +193,19 @@ def coerce(text: str, default: Any, label: str) -> Any:
         return value
     elif isinstance(default, dict) and isinstance(value, dict):
         return {**default, **value}  # --set scenario.dataset_args={n_classes: 3} merges
+    others = f" or another kind its card's `types:` names ({', '.join(types)})" if types else ""
     raise UserError(f'--set {label}={text}: expected a {type(default).__name__} '
-                    f"like the default ({default!r}), got {text!r}.")
+                    f"like the default ({default!r}){others}, got {text!r}.")
+
+
+def type_names(kinds: list) -> list:
+    """A ``types:`` entry with YAML's null (``[number, null]``) read as the kind "null"."""
+    return ["null" if kind is None else kind for kind in kinds]
+
+
+def _kind(default: Any, types: list[str] | tuple) -> str:
+    """The kind in ``types`` that the setting's present value is."""
+    return next((kind for kind in types if VALUE_TYPES[kind](default)), types[0])
 
 
 def same_type(value: Any, default: Any) -> bool:

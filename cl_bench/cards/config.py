@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cl_bench.cards import sources
-from cl_bench.cards.card import Card, is_number, lookup
+from cl_bench.cards.card import RULE_KINDS, VALUE_TYPES, Card, is_number, lookup, type_names
 from cl_bench.cards.declared import check_declared
 from cl_bench.cards.needs import check_needed
 from cl_bench.cards.places import BENCHMARKS_DIR, METHODS_DIR, read_yaml
@@ -119,8 +119,8 @@ def check_rules(card: Card, required: bool) -> None:
     """The card's rules are well formed and name its settings (``required``: every
     rule of the card itself must name a setting it has; the shared scenario rules
     apply only where a card has the setting)."""
-    own = {kind: card.raw.get(kind) for kind in ("bounds", "positive", "choices")}
-    shapes = {"bounds": dict, "positive": list, "choices": dict}
+    own = {kind: card.raw.get(kind) for kind in RULE_KINDS}
+    shapes = {"bounds": dict, "positive": list, "choices": dict, "types": dict}
     for kind, value in own.items():
         if value is not None and not isinstance(value, shapes[kind]):
             raise UserError(f"{card.path}: `{kind}:` must be a "
@@ -135,7 +135,13 @@ def check_rules(card: Card, required: bool) -> None:
     for key, allowed in (own["choices"] or {}).items():
         if not isinstance(allowed, list):
             raise UserError(f"{card.path}: choices of {key} must be a list, not {allowed!r}.")
-    named = [*(own["bounds"] or {}), *(own["positive"] or []), *(own["choices"] or {})]
+    for key, kinds in (own["types"] or {}).items():
+        if not (isinstance(kinds, list) and kinds and all(
+                k in VALUE_TYPES for k in type_names(kinds))):
+            raise UserError(f"{card.path}: types of {key} must be a list of the kinds of value "
+                            f"it takes, each one of {', '.join(VALUE_TYPES)}; got {kinds!r}.")
+    named = [*(own["bounds"] or {}), *(own["positive"] or []), *(own["choices"] or {}),
+             *(own["types"] or {})]
     missing = [k for k in named if required and not lookup(card.params, str(k))[0]]
     if missing:
         raise UserError(f"{card.path}: its rules name {', '.join(map(str, missing))}, which "
@@ -175,7 +181,7 @@ def load_scenario(name: str) -> Card:
     path, raw = found.path, read_yaml(found.path)
     need_keys(path, raw, SCENARIO_KEYS, "scenario")
     params = {k: v for k, v in raw.items() if k not in (
-        "name", "title", "description", "bounds", "positive", "choices", "backbone")}
+        "name", "title", "description", *RULE_KINDS, "backbone")}
     card = Card(name, path, raw, copy.deepcopy(params), SCENARIO_RULES, found.origin)
     check_rules(card, required=True)
     card.check(defaults=True)

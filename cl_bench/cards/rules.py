@@ -8,4 +8,5 @@ SCENARIO_RULES: dict = {
                "dataset_args.n_classes": [1, None],
                "expected.train_images": [1, None], "expected.test_images": [1, None]},
     "choices": {"test_shuffle": [True, False], "normalize": ["none", "backbone"]},
+    "types": {"class_order": ["text", "list"]},  # "seed", "natural" or a list of class ids
 }

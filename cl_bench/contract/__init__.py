@@ -43,6 +43,12 @@ What a method declares:
   can resume after any finished task; ``JOINT`` trains once on the list of every
   task's experience, then runs the same evaluations (an upper bound, never resumed
   mid-stream);
+* **which settings define its protocol** (``protocol``, a tuple of
+  :class:`ProtocolSetting`, each a card key with a one-line meaning): the settings
+  that decide how it is evaluated (TOSCA's ``selection``, the prompt methods'
+  ``batchwise``, ``augment_views``, ``eval_batch_size``); every result records their
+  values, meanings and label in its ``protocol`` block, and the reports read them
+  from there, so no other part of cl-bench names them;
 * **what it validates before any run** (:meth:`Method.check_params`): settings that
   only the backbone can check (e.g. block indices); the card's bounds and choices are
   checked earlier. The runner calls it for every method of a command before the first
@@ -96,6 +102,7 @@ with one message that says both ways (:func:`spec_of`).
 
 from cl_bench.contract.drive import AdaptedStream, drive
 from cl_bench.contract.memory import Allocation, Workload
+from cl_bench.contract.protocol import AUGMENT_VIEWS, EVAL_BATCH_SIZE, ProtocolSetting
 from cl_bench.contract.resume import Regrows, Resumable, Stateful
 from cl_bench.contract.spec import (
     Bookkeeping,
@@ -107,6 +114,6 @@ from cl_bench.contract.spec import (
     spec_of,
 )
 
-__all__ = ["AdaptedStream", "Allocation", "Bookkeeping", "Inputs", "Method", "MethodSpec",
-           "Regrows", "Resumable", "Schedule", "Stateful", "Workload", "check_backbone",
-           "drive", "spec_of"]
+__all__ = ["AUGMENT_VIEWS", "EVAL_BATCH_SIZE", "AdaptedStream", "Allocation", "Bookkeeping",
+           "Inputs", "Method", "MethodSpec", "ProtocolSetting", "Regrows", "Resumable",
+           "Schedule", "Stateful", "Workload", "check_backbone", "drive", "spec_of"]

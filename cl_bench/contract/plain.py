@@ -18,8 +18,9 @@ into the user's class, and builds it as an Avalanche user would: the model from 
 factory, the optimizer from the card's ``optimizer`` (sgd | adam | adamw), ``lr``
 and optional ``momentum`` and ``weight_decay`` (as in the shipped cards),
 cross-entropy, ``train_mb_size = batch_size``, ``train_epochs = epochs``,
-``eval_mb_size = eval_batch_size`` (default: ``batch_size``), plus the run's device,
-plugins and evaluator, all passed as the template's keyword arguments. The card's
+``eval_mb_size = eval_batch_size`` (default: ``batch_size``; the one protocol setting
+it declares), plus the run's device, plugins and evaluator, all passed as the
+template's keyword arguments. The card's
 ``backbones:`` (any | vit | cnn, default any) is the class's ``backbones``. Such a
 class is not checkpointed (a killed run starts over).
 """
@@ -35,6 +36,7 @@ from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
 from cl_bench.contract.optimizer import make_optimizer
+from cl_bench.contract.protocol import EVAL_BATCH_SIZE
 from cl_bench.contract.spec import BACKBONE_KINDS, Inputs, Method, MethodSpec, Schedule
 from cl_bench.errors import UserError
 
@@ -94,7 +96,7 @@ def _spec(block: dict, card: Path) -> MethodSpec:
         raise UserError(f"{card}: contract trains_backbone must be true or false, not "
                         f"{block['trains_backbone']!r}.")
     return MethodSpec(inputs=inputs, trains_backbone=block["trains_backbone"],
-                      schedule=schedule)
+                      schedule=schedule, protocol=(EVAL_BATCH_SIZE,))
 
 
 def _factory(path: Any, card: Path, load: Callable[[str], Any]) -> Callable:

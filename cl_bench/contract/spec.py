@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
+from cl_bench.contract.protocol import ProtocolSetting
 from cl_bench.errors import UserError
 
 if TYPE_CHECKING:
@@ -37,17 +38,26 @@ class Schedule(enum.Enum):
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """A method's declaration; every field is required, so nothing is implied."""
+    """A method's declaration; every field but ``protocol`` is required, so nothing is
+    implied. ``protocol``: the card settings that decide how the method is evaluated
+    (:class:`~cl_bench.contract.protocol.ProtocolSetting`, each with its meaning), in
+    the order a report's label names them; none by default."""
 
     inputs: Inputs
     trains_backbone: bool
     schedule: Schedule
+    protocol: tuple[ProtocolSetting, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.inputs, Inputs) or not isinstance(self.schedule, Schedule) \
                 or not isinstance(self.trains_backbone, bool):
             raise TypeError(f"MethodSpec takes an Inputs, a bool and a Schedule, not "
                             f"{self.inputs!r}, {self.trains_backbone!r}, {self.schedule!r}")
+        keys = [s.key for s in self.protocol] if isinstance(self.protocol, tuple) and all(
+            isinstance(s, ProtocolSetting) for s in self.protocol) else None
+        if keys is None or len(set(keys)) != len(keys):
+            raise TypeError(f"MethodSpec's protocol is a tuple of ProtocolSetting with "
+                            f"distinct keys, not {self.protocol!r}")
 
     @property
     def reads_feature_cache(self) -> bool:

@@ -91,7 +91,8 @@ def engine_allocations(card: Card, work: Workload, device_type: str, weights: in
     scales = "--image-size"
     if spec.inputs is not Inputs.FEATURES:  # the method's own passes: a task, the test set
         batch = max(batch, capped(params.get("batch_size", 0), work.train_images // work.n_tasks),
-                    capped(params.get("eval_batch_size", 0), work.test_images))
+                    *(capped(params.get(s.key) or 0, work.test_images)
+                      for s in spec.protocol if s.batch_size))
         scales = f"--image-size or {card.name}.batch_size"
     pixels = 3 * work.image_size ** 2 * FLOAT
     out = [Allocation("the backbone's weights" + " and its trained copy" * spec.trains_backbone,

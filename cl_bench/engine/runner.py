@@ -40,9 +40,11 @@ from cl_bench.cards.protocol import (
 from cl_bench.cards.resolve import resolve_for_backbone
 from cl_bench.cards.strategy import strategy_of
 from cl_bench.contract import (
+    AUGMENT_VIEWS,
     AdaptedStream,
     Inputs,
     Method,
+    MethodSpec,
     Resumable,
     check_backbone,
     drive,
@@ -73,6 +75,7 @@ from cl_bench.scenarios.stream import Stream, build_stream
 from cl_bench.scenarios.transforms import eval_transform, train_transform
 from cl_bench.store import results
 from cl_bench.store.filelock import held
+from cl_bench.store.protocol_block import protocol_block
 
 DEFAULT_SCENARIO = "fmnist"
 DEFAULT_SEEDS = (1993,)
@@ -197,8 +200,8 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
     cls = strategy_of(card)
     before, hits = store.seconds, store.hits
-    inputs = method_inputs(spec_of(cls).inputs, card, scenario, data, backbone, store, order,
-                           sizes, seed)
+    inputs = method_inputs(spec_of(cls), card, scenario, data, backbone, store, order, sizes,
+                           seed)
     done = train_and_evaluate(cls, card, data, backbone, device, progress, result, seed,
                               inputs, t_start)
     features_s = store.seconds - before  # an adapted backbone's features: during the drive
@@ -216,14 +219,8 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
         "class_order": order,
         "class_names": [data.class_names[c] for c in order],
         "tasks": [[order[p] for p in t] for t in tasks_of(sizes)],
-        "protocol": {
-            "name": card.protocol,
-            "selection": card.params.get("selection"),
-            "batchwise": card.params.get("batchwise"),
-            "augment_views": card.params.get("augment_views"),
-            "test_shuffle": scenario.params["test_shuffle"],
-            "eval_batch_size": card.params.get("eval_batch_size"),
-        },
+        "protocol": protocol_block(card.protocol, spec_of(cls).protocol, card.params,
+                                   scenario.params["test_shuffle"]),
         "env": versions(device, CHECKOUT),
         "acc_matrix": done.recorder.acc_matrix,
         "acc_seen": done.recorder.acc_seen,
@@ -260,17 +257,19 @@ class MethodInputs:
     test_query: torch.Tensor | None
 
 
-def method_inputs(inputs: Inputs, card: Card, scenario: Card, data: ImageData,
+def method_inputs(spec: MethodSpec, card: Card, scenario: Card, data: ImageData,
                   backbone: Backbone, store: FeatureStore, order: list[int], sizes: list[int],
                   seed: int) -> MethodInputs:
-    """The stream of one run of a method that consumes ``inputs``."""
+    """The stream of one run of a method that consumes ``spec.inputs`` (on cached
+    augmented views when it declares :data:`~cl_bench.contract.AUGMENT_VIEWS`)."""
+    inputs = spec.inputs
     loader_args = {}
     train_query = test_query = None
     plugins = []
     if inputs is Inputs.FEATURES:
         train_x, test_x = store.get(backbone, data, "train"), store.get(backbone, data, "test")
         train_tf = eval_tf = None
-        if views := card.params.get("augment_views", 0):
+        if AUGMENT_VIEWS in spec.protocol and (views := card.params[AUGMENT_VIEWS.key]):
             train_x = store.get_views(backbone, data, views)
             train_tf, eval_tf = EpochView(), evaluation_view
             plugins.append(ViewClock(train_tf))

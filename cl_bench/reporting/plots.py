@@ -174,7 +174,7 @@ def protocol(scenario: str, runs: pd.DataFrame, table: pd.DataFrame) -> Plot | N
     """Average and last accuracy of each method under each protocol it was run with; None
     when no method was run under more than one protocol."""
     configs = runs.drop_duplicates("config")
-    knobs = ["selection", "batchwise", "test_shuffle"]
+    knobs = ["protocol_label"]  # the declared protocol settings and the test order, as named
     varied = [cfg["config"].tolist()
               for _, cfg in configs.groupby(["method", "backbone", "weights"])
               if cfg[knobs].astype(str).drop_duplicates().shape[0] > 1]

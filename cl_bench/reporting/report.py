@@ -4,9 +4,10 @@ Everything is computed from result JSON files; the only other input is the
 ``published`` block of each method's card, shown beside the measured numbers of
 ``--protocol paper`` runs with its protocol. A table row is one configuration:
 runs are grouped by the hash of their resolved config, so runs that differ in
-protocol (TOSCA ``selection``, prompt ``batchwise``, test shuffling), backbone,
+protocol (the protocol settings a method declares, test shuffling), backbone,
 weights or any other setting are never averaged together; the label names the
-protocol.
+protocol as the result records it (``protocol.label``), and the legend gives the
+recorded meaning of every protocol setting in the report.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pandas as pd
 from cl_bench.errors import UserError, suggest, unknown
 from cl_bench.store import results
 from cl_bench.store.atomic import replace_atomically
+from cl_bench.store.protocol_block import ORDERED_TEST
 from cl_bench.store.records import InvalidResult, Result
 
 FORMATS = ("md", "tex", "csv", "html")
@@ -52,20 +54,13 @@ METRICS = (
 )
 PUBLISHED = {"avg_acc": "paper avg", "last_acc": "paper last"}
 
-LEGEND = (
-    ("[paper]", "run with --protocol paper: each method as its published numbers were "
-                "measured (its card's paper: block); the published numbers stand beside "
-                "these rows only. Rows without a mark ran the fair protocol (the default)."),
-    ("selection=sample", "TOSCA picks the lowest-entropy module for each test image "
-                         "(no task identity used)."),
-    ("selection=batch", "TOSCA picks one module per test batch by mean entropy (official "
-                        "code); with ordered test batches this uses the fact that a batch "
-                        "comes from one task."),
-    ("batchwise / per-image prompts", "prompt methods choose prompts once per test batch, "
-                                      "or per image."),
-    ("ordered test", "test batches follow the class order (scenario.test_shuffle=false) "
-                     "instead of being shuffled."),
-    ("batches of N", "evaluation batch size, shown when a batch-level rule makes it matter."),
+PAPER_LEGEND = ("[paper]", "run with --protocol paper: each method as its published numbers "
+                           "were measured (its card's paper: block); the published numbers "
+                           "stand beside these rows only. Rows without a mark ran the fair "
+                           "protocol (the default).")
+LEGEND_AFTER = (
+    (ORDERED_TEST, "test batches follow the class order (scenario.test_shuffle=false) "
+                   "instead of being shuffled."),
     ("columns", "avg acc: mean over tasks of top-1 on all seen classes; last acc: after the "
                 "final task; forgetting: best earlier minus final per-task accuracy; added "
                 "params/task: parameters the last task added; stored params: everything kept "
@@ -127,24 +122,21 @@ def _labels(runs: pd.DataFrame) -> pd.Series:
                                                         strict=True)], index=runs.index)
 
 
-def _given(value) -> bool:
-    """Set in the result (pandas turns a None among strings or numbers into NaN)."""
-    return value is not None and not pd.isna(value)
+def legend(runs: pd.DataFrame) -> list[tuple[str, str]]:
+    """The legend: the paper mark, each protocol setting of the runs (by name) with its
+    recorded meaning, the test order and the columns."""
+    meanings: dict[str, str] = {}
+    for recorded in runs["protocol_meanings"]:
+        for key, meaning in recorded.items():
+            meanings.setdefault(key, meaning + ".")
+    return [PAPER_LEGEND, *sorted(meanings.items()), *LEGEND_AFTER]
 
 
 def _base_label(row, several_backbones: bool) -> str:
     """'tosca (selection=sample)'; a run of a named protocol other than the default
     says so: 'tosca [paper] (selection=batch, ...)'."""
     method = row.method if row.protocol == "fair" else f"{row.method} [{row.protocol}]"
-    parts = []
-    if _given(row.selection):
-        parts.append(f"selection={row.selection}")
-    if _given(row.batchwise):
-        parts.append("batchwise" if row.batchwise else "per-image prompts")
-    if _given(row.test_shuffle) and not row.test_shuffle:
-        parts.append("ordered test")
-    if _given(row.eval_batch):
-        parts.append(f"batches of {int(row.eval_batch)}")
+    parts = [row.protocol_label] if row.protocol_label else []
     if several_backbones:
         parts.append(row.backbone + ("" if row.weights == "pretrained" else f" {row.weights}"))
     return f"{method} ({', '.join(parts)})" if parts else method
@@ -245,7 +237,8 @@ def _md_cell(text: str, bold: bool) -> str:
     return f"**{text}**" if bold else text
 
 
-def to_markdown(tables: dict[str, Grid], images: dict[str, list[tuple[str, str]]]) -> str:
+def to_markdown(tables: dict[str, Grid], images: dict[str, list[tuple[str, str]]],
+                notes: list[tuple[str, str]]) -> str:
     """GitHub Markdown: a table per scenario, its notes, links to its PNG plots."""
     out = ["# cl-bench report", ""]
     for scenario, g in tables.items():
@@ -255,7 +248,7 @@ def to_markdown(tables: dict[str, Grid], images: dict[str, list[tuple[str, str]]
         out += [""] + [f"{n}  " for n in g.notes] + ([""] if g.notes else [])
         out += [f"![{caption}]({name})" for name, caption in images.get(scenario, [])]
         out.append("")
-    out += ["## Protocols and columns", ""] + [f"- **{k}**: {v}" for k, v in LEGEND]
+    out += ["## Protocols and columns", ""] + [f"- **{k}**: {v}" for k, v in notes]
     return "\n".join(out) + "\n"
 
 
@@ -287,8 +280,8 @@ def to_latex(tables: dict[str, Grid]) -> str:
 
 def to_csv(runs: pd.DataFrame) -> str:
     """Long format: one row per run and metric, with everything that identifies the run."""
-    ids = ["scenario", "method", "protocol", "label", "seed", "backbone", "weights", "selection",
-           "batchwise", "test_shuffle", "eval_batch", "config", "file"]
+    ids = ["scenario", "method", "protocol", "label", "seed", "backbone", "weights",
+           "protocol_settings", "test_shuffle", "config", "file"]
     long = runs.melt(id_vars=ids, value_vars=[m.key for m in METRICS], var_name="metric")
     return long.sort_values(["scenario", "label", "seed", "metric"]).to_csv(index=False)
 
@@ -300,7 +293,8 @@ th:first-child,td:first-child{text-align:left;white-space:normal}.notes{font-siz
 figure{display:inline-block;margin:.5em}img{max-width:100%;height:auto}"""
 
 
-def to_html(tables: dict[str, Grid], images: dict[str, list[tuple[str, str, bytes]]]) -> str:
+def to_html(tables: dict[str, Grid], images: dict[str, list[tuple[str, str, bytes]]],
+            notes: list[tuple[str, str]]) -> str:
     """One self-contained page: tables, PNG plots as data URIs, the protocol legend."""
     e = html.escape
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -318,7 +312,7 @@ def to_html(tables: dict[str, Grid], images: dict[str, list[tuple[str, str, byte
             out.append(f'<figure><img src="data:image/png;base64,{data}" alt="{e(caption)}">'
                        f"<figcaption>{e(caption)}</figcaption></figure>")
     out += ["<h2>Protocols and columns</h2>", "<dl>"]
-    out += [f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in LEGEND]
+    out += [f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in notes]
     out += ["</dl>", "</body></html>"]
     return "\n".join(out) + "\n"
 
@@ -383,8 +377,9 @@ def write_report(results_dir: Path, out: Path, scenarios: Iterable[str] = (),
                 figures[scenario].append((f"{fig.name}.png", fig.caption, png))
     links = {s: [(n, c) for n, c, _ in f] for s, f in figures.items()} \
         if "png" in image_formats else {}
-    renderers = {"md": lambda: to_markdown(grids, links), "tex": lambda: to_latex(grids),
-                 "csv": lambda: to_csv(runs), "html": lambda: to_html(grids, figures)}
+    notes = legend(runs)
+    renderers = {"md": lambda: to_markdown(grids, links, notes), "tex": lambda: to_latex(grids),
+                 "csv": lambda: to_csv(runs), "html": lambda: to_html(grids, figures, notes)}
     for fmt in formats:
         save(f"report.{fmt}" if fmt != "csv" else "runs.csv", renderers[fmt]().encode())
     return written, skipped

@@ -29,9 +29,7 @@ def summary_table(runs: Iterable[Result]) -> str:
     """One row per method (and protocol), columns average / last accuracy."""
     groups: dict[tuple, list[Result]] = defaultdict(list)
     for r in unique(runs):
-        tag = ", ".join(f"{k}={v}" for k, v in (("selection", r.selection),
-                                                 ("batchwise", r.batchwise)) if v is not None)
-        groups[(r.method, tag, r.scenario)].append(r)
+        groups[(r.method, ", ".join(r.protocol_label), r.scenario)].append(r)
     rows = [("method", "scenario", "seeds", "avg acc", "last acc", "routing (last)")]
     for (method, tag, scenario), rs in groups.items():
         routing = [r.routing_acc[-1] for r in rs if r.routing_acc]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cl_bench.cards.protocol import PROTOCOLS
 from cl_bench.metrics import summarize
-from cl_bench.store.schema import SCHEMA_VERSION, config_hash
+from cl_bench.store.schema import READABLE_VERSIONS, SCHEMA_VERSION, config_hash
 
 REQUIRED = ("schema_version", "method", "scenario", "seed", "status", "config", "class_order",
             "tasks", "protocol", "env", "acc_matrix", "acc_seen", "avg_acc", "last_acc",
@@ -137,7 +137,8 @@ def _shape_problems(record: dict) -> list[str]:
 def _protocol_problems(record: dict) -> list[str]:
     """``protocol.name`` (absent in records from before protocols were named: fair) is a
     known protocol and the one the hashed config names (a non-fair run's config holds
-    ``protocol``; see :mod:`cl_bench.cards.protocol`)."""
+    ``protocol``; see :mod:`cl_bench.cards.protocol`); in schema 2, the declared
+    settings' block is whole (:mod:`cl_bench.store.protocol_block`)."""
     if not isinstance(record["protocol"], dict) or not isinstance(record["config"], dict):
         return []
     name = record["protocol"].get("name", "fair")
@@ -146,7 +147,25 @@ def _protocol_problems(record: dict) -> list[str]:
     hashed = record["config"].get("protocol", "fair")
     if hashed != name:
         return [f"protocol.name is {name!r} but the config was run under {hashed!r}"]
-    return []
+    new = record["schema_version"] == SCHEMA_VERSION
+    return _declared_problems(record["protocol"]) if new else []
+
+
+def _declared_problems(protocol: dict) -> list[str]:
+    """A schema-2 ``protocol``: ``settings`` and their ``meanings`` (one text per
+    setting), ``per_batch`` true or false, ``label`` a list of texts."""
+    settings, meanings = protocol.get("settings"), protocol.get("meanings")
+    if not isinstance(settings, dict):
+        return [f"protocol.settings is {settings!r}, not an object"]
+    if not isinstance(meanings, dict) or set(meanings) != set(settings) or not all(
+            isinstance(m, str) for m in meanings.values()):
+        return [f"protocol.meanings is {meanings!r}, not a text for each of protocol.settings"]
+    out = [] if isinstance(protocol.get("per_batch"), bool) else [
+        f"protocol.per_batch is {protocol.get('per_batch')!r}, not true or false"]
+    label = protocol.get("label")
+    if not isinstance(label, list) or not all(isinstance(t, str) for t in label):
+        out.append(f"protocol.label is {label!r}, not a list of texts")
+    return out
 
 
 def _accuracy_problems(record: dict, n_tasks: int) -> list[str]:
@@ -244,9 +263,10 @@ def problems(record: object, path: Path | None = None) -> list[str]:
         return [f"no schema_version (this cl-bench writes {SCHEMA_VERSION}): not a result "
                 "record"]
     version = record["schema_version"]
-    if version != SCHEMA_VERSION or isinstance(version, bool):
-        return [f"schema_version is {version!r}, not {SCHEMA_VERSION} (the schema this "
-                "cl-bench writes)"]
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
+        readable = ", ".join(map(str, READABLE_VERSIONS))
+        return [f"schema_version is {version!r}, not one this cl-bench reads ({readable}; "
+                f"it writes {SCHEMA_VERSION})"]
     missing = [key for key in REQUIRED if key not in record]
     if missing:
         return [f"missing key{'s' * (len(missing) > 1)}: {', '.join(missing)}"]

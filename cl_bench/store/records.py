@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from cl_bench.packages import recorded
+from cl_bench.store.protocol_block import FAIR, upgraded
 from cl_bench.store.record_check import problems, reason
 from cl_bench.store.results import InvalidResult, load_valid, run_path
 from cl_bench.store.schema import config_hash
 
 __all__ = ["DEFAULT_PROTOCOL", "InvalidResult", "Result"]
 
-DEFAULT_PROTOCOL = "fair"  # the protocol of a record that names none
+DEFAULT_PROTOCOL = FAIR  # the protocol of a record that names none
 WEIGHT_FILES = {".pth", ".pt", ".safetensors", ".npz"}
 
 
@@ -89,7 +90,7 @@ class Result:
         found = problems(record, None if path is None else Path(path))
         if found:
             raise InvalidResult(reason(found))
-        return cls._build(record, None if path is None else Path(path))
+        return cls._build(upgraded(record), None if path is None else Path(path))
 
     @classmethod
     def from_run(cls, record: dict, out: str | Path) -> Result:
@@ -120,27 +121,31 @@ class Result:
         return self.protocol.get("name") or DEFAULT_PROTOCOL
 
     @property
-    def selection(self) -> str | None:
-        """TOSCA's module selection (sample / batch); None for other methods."""
-        return self.protocol.get("selection")
+    def protocol_settings(self) -> dict[str, Any]:
+        """The method's declared protocol settings and their values (e.g. TOSCA's
+        ``{"selection": "sample", "augment_views": 0, "eval_batch_size": 48}``)."""
+        return self.protocol["settings"]
 
     @property
-    def batchwise(self) -> bool | None:
-        """Whether a prompt method picks prompts per test batch; None for other methods."""
-        return self.protocol.get("batchwise")
+    def protocol_meanings(self) -> dict[str, str]:
+        """Each declared protocol setting's one-line meaning."""
+        return self.protocol["meanings"]
+
+    @property
+    def protocol_label(self) -> list[str]:
+        """How a label names the run's protocol, in parts (e.g. ``["selection=batch",
+        "ordered test", "batches of 48"]``)."""
+        return self.protocol["label"]
+
+    @property
+    def per_batch(self) -> bool:
+        """Whether a prediction depends on the rest of its test batch (a rule applied per
+        batch), so the evaluation batch size matters."""
+        return self.protocol["per_batch"]
 
     @property
     def test_shuffle(self) -> bool | None:
         return self.protocol.get("test_shuffle")
-
-    @property
-    def eval_batch_size(self) -> int | None:
-        return self.protocol.get("eval_batch_size")
-
-    @property
-    def batch_level(self) -> bool:
-        """Whether a rule applied per test batch makes the evaluation batch size matter."""
-        return self.selection == "batch" or self.batchwise is True
 
     @property
     def backbone(self) -> str:
@@ -196,9 +201,10 @@ class Result:
             "scenario": self.scenario, "method": self.method, "seed": self.seed,
             "config": self.config_hash, "protocol": self.protocol_name,
             "backbone": self.backbone, "weights": self.weights_kind,
-            "selection": self.selection, "batchwise": self.batchwise,
-            "test_shuffle": self.test_shuffle,
-            "eval_batch": self.eval_batch_size if self.batch_level else None,
+            "protocol_label": ", ".join(self.protocol_label),
+            "protocol_settings": "; ".join(f"{k}={v}" for k, v in
+                                           self.protocol_settings.items()),
+            "protocol_meanings": self.protocol_meanings, "test_shuffle": self.test_shuffle,
             "avg_acc": self.avg_acc, "last_acc": self.last_acc, "forgetting": self.forgetting,
             "added_params": self.added_params, "stored_params": self.stored_params,
             "gflops": self.gflops, "train_s": self.train_s,

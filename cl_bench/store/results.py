@@ -32,6 +32,7 @@ from pathlib import Path
 from cl_bench.errors import UserError
 from cl_bench.store.atomic import replace_atomically
 from cl_bench.store.filelock import close_lock_file, open_lock_file, try_flock
+from cl_bench.store.protocol_block import upgraded
 from cl_bench.store.record_check import problems, reason
 from cl_bench.store.schema import SCHEMA_VERSION, config_hash
 
@@ -72,7 +73,7 @@ def load_valid(path: Path) -> dict:
     found = problems(record, path)
     if found:
         raise InvalidResult(reason(found))
-    return record
+    return upgraded(record)
 
 
 def is_done(path: Path) -> bool:

@@ -31,12 +31,15 @@ for B = 1). In training every image uses e_t, so the first half runs with
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT
+from cl_bench.contract import EVAL_BATCH_SIZE
 from cl_bench.errors import UserError
-from cl_bench.strategies.blocks.prompt_matching import PromptKeys, uniform_parameter
+from cl_bench.strategies.blocks.prompt_matching import BATCHWISE, PromptKeys, uniform_parameter
 from cl_bench.strategies.blocks.prompt_template import Normalize, PromptModel, PromptStrategy
 
 
@@ -88,6 +91,7 @@ class DualPromptNet(PromptModel):
 class DualPrompt(PromptStrategy):
     """DualPrompt as an Avalanche strategy on images."""
 
+    spec = replace(PromptStrategy.spec, protocol=(BATCHWISE, EVAL_BATCH_SIZE))
     model_class = DualPromptNet
 
     def routing(self) -> torch.Tensor | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from avalanche.training.supervised import JointTraining
 
-from cl_bench.contract import Inputs, MethodSpec, Schedule
+from cl_bench.contract import EVAL_BATCH_SIZE, Inputs, MethodSpec, Schedule
 from cl_bench.strategies.blocks.backbone_copy import FinetuneTemplate, dataset_classes
 
 
@@ -27,7 +27,8 @@ class Joint(FinetuneTemplate, JointTraining):
     experiences, then ``eval`` per seen-classes test experience.
     """
 
-    spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=True, schedule=Schedule.JOINT)
+    spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=True, schedule=Schedule.JOINT,
+                      protocol=(EVAL_BATCH_SIZE,))
 
     def model_adaptation(self, model=None):
         """Training: unmask every class; evaluation: only the evaluated classes."""

@@ -19,10 +19,13 @@ code has it).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from cl_bench.backbones.prompted import PromptedViT
-from cl_bench.strategies.blocks.prompt_matching import PromptKeys, uniform_parameter
+from cl_bench.contract import EVAL_BATCH_SIZE
+from cl_bench.strategies.blocks.prompt_matching import BATCHWISE, PromptKeys, uniform_parameter
 from cl_bench.strategies.blocks.prompt_template import Normalize, PromptModel, PromptStrategy
 
 
@@ -47,4 +50,5 @@ class L2PNet(PromptModel):
 class L2P(PromptStrategy):
     """L2P as an Avalanche strategy on images."""
 
+    spec = replace(PromptStrategy.spec, protocol=(BATCHWISE, EVAL_BATCH_SIZE))
     model_class = L2PNet

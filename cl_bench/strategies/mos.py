@@ -20,7 +20,8 @@ normalised) and mu_c the stored class means of the earlier tasks' classes:
 After task t: per class of task t, the mean and covariance (+ 1e-4 I) of f under A_t
 (eval transform); the prototype P_c = mean of f under A_0, the initial guess. For t > 0
 the head is then aligned on Gaussian samples of every seen class (classifier
-alignment: ``ca_epochs`` epochs, ``batch_size x ca_samples`` samples per class each).
+alignment: ``ca_epochs`` epochs, ``batch_size x ca_samples`` samples per class each;
+the statistics and the alignment: :mod:`cl_bench.strategies.blocks.gaussian_alignment`).
 
 Inference: one backbone pass per adapter set (T passes after T tasks). The initial
 guess is the task of argmax_c cos(f_0(x), P_c); self-refined retrieval then classifies
@@ -44,10 +45,8 @@ from cl_bench.backbones.base import autocast
 from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.contract.memory import FLOAT, Allocation, Workload
 from cl_bench.contract.optimizer import make_optimizer
-from cl_bench.errors import UserError
 from cl_bench.strategies.blocks.adapter_template import AdapterModel, AdapterStrategy, Normalize
-
-JITTER = 1e-4  # added to every class covariance (official _compute_mean)
+from cl_bench.strategies.blocks.gaussian_alignment import align_on_samples, class_gaussians
 
 
 @torch.no_grad()
@@ -84,35 +83,6 @@ def self_refine(feats: torch.Tensor, start: torch.Tensor, classify, task_of_colu
         k = torch.where(active, moved, k)
         logits = torch.where(active[:, None], classify(feats[rows, k]), logits)
     return logits, k
-
-
-def gaussian_factor(cov: torch.Tensor) -> torch.Tensor:
-    """L with L L^T = cov (C, d, d), computed in float64; for variances (C, d), their
-    square roots. Class statistics that are not finite, or a covariance that is not
-    positive definite, fail the run with the likely cause instead of a linear-algebra
-    traceback."""
-    try:
-        if not torch.isfinite(cov).all():
-            raise torch.linalg.LinAlgError("not finite")
-        factor = cov.sqrt() if cov.dim() == 2 else torch.linalg.cholesky(cov.double()).float()
-    except torch.linalg.LinAlgError as e:
-        raise UserError(
-            f"the run diverged: the classifier alignment cannot sample from the class "
-            f"statistics ({e}); the adapted features grew too large or collapsed, most "
-            "likely because a learning rate (or its ratio) is set too high; lower it with "
-            "--set. Nothing was saved as a result; the failure is recorded in the run's "
-            ".failed file.") from None
-    return factor
-
-
-def sample_features(means: torch.Tensor, factors: torch.Tensor,
-                    n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``n`` samples of N(mean_i, L_i L_i^T) per row i, class by class, with their row
-    index as label."""
-    z = torch.randn(len(means), n, means.shape[1], device=means.device)
-    noise = z * factors[:, None] if factors.dim() == 2 else z @ factors.transpose(1, 2)
-    labels = torch.arange(len(means), device=means.device).repeat_interleave(n)
-    return (means[:, None] + noise).flatten(0, 1), labels
 
 
 class MosNet(AdapterModel):
@@ -189,42 +159,26 @@ class MosNet(AdapterModel):
                 firsts.append(f if newest is first else self.cls(x, first).float())
             labels.append(y.to(device))
         feats, firsts, labels = torch.cat(feats), torch.cat(firsts), torch.cat(labels)
-        rows, d = len(self.task_of_class), self.vit.dim
-        means, protos = self.means.new_zeros(rows, d), self.protos.new_zeros(rows, d)
-        covs = self.covs.new_zeros(rows, *self.covs.shape[1:])
-        for new, old in ((means, self.means), (covs, self.covs), (protos, self.protos)):
-            new[:len(old)] = old
-        eye = torch.eye(d, device=feats.device)
-        for c in self.current.tolist():
-            f = feats[labels == c]
-            spread = torch.cov(f.T) if len(f) > 1 else torch.zeros_like(eye)  # <2 images: none
-            cov = spread + JITTER * eye
-            means[c] = f.mean(0) if len(f) else 0
-            protos[c] = firsts[labels == c].mean(0) if len(f) else 0
-            covs[c] = cov if covs.dim() == 3 else cov.diagonal()
-        self.means, self.covs, self.protos = means, covs, protos
+        rows, classes = len(self.task_of_class), self.current.tolist()
+        protos = self.protos.new_zeros(rows, self.vit.dim)
+        protos[:len(self.protos)] = self.protos
+        for c in classes:
+            if (labels == c).any():
+                protos[c] = firsts[labels == c].mean(0)
+        self.means, self.covs = class_gaussians(feats, labels, classes, self.means, self.covs,
+                                                rows)
+        self.protos = protos
 
 
 def align_classifier(model: MosNet, params: dict) -> None:
     """Classifier alignment: the head alone, trained on Gaussian samples of every seen
     class (SGD, momentum 0.9, cosine over ``ca_epochs``, one step per class-sized chunk)."""
     seen = model.seen.to(model.means.device)
-    means, factors = model.means[seen], gaussian_factor(model.covs[seen])
-    n = params["batch_size"] * params["ca_samples"]
     opt, sched = make_optimizer(dict(params, lr=params["ca_lr"], optimizer="sgd",
                                      scheduler="cosine", epochs=params["ca_epochs"],
                                      eta_min=0.0), model.head.parameters())
-    for _ in range(params["ca_epochs"]):
-        x, y = sample_features(means, factors, n)
-        order = torch.randperm(len(x), device=x.device)
-        x, y = x[order], y[order]
-        for i in range(len(seen)):
-            batch = slice(i * n, (i + 1) * n)
-            loss = F.cross_entropy(model.head(x[batch])[:, seen], y[batch])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        sched.step()
+    align_on_samples(model.means[seen], model.covs[seen], params["batch_size"] * params[
+        "ca_samples"], params["ca_epochs"], opt, sched, lambda x: model.head(x)[:, seen])
 
 
 class Mos(AdapterStrategy):

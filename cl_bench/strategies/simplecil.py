@@ -12,14 +12,15 @@ from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
 from cl_bench.backbones.base import Backbone
-from cl_bench.contract import Inputs, Method, MethodSpec, Resumable, Schedule
+from cl_bench.contract import EVAL_BATCH_SIZE, Inputs, Method, MethodSpec, Resumable, Schedule
 from cl_bench.strategies.blocks.heads import CosineClassifier, set_prototypes
 
 
 class SimpleCIL(Method, Resumable, SupervisedTemplate):
     """Prototype classifier over frozen-feature experiences."""
 
-    spec = MethodSpec(inputs=Inputs.FEATURES, trains_backbone=False, schedule=Schedule.PER_TASK)
+    spec = MethodSpec(inputs=Inputs.FEATURES, trains_backbone=False, schedule=Schedule.PER_TASK,
+                      protocol=(EVAL_BATCH_SIZE,))
 
     def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
                  device: torch.device, plugins: list, evaluator) -> None:

@@ -19,11 +19,11 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from cl_bench.backbones.base import Backbone
-from cl_bench.contract import Inputs, MethodSpec, Regrows, Schedule
+from cl_bench.contract import AUGMENT_VIEWS, EVAL_BATCH_SIZE, Inputs, MethodSpec, Regrows, Schedule
 from cl_bench.contract.memory import FLOAT, Allocation, Workload
 from cl_bench.errors import UserError
 from cl_bench.strategies.blocks.heads import CosineClassifier, set_prototypes
-from cl_bench.strategies.blocks.luca import LuCA, select_module
+from cl_bench.strategies.blocks.luca import SELECTION, LuCA, select_module
 from cl_bench.strategies.blocks.per_task import PerTaskTemplate
 
 
@@ -94,7 +94,8 @@ class ToscaNet(Regrows, nn.Module):
 class Tosca(PerTaskTemplate):
     """TOSCA as an Avalanche strategy over frozen-feature experiences."""
 
-    spec = MethodSpec(inputs=Inputs.FEATURES, trains_backbone=False, schedule=Schedule.PER_TASK)
+    spec = MethodSpec(inputs=Inputs.FEATURES, trains_backbone=False, schedule=Schedule.PER_TASK,
+                      protocol=(SELECTION, AUGMENT_VIEWS, EVAL_BATCH_SIZE))
 
     def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
                  device: torch.device, plugins: list, evaluator) -> None:

@@ -25,7 +25,8 @@ every parameter p over the task sets A_0..A_t,
 
 After task t: the mean and covariance (+ 1e-4 I) of f under A_t per class of task t;
 for t > 0 the classifier is aligned on Gaussian samples of every seen class (mean
-scaled by 0.9 + 0.1 (k+1)/(t+1) for a class of task k with ``decay``).
+scaled by 0.9 + 0.1 (k+1)/(t+1) for a class of task k with ``decay``), as MOS does
+(:mod:`cl_bench.strategies.blocks.gaussian_alignment`).
 
 Inference, with p_k = softmax(s cos(f_k(x), W)) over the seen classes:
 
@@ -53,7 +54,7 @@ from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.contract.memory import FLOAT, Allocation, Workload, adapter_sets
 from cl_bench.contract.optimizer import make_optimizer
 from cl_bench.strategies.blocks.adapter_template import AdapterModel, AdapterStrategy, Normalize
-from cl_bench.strategies.mos import JITTER, gaussian_factor, sample_features
+from cl_bench.strategies.blocks.gaussian_alignment import align_on_samples, class_gaussians
 
 ENTROPY_EPS = 1e-10  # inside the log of the official entropy
 
@@ -194,19 +195,9 @@ class TunaNet(AdapterModel):
             with autocast(device, precision):
                 feats.append(self.cls(self.normalize(x.to(device)), self.sets[-1]).float())
             labels.append(y.to(device))
-        feats, labels = torch.cat(feats), torch.cat(labels)
-        rows, d = len(self.task_of_class), self.vit.dim
-        means = self.means.new_zeros(rows, d)
-        covs = self.covs.new_zeros(rows, *self.covs.shape[1:])
-        means[:len(self.means)], covs[:len(self.covs)] = self.means, self.covs
-        eye = torch.eye(d, device=feats.device)
-        for c in self.current.tolist():
-            f = feats[labels == c]
-            spread = torch.cov(f.T) if len(f) > 1 else torch.zeros_like(eye)
-            cov = spread + JITTER * eye
-            means[c] = f.mean(0) if len(f) else 0
-            covs[c] = cov if covs.dim() == 3 else cov.diagonal()
-        self.means, self.covs = means, covs
+        self.means, self.covs = class_gaussians(torch.cat(feats), torch.cat(labels),
+                                                self.current.tolist(), self.means, self.covs,
+                                                len(self.task_of_class))
 
 
 def align_classifier(model: TunaNet, params: dict) -> None:
@@ -219,22 +210,11 @@ def align_classifier(model: TunaNet, params: dict) -> None:
         task_of = model.task_of_class.to(order.device)[order]
         scale = decay_factors(task_of, model.task, params["decay_bug"])
         means = (means.double() * scale[:, None]).float()
-    factors = gaussian_factor(model.covs[order])
-    n = params["batch_size"] * params["ca_samples"]
     opt, sched = make_optimizer(dict(params, lr=params["ca_lr"], optimizer="sgd",
                                      scheduler="cosine", epochs=params["ca_tmax"],
                                      eta_min=0.0), model.head.parameters())
-    for _ in range(params["ca_epochs"]):
-        x, y = sample_features(means, factors, n)
-        shuffle = torch.randperm(len(x), device=x.device)
-        x, y = x[shuffle], y[shuffle]
-        for i in range(len(order)):
-            chunk = slice(i * n, (i + 1) * n)
-            loss = F.cross_entropy(params["scale"] * model.cosine(x[chunk]), y[chunk])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        sched.step()
+    align_on_samples(means, model.covs[order], params["batch_size"] * params["ca_samples"],
+                     params["ca_epochs"], opt, sched, lambda x: params["scale"] * model.cosine(x))
 
 
 class Tuna(AdapterStrategy):

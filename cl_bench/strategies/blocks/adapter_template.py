@@ -26,7 +26,7 @@ from torch import nn
 
 from cl_bench.backbones.adapters import AdapterSet
 from cl_bench.backbones.prompted import PromptedViT
-from cl_bench.contract import Inputs, MethodSpec, Regrows, Schedule
+from cl_bench.contract import EVAL_BATCH_SIZE, Inputs, MethodSpec, Regrows, Schedule
 from cl_bench.contract.memory import Allocation, Workload, adapter_sets
 from cl_bench.strategies.blocks.per_task import AutocastForward, PerTaskTemplate
 from cl_bench.strategies.blocks.shared_vit import OnSharedViT
@@ -100,7 +100,8 @@ class AdapterModel(Regrows, nn.Module):
 class AdapterStrategy(OnSharedViT, AutocastForward, PerTaskTemplate):
     """Avalanche strategy around an :class:`AdapterModel` (module docstring)."""
 
-    spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=False, schedule=Schedule.PER_TASK)
+    spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=False, schedule=Schedule.PER_TASK,
+                      protocol=(EVAL_BATCH_SIZE,))
     model_class: type[AdapterModel] = AdapterModel
     injects = "puts adapters into transformer blocks"
     state_attrs = ("model.task", "model.task_of_class", "model.current")

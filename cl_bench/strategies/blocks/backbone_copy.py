@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from cl_bench.backbones.base import Backbone
-from cl_bench.contract import Inputs, MethodSpec, Schedule
+from cl_bench.contract import EVAL_BATCH_SIZE, Inputs, MethodSpec, Schedule
 from cl_bench.strategies.blocks.per_task import AutocastForward, PerTaskTemplate
 
 
@@ -81,7 +81,8 @@ class FinetuneTemplate(AutocastForward, PerTaskTemplate):
     """
 
     # trains a private copy: the runner keeps the shared backbone's weights in fp32
-    spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=True, schedule=Schedule.PER_TASK)
+    spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=True, schedule=Schedule.PER_TASK,
+                      protocol=(EVAL_BATCH_SIZE,))
     state_attrs = ("model.active",)
 
     def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,

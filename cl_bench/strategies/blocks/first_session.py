@@ -19,7 +19,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from cl_bench.backbones.base import Backbone, autocast
-from cl_bench.contract import Inputs, MethodSpec, Regrows, Schedule
+from cl_bench.contract import EVAL_BATCH_SIZE, Inputs, MethodSpec, Regrows, Schedule
 from cl_bench.contract.memory import Allocation, Workload, adapter_sets
 from cl_bench.contract.optimizer import make_optimizer
 from cl_bench.strategies.blocks.backbone_copy import dataset_classes
@@ -75,7 +75,7 @@ class FirstSessionTemplate(AutocastForward, PerTaskTemplate):
     by them (RanPAC)."""
 
     spec = MethodSpec(inputs=Inputs.ADAPTED_FEATURES, trains_backbone=True,
-                      schedule=Schedule.PER_TASK)
+                      schedule=Schedule.PER_TASK, protocol=(EVAL_BATCH_SIZE,))
     AUTO: ClassVar[dict[str, str]]
     uses_frozen: ClassVar[bool]
 

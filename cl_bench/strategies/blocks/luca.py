@@ -15,6 +15,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from cl_bench.contract import ProtocolSetting
+
+SELECTION = ProtocolSetting(
+    "selection", "how TOSCA picks a module at test time: sample, the lowest-entropy module "
+    "per image (no task identity); batch, one module per test batch by mean entropy "
+    "(official code; on ordered test batches this uses that a batch comes from one task)",
+    per_batch=("batch",))
+
 FLOWS = ("tosca", "tosca_r", "adapter", "calibrator")
 
 

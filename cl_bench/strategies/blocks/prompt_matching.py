@@ -32,6 +32,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cl_bench.contract import ProtocolSetting
+
+BATCHWISE = ProtocolSetting(
+    "batchwise", "whether a prompt method chooses its prompts once per test batch (true, "
+    "the official configs) or per image (false)",
+    label=((True, "batchwise"), (False, "per-image prompts")), per_batch=(True,))
+
 
 def uniform_parameter(*shape: int, low: float = -1.0, high: float = 1.0) -> nn.Parameter:
     """U(low, high) initialisation, the official codes' ``prompt_init: uniform``."""

@@ -29,7 +29,7 @@ from torch import nn
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT
-from cl_bench.contract import Inputs, MethodSpec, Schedule
+from cl_bench.contract import EVAL_BATCH_SIZE, Inputs, MethodSpec, Schedule
 from cl_bench.contract.memory import FLOAT, Allocation, Workload
 from cl_bench.errors import UserError
 from cl_bench.strategies.blocks.per_task import AutocastForward, PerTaskTemplate
@@ -94,7 +94,7 @@ class PromptStrategy(OnSharedViT, AutocastForward, PerTaskTemplate):
 
     # the runner passes the frozen queries from the feature cache
     spec = MethodSpec(inputs=Inputs.IMAGES_WITH_QUERY, trains_backbone=False,
-                      schedule=Schedule.PER_TASK)
+                      schedule=Schedule.PER_TASK, protocol=(EVAL_BATCH_SIZE,))
     model_class: type[PromptModel] = PromptModel
     injects = "injects prompts into transformer blocks"
     state_attrs = ("model.task", "model.current", "model.unseen")
