@@ -359,6 +359,13 @@ def starts(home: Path) -> Counter:
 
 
 @pytest.fixture
+def _interruptible() -> None:
+    """In the child, before Python starts: Ctrl-C's default disposition, as a terminal
+    gives it. A test run started in the background (``cmd &`` in a script) inherits
+    SIGINT ignored, and Python then installs no KeyboardInterrupt handler at all."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_grid(probe):
     """Start `cl-bench run` as its own process group (so the whole grid can be killed),
     output to ``log``; whatever is still running at the end of the test is killed."""
@@ -369,7 +376,8 @@ def start_grid(probe):
                "--out", str(out), *GRID, *args]
         sink = log.open("w")
         proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT,
-                                env={**os.environ, **env}, start_new_session=True)
+                                env={**os.environ, **env}, start_new_session=True,
+                                preexec_fn=_interruptible)
         started.append((proc, sink))
         return proc
 
