@@ -96,9 +96,9 @@ class Row:
         return {"tree": f"bench/parity/make_tree.py's, Fashion-MNIST classes {FMNIST_CLASSES} "
                         f"as classes 0-5, {TRAIN_PER_CLASS} train / {TEST_PER_CLASS} test "
                         "images per class, PNG",
-                "backbone": "vit_tiny_patch16_224 at %d px, cl-bench's seeded random init "
-                            "(bench/parity/export_weights.py), block weights (qkv, proj, fc1, "
-                            "fc2) x %g" % (self.size, BLOCK_GAIN),
+                "backbone": f"vit_tiny_patch16_224 at {self.size:d} px, cl-bench's seeded "
+                            "random init (bench/parity/export_weights.py), block weights "
+                            f"(qkv, proj, fc1, fc2) x {BLOCK_GAIN:g}",
                 "tasks": f"{len(CLASS_ORDER) // SPLIT} x {SPLIT} classes",
                 "cl_bench": {f"{self.method}.{k}": v for k, v in self.ours.items()},
                 "pilot": {"config": f"bench/parity/configs/{self.config}", **self.pilot,
@@ -172,7 +172,7 @@ def batches(tree: Path, out: Path, size: int, n_tasks: int = 2) -> Path:
             perm = torch.randperm(len(y), generator=gen)
             train += [(x[i], y[i]) for i in perm.split(STEP_BATCH)]
         tx, ty = images(tree, "test", [c for task in tasks[:t + 1] for c in task], size)
-        test = list(zip(tx.split(STEP_BATCH), ty.split(STEP_BATCH)))
+        test = list(zip(tx.split(STEP_BATCH), ty.split(STEP_BATCH), strict=True))
         record["tasks"].append({"classes": [CLASS_ORDER.index(c) for c in tasks[t]],
                                 "train": train, "test": test})
     torch.save(record, out)
@@ -315,7 +315,7 @@ def ours_run(row: Row, work: Path, seed: int, init: Path) -> dict:
     tree, weights = inputs(work, row.size)
     out = work / "ours" / str(seed)
     sets = [f"{row.method}.{k}={json.dumps(v)}" for k, v in row.ours.items()]
-    sets += ["scenario.init_cls=%d" % SPLIT, "scenario.increment=%d" % SPLIT,
+    sets += [f"scenario.init_cls={SPLIT:d}", f"scenario.increment={SPLIT:d}",
              "scenario.class_order=natural"]
     cmd = ["nice", "-n", "10", sys.executable, "-m", "bench.parity.drivers.ours_init", "run",
            "--methods", row.method, "--scenario", "imagefolder", "--data-root", str(tree),
@@ -365,10 +365,11 @@ def run_seed(row: Row, copy: Path, work: Path, seed: int) -> dict:
 
 # ---------------------------------------------------------------- the row's answer
 
-BOUND_WHY = ("float32 round-off, measured: %d x the largest difference between cl-bench "
+BOUND_WHY = (f"float32 round-off, measured: {ROUNDOFF_FACTOR:d} x the largest difference "
+             "between cl-bench "
              "and itself with timm's explicit attention instead of the fused kernel (the same "
              "arithmetic in another order, as timm 0.6.13 in PILOT computes it), after the "
-             "same steps from the same tensors (the 'roundoff' entry)" % ROUNDOFF_FACTOR)
+             "same steps from the same tensors (the 'roundoff' entry)")
 
 
 def report(check: dict, main: str, kept: list[str]) -> dict:
