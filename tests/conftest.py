@@ -358,7 +358,6 @@ def starts(home: Path) -> Counter:
         log.exists()) else Counter()
 
 
-@pytest.fixture
 def _interruptible() -> None:
     """In the child, before Python starts: Ctrl-C's default disposition, as a terminal
     gives it. A test run started in the background (``cmd &`` in a script) inherits
@@ -366,6 +365,7 @@ def _interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.fixture
 def start_grid(probe):
     """Start `cl-bench run` as its own process group (so the whole grid can be killed),
     output to ``log``; whatever is still running at the end of the test is killed."""
