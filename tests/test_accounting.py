@@ -141,3 +141,11 @@ def test_l2p_on_200_classes_of_vit_base_has_199_880_trainable():
     strategy = L2P(params=load_method("l2p").params, backbone=backbone, n_classes=200,
                    device=torch.device("cpu"), plugins=[], evaluator=None)
     assert sum(p.numel() for p in strategy.model.parameters() if p.requires_grad) == 199_880
+
+
+def test_account_runs_every_loop_a_card_sets_in_epochs_once():
+    from cl_bench.engine.placeholder_run import one_pass
+    params = {"epochs": 20, "init_epochs": 10, "fit_epochs": 3, "ca_epochs": 30,
+              "epochs_scale": 2.0, "lr": 0.1, "batch_size": 128}
+    assert one_pass(params) == {"epochs": 1, "init_epochs": 1, "fit_epochs": 1,
+                                "ca_epochs": 1}

@@ -161,6 +161,18 @@ def test_account_uneven_classes_gives_the_tasks_asked_for():
     assert row["stored_at_end"] == 10 * 1280 + 1
 
 
+def test_account_shows_progress_per_task_on_stderr_only():
+    result = invoke("account", "--tasks", "2", "--classes", "4", "--methods", "finetune",
+                    "--backbone", "efficientnet_lite0", "--json")
+    assert result.exit_code == 0, result.output
+    assert [row["method"] for row in json.loads(result.stdout)] == ["finetune"]
+    tasks = [line.split(":")[0] for line in result.stderr.splitlines()]
+    assert tasks == ["counting finetune task 1/2", "counting finetune task 2/2"]
+    quiet = invoke("account", "--tasks", "2", "--classes", "4", "--methods", "finetune",
+                   "--backbone", "efficientnet_lite0", "--json", "--no-progress")
+    assert quiet.stderr == "" and json.loads(quiet.stdout) == json.loads(result.stdout)
+
+
 @pytest.mark.parametrize(("args", "needle"), [
     (["--methods", ""], '--methods "" names no method; give at least one'),
     (["--methods", " , "], '--methods " , " names no method'),

@@ -214,6 +214,8 @@ def account(
     image_size: Annotated[int | None, typer.Option(help="ViT input resolution.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
         = False,
+    progress: Annotated[bool, typer.Option(
+        help="Show each method's progress through the tasks (on stderr).")] = True,
     cards: Cards = None,
 ) -> None:
     """Parameters and FLOPs per method at the end of a T-task stream, without data or
@@ -236,7 +238,7 @@ def account(
     for name in method_list:  # every name checked before the first method is counted
         load_method(name)
     check_image_size(backbone, backbone_kind(backbone), image_size)  # as `run` checks it
-    rows = run_account(method_list, backbone, weights, tasks, classes, image_size)
+    rows = run_account(method_list, backbone, weights, tasks, classes, image_size, progress)
     typer.echo(json.dumps(rows, indent=1) if as_json else account_table(rows))
 
 

@@ -2,9 +2,12 @@
 without data or training.
 
 Each method is driven through T tasks of placeholder data (one random sample
-per class) with one optimisation step of batch 1 per task, so that every module,
-prompt, head row and plugin state exists exactly as after a real run; counts do
-not depend on weight values or data, so random backbone weights are fine.
+per class) with batch 1 and one pass of every loop a card sets in epochs
+(``epochs`` and every ``*_epochs``: MiN's first-task training and least-squares
+fit, MOS's and TUNA's classifier alignment), so that every module, prompt, head
+row and plugin state exists exactly as after a real run; counts do not depend on
+weight values, data or the number of passes (training FLOPs are those of the
+first step), so random backbone weights and single passes are fine.
 
 A placeholder experience must hold every class of its task, as a real one does:
 methods size what they build from the classes an experience holds (EASE's proxy,
@@ -32,12 +35,18 @@ from cl_bench.scenarios.stream import Stream, build_stream
 from cl_bench.text_table import text_table
 
 
-def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
+def one_pass(params: dict) -> dict:
+    """Every setting that counts passes (``epochs``, ``*_epochs``) at one pass."""
+    return {k: 1 for k in params if k == "epochs" or k.endswith("_epochs")}
+
+
+def account_method(name: str, backbone, n_tasks: int, n_classes: int,
+                   progress: bool = False) -> dict:
     card = load_method(name)
     cls = strategy_of(card)
     check_backbone(cls, name, backbone.name, backbone.kind)
     resolve_for_backbone(card, backbone)
-    params = dict(card.params, epochs=1, batch_size=1)
+    params = dict(card.params, **one_pass(card.params), batch_size=1)
     features_only = spec_of(cls).inputs is Inputs.FEATURES
     sizes = split_in_tasks(n_classes, n_tasks)
     y = torch.arange(sum(sizes))  # one sample per class (module docstring)
@@ -57,7 +66,7 @@ def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
         stream = AdaptedStream(stream, backbone, features)
     if params.get("n_tasks") == 0:
         params["n_tasks"] = len(sizes)
-    recorder = Recorder(task_of_label, backbone, progress=False)
+    recorder = Recorder(task_of_label, backbone, label=f"counting {name}", progress=progress)
     meter = TrainFlops(stop_after_first=True)
     from cl_bench.engine.runner import accounting_block, quiet_evaluator
     strategy = cls(params=params, backbone=backbone, n_classes=n_classes,
@@ -75,12 +84,13 @@ def account_method(name: str, backbone, n_tasks: int, n_classes: int) -> dict:
 
 
 def account(methods: list[str], backbone_name: str, weights: str | None, n_tasks: int,
-            n_classes: int, image_size: int | None = None) -> list[dict]:
+            n_classes: int, image_size: int | None = None,
+            progress: bool = False) -> list[dict]:
     if n_tasks < 1 or n_classes < n_tasks:
         raise UserError(f"--tasks {n_tasks} and --classes {n_classes}: need at least one task "
                         "and at least as many classes as tasks.")
     backbone = load_backbone(backbone_name, weights or "random", image_size)
-    return [account_method(m, backbone, n_tasks, n_classes) for m in methods]
+    return [account_method(m, backbone, n_tasks, n_classes, progress) for m in methods]
 
 
 def account_table(rows: list[dict]) -> str:
