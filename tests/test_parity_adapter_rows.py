@@ -45,3 +45,23 @@ def test_other_batches_labels_or_tensors_are_refused():
     ref["points"]["task 1"]["params"]["proxy.sigma"] = torch.ones(1)
     with pytest.raises(ParityError, match="name"):
         rows.differences(ours, ref)
+
+
+def test_accuracies_read_the_argmax_per_task_and_the_newest_tasks_classes():
+    # task 1: classes 0, 1; task 2 adds 2, 3. Rows are the test images, columns class ids.
+    task1 = torch.tensor([[2.0, 1.0], [0.0, 1.0], [3.0, 0.0]])  # right, right, wrong
+    task2 = torch.tensor([[1.0, 0, 0, 0], [0, 5.0, 0, 0], [0, 0, 0, 1.0], [0, 0, 0, 1.0]])
+    run = {"points": {"task 1": {"logits": task1}, "task 2": {"logits": task2}}}
+    labels = [torch.tensor([0, 1, 1]), torch.tensor([0, 1, 2, 3])]
+    curve, learnt = rows.accuracies(run, labels)
+    assert curve == pytest.approx([200 / 3, 75.0])
+    assert learnt == pytest.approx([200 / 3, 50.0])  # task 2's images: labels 2 and 3
+
+
+def test_a_longer_run_is_checked_against_its_own_epochs():
+    ours, ref = record(), record()
+    ref["train_labels"] = [torch.tensor([0, 1])] * rows.STEP_TASKS
+    ours["batch_labels"] = [torch.tensor([0, 1] * 3)] * rows.STEP_TASKS
+    with pytest.raises(ParityError, match="labels"):
+        rows.same_inputs(ours, ref)
+    rows.same_inputs(ours, ref, epochs=3)

@@ -308,14 +308,15 @@ def max_abs(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     return max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
 
 
-def same_inputs(ours: dict, ref: dict) -> None:
-    """Refuse a comparison whose batches or test images are not the same on both sides."""
+def same_inputs(ours: dict, ref: dict, epochs: int = STEP_EPOCHS) -> None:
+    """Refuse a comparison whose batches or test images are not the same on both sides
+    (``epochs`` passes over each task's images)."""
     mine = torch.cat(ours["batch_sums"])
     theirs = torch.cat(ref["batch_sums"])
     labels = torch.cat(ours["batch_labels"])
     if mine.shape != theirs.shape or not torch.allclose(mine, theirs, atol=1e-3):
         raise ParityError("the training batches differ between the two sides")
-    expected = torch.cat([t.repeat(STEP_EPOCHS) for t in ref["train_labels"]])
+    expected = torch.cat([t.repeat(epochs) for t in ref["train_labels"]])
     if not torch.equal(labels, expected.to(labels)):
         raise ParityError("the training labels differ between the two sides")
     for a, b in zip(ours["test_labels"], ref["test_labels"], strict=True):
@@ -337,19 +338,33 @@ def differences(ours: dict, ref: dict) -> dict:
 
 
 def step_specs(copy: Path, method: str, work: Path, seed: int, ours: dict,
-               args: dict | None = None, name: str | None = None) -> dict:
+               args: dict | None = None, name: str | None = None,
+               tasks: int = STEP_TASKS) -> dict:
     """The driver's step spec for the tensors and orders of cl-bench's side; ``args``
-    the reference's config (default: PILOT's at ``STEP``), ``name`` the files' stem."""
+    the reference's config (default: PILOT's at ``STEP``), ``name`` the files' stem,
+    ``tasks`` the number of tasks run."""
     name = name or method
     torch.save(ours["init"], work / f"{name}_init.pt")
     torch.save(ours["perms"], work / f"{name}_perm.pt")
     return {"args": args or pilot_args(copy, method, seed, STEP), "order": CLASS_ORDER,
             "step": {"init": str(work / f"{name}_init.pt"),
                      "perm": str(work / f"{name}_perm.pt"), "seed": seed,
-                     "tasks": STEP_TASKS}}
+                     "tasks": tasks}}
 
 
 # ----------------------------------------------------------------- end to end
+
+
+def accuracies(run: dict, labels: list[torch.Tensor]) -> tuple[list[float], list[float]]:
+    """From a step-check record (``run["points"]["task t"]["logits"]``, columns in class
+    id order) and each task's seen test labels: top-1 over the seen classes after each
+    task, and on the newest task's two classes right after training on it, in percent."""
+    curve, learnt = [], []
+    for t, y in enumerate(labels):
+        hit = run["points"][f"task {t + 1}"]["logits"].argmax(1).cpu() == y
+        curve.append(100.0 * float(hit.float().mean()))
+        learnt.append(100.0 * float(hit[y >= 2 * t].float().mean()))
+    return curve, learnt
 
 
 def ours_run(method: str, work: Path, seed: int, params: dict | None = None) -> dict:

@@ -213,21 +213,10 @@ def step(copy: Path, work: Path) -> dict:
     return {**out, "bound": BOUND, "bound_why": BOUND_WHY, "kept": []}
 
 
-def accuracies(run: dict, labels: list[torch.Tensor]) -> tuple[list[float], list[float]]:
-    """Top-1 over the seen classes after each task, and on the newest task's classes
-    right after training on it, in percent (columns are class ids: natural order)."""
-    curve, learnt = [], []
-    for t, y in enumerate(labels):
-        hit = run["points"][f"task {t + 1}"]["logits"].argmax(1).cpu() == y
-        curve.append(100.0 * float(hit.float().mean()))
-        learnt.append(100.0 * float(hit[y >= 2 * t].float().mean()))
-    return curve, learnt
-
-
 def run_seed(copy: Path, work: Path, seed: int) -> dict:
     ours, ref = paired(copy, work, seed, TRAIN, TASKS, f"min_seed_{seed}")
     out = {}
     for side, run in (("ours", ours), ("reference", ref)):
-        curve, learnt = accuracies(run, ours["test_labels"])
+        curve, learnt = shared.accuracies(run, ours["test_labels"])
         out[side] = {"curve": curve, "learnt": learnt}
     return out
