@@ -90,3 +90,12 @@ def test_worst_first_step_gives_the_gradient_behind_adams_step():
     assert worst["tensor"] == "p"
     assert worst["step_over_lr"] == pytest.approx(0.2, rel=1e-5)
     assert worst["gradient"] == pytest.approx(2.5e-9, rel=1e-4)
+
+
+def test_gaps_per_task_and_flipped_predictions():
+    a, b = side(0.0, 0.2), side(1e-3, 0.2)
+    b["after"]["task 2"]["logits"] = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 2.0]])
+    gap = row.gaps(a, b, ["task 1", "task 2"])
+    assert gap["max_abs_param"] == pytest.approx([2e-3, 3e-3])
+    assert gap["max_abs_logit"] == pytest.approx([1e-3, 2.0])
+    assert gap["argmax_flips"] == [0, 2]  # a: argmax 0 on every row; b: 0, 1, 1
