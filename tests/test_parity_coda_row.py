@@ -1,5 +1,6 @@
-"""bench/parity/rows/coda_prompt.py: the step check's arithmetic on constructed
-driver outputs (no reference, no training) and the PILOT patch on a toy file."""
+"""bench/parity/rows/coda_prompt.py: the step check's and the paired seeds' arithmetic
+on constructed driver outputs (no reference, no training), the paired setting, and the
+PILOT patch on a toy file."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ def test_differences_per_point():
     diff = row._differences(side(0.0, 0.2), side(1e-3, 0.2))
     assert diff["after"] == list(AFTER)
     assert diff["max_abs_param"] == pytest.approx([1e-3, 2e-3, 3e-3])
+    assert diff["params_over_tight"] == [2 * 4 * 2 * 3 + 2 * 4 * 3 + 5] * 3
+    assert diff["params"] == 2 * 4 * 2 * 3 + 2 * 4 * 3 + 5
     assert diff["max_abs_loss"] == pytest.approx([0.0, 0.0, 1e-3])
     assert diff["max_abs_logit"] == pytest.approx([1e-3] * 3)
     assert diff["ortho_term"] == {"largest": 0.2, "max_abs_diff": 0.0}
@@ -46,13 +49,10 @@ def test_gram_schmidt_matches_row_signs_and_measures_orthogonality():
 def test_patch_coda_applies_once_and_refuses_an_unknown_file(tmp_path: Path):
     data = tmp_path / "utils" / "data.py"
     data.parent.mkdir()
-    text = ("def build_transform(is_train, args):\n    input_size = 224\n"
-            "    resize_im = input_size > 32\n    if resize_im:\n"
-            "        size = int((256 / 224) * input_size)\n\n" + patch_coda.ANCHOR)
-    data.write_text(text)
+    data.write_text("import numpy as np\n\n" + patch_coda.ANCHOR)
     patch_coda.patch(tmp_path)
     once = data.read_text()
-    assert "PARITY_CLASS_ORDER" in once and "PARITY_TEST_RESIZE" in once
+    assert "PARITY_CLASS_ORDER" in once and "np.arange(10)" not in once
     patch_coda.patch(tmp_path)
     assert data.read_text() == once
     data.write_text("nothing to patch\n")
@@ -60,14 +60,42 @@ def test_patch_coda_applies_once_and_refuses_an_unknown_file(tmp_path: Path):
         patch_coda.patch(tmp_path)
 
 
-def test_pilot_log_parsed_with_numpy_scalars():
-    log = "\n".join([
-        "=> CNN: {'total': np.float64(100.0), '00-01': np.float64(100.0), 'old': 0, "
-        "'new': np.float64(100.0)}",
-        "=> CNN top1 curve: [np.float64(100.0)]",
-        "=> CNN: {'total': np.float64(67.5), 'old': np.float64(40.0), 'new': np.float64(95.0)}",
-        "=> CNN top1 curve: [np.float64(100.0), np.float64(67.5)]",
-        "=> CNN: {'total': 45.83, 'old': 67.5, 'new': 2.5}",
-        "=> CNN top1 curve: [100.0, 67.5, 45.83]"])
-    assert row._parse(log) == {"curve": [100.0, 67.5, 45.83], "just_learnt": [100.0, 95.0, 2.5]}
-    assert row._parse(log.rsplit("\n", 2)[0]) is None  # a run cut short
+def test_accuracies_over_seen_classes_and_on_the_newest_task():
+    # 2 test images per class, 2 tasks of 2 classes; logits of the seen classes only
+    test_y = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    first = torch.eye(2)[[0, 0, 1, 0]]                   # task 1: 3 of 4 right
+    second = torch.eye(4)[[0, 0, 1, 1, 2, 1, 1, 1]]      # task 2: 2 of its 4 to class 1
+    run = {"after": {"task 1": {"logits": first}, "task 2": {"logits": second}}}
+    out = row.accuracies(run, test_y, 2)
+    assert out["curve"] == pytest.approx([75.0, 62.5])
+    assert out["learnt"] == pytest.approx([75.0, 25.0])
+
+
+def test_paired_setting_shares_the_seed_and_turns_augmentation_off():
+    assert row.PAIRING == "paired" and row.SEEDS == list(range(1, 11))
+    assert row.TRAIN["tasks"] * row.TRAIN["increment"] == len(row.CLASS_ORDER) == 6
+    assert row.TRAIN["gram_schmidt"] == "qr" and row.TRAIN["ortho_mu"] == 0.0
+    assert row.SETTING["augmentation"].startswith("off")
+    assert row.STEP["tasks"] == 2 and row.STEP["ortho_mu"] == 1.0
+
+
+def test_worst_first_step_gives_the_gradient_behind_adams_step():
+    # Adam's first step is lr g / (|g| + eps): 0.2 lr means |g| = eps / 4
+    start = {"p": torch.zeros(4), "head.bias": torch.zeros(2)}
+    after = {"p": torch.tensor([1e-3, 2e-4, 1e-3, 1e-3]), "head.bias": torch.full((2,), 1e-3)}
+    moved = {"p": after["p"] + torch.tensor([0.0, 1e-5, 0.0, 0.0]), "head.bias": after["head.bias"]}
+    ours = {"init": [start], "params": {"lr": 1e-3}, "after": {"step 1": {"params": after}}}
+    ref = {"after": {"step 1": {"params": moved}}}
+    worst = row.worst_first_step(ours, ref)
+    assert worst["tensor"] == "p"
+    assert worst["step_over_lr"] == pytest.approx(0.2, rel=1e-5)
+    assert worst["gradient"] == pytest.approx(2.5e-9, rel=1e-4)
+
+
+def test_gaps_per_task_and_flipped_predictions():
+    a, b = side(0.0, 0.2), side(1e-3, 0.2)
+    b["after"]["task 2"]["logits"] = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 2.0]])
+    gap = row.gaps(a, b, ["task 1", "task 2"])
+    assert gap["max_abs_param"] == pytest.approx([2e-3, 3e-3])
+    assert gap["max_abs_logit"] == pytest.approx([1e-3, 2.0])
+    assert gap["argmax_flips"] == [0, 2]  # a: argmax 0 on every row; b: 0, 1, 1

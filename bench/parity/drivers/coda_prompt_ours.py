@@ -1,4 +1,5 @@
-"""cl-bench's side of CODA-Prompt's step check (bench/parity/rows/coda_prompt.py).
+"""cl-bench's side of CODA-Prompt's step check and paired seeds
+(bench/parity/rows/coda_prompt.py).
 
 Runs cl-bench's own ``CodaPrompt`` strategy (Avalanche loop, ``CodaNet``, its
 optimizer and ``coda_cosine`` schedule, its loss) on fixed batches: the first
@@ -13,7 +14,7 @@ one thread. It writes one file (``torch.save``) for the reference driver
              the initial state; task 2: with the new components' Gram-Schmidt draw);
 ``draws``    per task, the Gaussian draws of that task's Gram-Schmidt
              (``{name: [per layer (rows, width)]}``, name p / k / a);
-``after``    ``{"step 1" | "task 1" | "task 2": {"params": {...}, "logits": (N, seen)}}``;
+``after``    ``{"step 1" | "task 1" | ... | "task T": {"params": {...}, "logits": (N, seen)}}``;
 ``losses``   per task, the loss of every step; ``ortho``: its orthogonality term.
 
     python -m bench.parity.drivers.coda_prompt_ours OUT.pt WEIGHTS TREE SIZE SEED JSON

@@ -1,4 +1,5 @@
-"""LAMDA-PILOT's side of CODA-Prompt's step check (bench/parity/rows/coda_prompt.py).
+"""LAMDA-PILOT's side of CODA-Prompt's step check and paired seeds
+(bench/parity/rows/coda_prompt.py).
 
 Runs with the reference's interpreter (bench/.venv-avalanche) inside a patched
 scratch copy of LAMDA-PILOT (commit 2647455): it builds PILOT's own
@@ -17,9 +18,10 @@ What is shared, and how:
   cl-bench's ``gram_schmidt: official`` (the same rule) PILOT trains from its own
   result; with ``qr`` (another rule) it trains from cl-bench's components, so that
   what is compared after the step and the tasks is the training;
-* batches, test images: cl-bench's tensors.
+* batches, test images: cl-bench's tensors (PILOT's every-fifth-epoch test accuracy,
+  which it only logs, reads the seen classes' test images).
 
-Writes (``torch.save``) ``{"after": {"step 1" | "task 1" | "task 2": {"params",
+Writes (``torch.save``) ``{"after": {"step 1" | "task 1" | ... | "task T": {"params",
 "logits"}}, "losses": per task, "ortho": per task (the prompt loss of every step),
 "gram_schmidt": per task {name: (layers, rows, width)}}``
 with the tensors named as cl-bench names them (p, k, a stacked over layers, head.*).
@@ -176,8 +178,10 @@ def main(ours_path: Path, out_path: Path) -> None:
                 load_components(learner, ours["init"][task], rows)
         learner._total_classes = learner._known_classes + increment
         losses: list[float] = []
+        seen = test_y < learner._total_classes  # PILOT's every-5th-epoch test accuracy
         with recorded_losses(losses):
-            learner._train([(None, x, y) for x, y in batches], None)
+            learner._train([(None, x, y) for x, y in batches],
+                           [(None, test_x[seen], test_y[seen])])
         out["losses"].append(losses)
         out.setdefault("ortho", []).append(ortho[:])
         ortho.clear()
