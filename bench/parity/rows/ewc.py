@@ -109,11 +109,16 @@ SETTING = {
 }
 NOTES = [
     "per_seed[].{ours,reference}.just_learnt: accuracy on the test images of the task just "
-    "trained, right after it (predictions over all seen classes); per_seed[].max_abs: the "
-    "largest absolute difference between the sides of the test logits (every task) and of "
-    "every trainable tensor after the last task, for EWC and for fine-tuning.",
+    "trained, right after it (predictions over all seen classes): every task learnt on every "
+    "seed, the lowest per task 87.5, 82.5, 70, 62.5, 57.5 % with EWC (chance 1/2, 1/4 .. "
+    "1/10 of the seen classes) and 82.5 % with fine-tuning, the same on both sides. "
+    "per_seed[].max_abs: the largest absolute difference between the sides of the test "
+    "logits (every task) and of every trainable tensor after the last task, for EWC and "
+    "for fine-tuning: 0 on every seed (bitwise equal, as in the step check).",
     "ewc_vs_finetune: EWC minus fine-tuning (cl-bench finetune, Avalanche Naive, same "
-    "machinery and draws), paired over the seeds, per side.",
+    "machinery and draws), paired over the 10 seeds, per side: average +2.28 [+1.62, "
+    "+2.93] (45.80 vs 43.52), last +3.00 [+1.19, +4.81] (21.95 vs 18.95), identical on "
+    "both sides. The penalty matters on both sides: it keeps part of the older tasks.",
     "Before the seeds were paired (commit 6328363: each side its own draws, Avalanche's "
     "growing head and shuffling loader, cl-bench through cl_bench.run, Welch over 10 seeds "
     "per side): ours - Avalanche average +0.24 [-1.22, +1.71], last -0.95 [-3.83, +1.93] "
