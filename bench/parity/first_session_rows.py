@@ -165,19 +165,27 @@ EVAL = transforms.Compose([transforms.Resize(round(SIZE / 0.875),
                            transforms.CenterCrop(SIZE), transforms.ToTensor()])
 
 
-def step_inputs(work: Path, batch: int) -> Path:
-    """Tasks 1 and 2 as fixed tensors (eval transform: no augmentation), labels in
-    CLASS_ORDER's numbering, the batch order of every epoch, and the order of each task's
-    classifier pass (RanPAC's lambda split in cl-bench's order for the step seed,
-    ``split_order``, applied on both sides)."""
+def tag_of(seed: int, tasks: int) -> str:
+    """The file-name tag of a run of the step machinery: empty for the step check (the
+    step seed, two tasks), else the seed and the number of tasks."""
+    return "" if (seed, tasks) == (STEP_SEED, 2) else f"-seed{seed}-tasks{tasks}"
+
+
+def step_inputs(work: Path, epochs: int = STEP_EPOCHS, seed: int = STEP_SEED,
+                tasks: int = 2) -> Path:
+    """The first ``tasks`` tasks as fixed tensors (eval transform: no augmentation),
+    labels in CLASS_ORDER's numbering, the first task's batch order of every one of
+    ``epochs`` epochs, and the order of each task's classifier pass (RanPAC's lambda
+    split in cl-bench's order for ``seed``, ``split_order``, applied on both sides); the
+    batch orders are drawn from ``seed`` too."""
     from cl_bench.strategies.ranpac import split_order
 
-    out = work / "step-inputs.pt"
+    out = work / f"step-inputs{tag_of(seed, tasks)}-epochs{epochs}.pt"
     if out.is_file():
         return out
     tree, _ = inputs(work)
     data: dict[str, torch.Tensor] = {}
-    for task in range(2):
+    for task in range(tasks):
         classes = CLASS_ORDER[task * INCREMENT:(task + 1) * INCREMENT]
         for split, seen in (("train", classes), ("test", CLASS_ORDER[:(task + 1) * INCREMENT])):
             xs, ys = [], []
@@ -187,10 +195,10 @@ def step_inputs(work: Path, batch: int) -> Path:
                     ys.append(CLASS_ORDER.index(c))
             data[f"{split}_x{task}"], data[f"{split}_y{task}"] = torch.stack(xs), torch.tensor(ys)
         n = len(data[f"train_y{task}"])
-        data[f"fit_order{task}"] = split_order(n, STEP_SEED, task)
-    g = torch.Generator().manual_seed(STEP_SEED)
+        data[f"fit_order{task}"] = split_order(n, seed, task)
+    g = torch.Generator().manual_seed(seed)
     n = len(data["train_y0"])
-    data["batches"] = torch.stack([torch.randperm(n, generator=g) for _ in range(STEP_EPOCHS)])
+    data["batches"] = torch.stack([torch.randperm(n, generator=g) for _ in range(epochs)])
     torch.save(data, out)
     return out
 
@@ -216,8 +224,10 @@ def pilot_names(net) -> dict[str, str]:
     return names
 
 
-def ours_step(method: str, work: Path, params: dict) -> tuple[dict, dict, dict]:
-    """cl-bench's side: its net, optimizer, schedule and ``fit`` on the fixed inputs.
+def ours_step(method: str, work: Path, params: dict, seed: int = STEP_SEED,
+              tasks: int = 2) -> tuple[dict, dict, dict]:
+    """cl-bench's side: its net, optimizer, schedule and ``fit`` on the fixed inputs of
+    ``tasks`` tasks, its initial tensors drawn after ``torch.manual_seed(seed)``.
     Returns (records, the initial trainable tensors under PILOT's names, the name map)."""
     from cl_bench.backbones.adapters import Adapter
     from cl_bench.backbones.vit import vit
@@ -229,9 +239,9 @@ def ours_step(method: str, work: Path, params: dict) -> tuple[dict, dict, dict]:
     from cl_bench.strategies.ranpac import RanPAC, RanpacNet
 
     torch.set_num_threads(1)
-    data = torch.load(step_inputs(work, params["batch_size"]), weights_only=True)
+    data = torch.load(step_inputs(work, params["epochs"], seed, tasks), weights_only=True)
     _, weights = inputs(work)
-    torch.manual_seed(STEP_SEED)
+    torch.manual_seed(seed)
     frozen = replace(vit(BACKBONE, str(weights), img_size=SIZE), mean=None, std=None)
     net = (AperNet if method == "aper" else RanpacNet)(frozen, "adapter", params)
     for m in net.modules():  # adapter dropout off: no random draw to share
@@ -243,9 +253,9 @@ def ours_step(method: str, work: Path, params: dict) -> tuple[dict, dict, dict]:
                          if p.requires_grad and n in names}
     init = trainable()
     if method == "ranpac":  # the random projection PILOT reads (patch_pa.py's PARITY_WRAND)
-        torch.save(net.W_rand.clone(), work / "step-wrand.pt")
+        torch.save(net.W_rand.clone(), work / f"step-wrand{tag_of(seed, tasks)}.pt")
     opt, sched = make_optimizer(params, net.parameters())
-    rec: dict = {"step 1": {}, "task 1": {}, "task 2": {}}
+    rec: dict = {"step 1": {}, **{f"task {t + 1}": {} for t in range(tasks)}}
     losses: list[float] = []
     for epoch in batches(data, params["batch_size"]):
         net.train()
@@ -270,7 +280,7 @@ def ours_step(method: str, work: Path, params: dict) -> tuple[dict, dict, dict]:
     passes = [frozen, adapted] if method == "aper" else [adapted]
     strategy = (Aper if method == "aper" else RanPAC).__new__(Aper if method == "aper" else RanPAC)
     strategy.model, strategy.ridges, strategy.params = net, [], params
-    for task in range(2):
+    for task in range(tasks):
         order = data[f"fit_order{task}"]
         x = features_of(passes, data[f"train_x{task}"])
         y = data[f"train_y{task}"]
@@ -286,7 +296,8 @@ def ours_step(method: str, work: Path, params: dict) -> tuple[dict, dict, dict]:
         key = f"task {task + 1}"
         rec[key].update(logits=logits, ridge_losses=search, ridge_losses32=search32,
                         loss=losses if task == 0 else [],
-                        state=ours_state(method, net))
+                        state=ours_state(method, net),
+                        ridge=strategy.ridges[-1] if strategy.ridges else None)
         if task == 1:
             rec[key]["params"] = {names[n]: p.detach().clone()
                                   for n, p in net.named_parameters() if n in names}
@@ -307,22 +318,31 @@ def max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def step_check(method: str, copy: Path, work: Path, env: dict, params: dict,
-               label: str = "") -> dict:
-    """Both sides on the same inputs and initial tensors; the largest differences per
-    checkpoint, plus the raw records (for the row's ``kept`` measurements)."""
-    ours, init, _ = ours_step(method, work, params)
-    init_path = work / f"step-init-{method}.pt"
+               label: str = "", seed: int = STEP_SEED, tasks: int = 2) -> dict:
+    """Both sides on the same inputs and initial tensors (drawn from ``seed``), for
+    ``tasks`` tasks: the raw records of both (the step check's differences come from
+    :func:`summary`; a paired seed's curves from the test logits)."""
+    ours, init, _ = ours_step(method, work, params, seed, tasks)
+    return {"ours": ours,
+            "reference": pilot_step(method, copy, work, env, params, init, label, seed, tasks)}
+
+
+def pilot_step(method: str, copy: Path, work: Path, env: dict, params: dict, init: dict,
+               label: str = "", seed: int = STEP_SEED, tasks: int = 2) -> dict:
+    """PILOT's side of :func:`step_check` from cl-bench's initial tensors ``init``."""
+    tag = tag_of(seed, tasks)
+    init_path = work / f"step-init-{method}{tag}.pt"
     torch.save(init, init_path)
-    data = torch.load(step_inputs(work, params["batch_size"]), weights_only=True)
-    args = {**pilot_args(method), "tuned_epoch": STEP_EPOCHS, "init_lr": params["lr"],
+    inputs_path = step_inputs(work, params["epochs"], seed, tasks)
+    data = torch.load(inputs_path, weights_only=True)
+    args = {**pilot_args(method), "tuned_epoch": params["epochs"], "init_lr": params["lr"],
             "batch_size": params["batch_size"]}
-    spec = {"args": args, "inputs": str(work / "step-inputs.pt"), "init": str(init_path),
-            "n_classes": len(CLASS_ORDER), "increment": INCREMENT,
-            "batches": batches(data, params["batch_size"])}
-    out = work / f"step-pilot-{method}{label}.pt"
+    spec = {"args": args, "inputs": str(inputs_path), "init": str(init_path),
+            "n_classes": len(CLASS_ORDER), "increment": INCREMENT, "tasks": tasks,
+            "states": tasks == 2, "batches": batches(data, params["batch_size"])}
+    out = work / f"step-pilot-{method}{tag}{label}.pt"
     pilot(copy, work, "step", spec, out, env)
-    ref = torch.load(out, weights_only=False)
-    return {"ours": ours, "reference": ref}
+    return torch.load(out, weights_only=False)
 
 
 KEPT_FP16 = (
@@ -354,7 +374,7 @@ def summary(method: str, check: dict, work: Path) -> dict:
     RanPAC's W_o), the losses (training batch losses; the test cross-entropy; RanPAC's
     17 ridge validation losses) and the test logits (PILOT's RanPAC logits carry the
     adaptation head's learnt scale, divided out: cl-bench drops that head)."""
-    data = torch.load(work / "step-inputs.pt", weights_only=True)
+    data = torch.load(step_inputs(work), weights_only=True)
     out = {"after": ["step 1", "task 1", "task 2"], "max_abs_param": [], "max_abs_loss": [],
            "max_abs_logit": []}
     for k, key in enumerate(out["after"]):

@@ -2,10 +2,11 @@
 EWC parity row (bench/parity/rows/ewc.py) writes, run with the reference's
 interpreter (bench/.venv-avalanche). Nothing of cl-bench is imported here; the
 strategies are used as Avalanche ships them (not subclassed): only the model, the
-data, the optimizer and an observing plugin are ours.
+data, the optimizer, an observing plugin and one that reorders a task's samples
+are ours.
 
     python bench/parity/drivers/ewc_ref.py step IN.pt OUT.pt
-    python bench/parity/drivers/ewc_ref.py seed IN.pt OUT.json SEED ewc,naive
+    python bench/parity/drivers/ewc_ref.py paired IN.pt OUT.pt
 
 IN.pt holds the backbone's state dict (timm ``tf_efficientnet_lite0`` without its
 classifier, exported from cl-bench), the input scaling, the data (uint8 images,
@@ -15,20 +16,22 @@ from cl-bench's initial head (ten rows from the start, so it never grows), feeds
 tasks' samples in their stored order (``shuffle=False``) and dumps parameters, losses
 and test logits after the first optimizer step and after each task, the EWC
 importances after task 1 and the per-step loss split (total, cross-entropy).
-``seed`` runs every task with each named strategy's own randomness under
-``torch.manual_seed(SEED)`` (growing head, shuffled batches) and writes the accuracy
-curves over the seen classes.
+``paired`` runs every task with each strategy named in ``heads`` (``ewc``, ``naive``)
+on the same machinery, starting from that head (cl-bench's, drawn from the seed) and
+reading each task's samples in the order ``perms[t]`` (drawn by cl-bench from the
+seed; the same order every epoch), and dumps the seen classes' test logits after each
+task and the trainable tensors after the last.
 ``reset_optimizer_state`` (Avalanche's own ``train()`` argument) says whether the
 optimizer's state (SGD's momentum, Adam's moments; ``params.optimizer`` picks SGD or
 Adam as cl-bench builds them) is reset at each experience, as cl-bench's fresh
 optimizer per task, or kept, Avalanche's default.
 
-The pieces shared with the row (data, recorder) are importable without timm.
+The pieces shared with the row (data, recorder, reordering, accuracies) are importable
+without timm.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 
 import torch
@@ -163,12 +166,46 @@ def build_strategy(payload: dict, method: str, model: nn.Module, plugins: list):
                mode="online", decay_factor=p["decay_factor"], **common)
 
 
+class Reorder(SupervisedPlugin):
+    """Feeds task t's training samples in the order ``perms[t]`` (with
+    ``shuffle=False``: the same order every epoch); the EWC importances still read the
+    experience's dataset in stored order, as Avalanche's plugin does."""
+
+    def __init__(self, perms: list[torch.Tensor]) -> None:
+        super().__init__()
+        self.perms = perms
+
+    def after_train_dataset_adaptation(self, strategy, **kwargs) -> None:
+        perm = self.perms[strategy.experience.current_experience].tolist()
+        strategy.adapted_dataset = strategy.adapted_dataset.subset(perm)
+
+
+def with_head(payload: dict, head: dict) -> nn.Module:
+    """The model with cl-bench's initial head (ten rows: it never grows)."""
+    model = build_model(payload, len(head["bias"]))
+    with torch.no_grad():
+        model.head.classifier.weight.copy_(head["weight"])
+        model.head.classifier.bias.copy_(head["bias"])
+    return model
+
+
+def accuracies(data: dict, logits: list[torch.Tensor]) -> dict:
+    """From the seen classes' test logits after each task: ``curve``, the top-1
+    accuracy (percent) over the seen classes, and ``just_learnt``, the accuracy on the
+    test images of the task just trained (predictions over all seen classes)."""
+    out = {"curve": [], "just_learnt": []}
+    for t, task_logits in enumerate(logits):
+        _, y, labels = seen_test(data, t + 1)
+        right = torch.tensor(labels)[task_logits.argmax(1)] == y
+        newest = torch.isin(y, torch.tensor(data["tasks"][t]))
+        out["curve"].append(100.0 * int(right.sum()) / len(right))
+        out["just_learnt"].append(100.0 * int(right[newest].sum()) / int(newest.sum()))
+    return out
+
+
 def step(payload: dict) -> dict:
     """The step check's reference side (see the module docstring)."""
-    model = build_model(payload, len(payload["head"]["bias"]))
-    with torch.no_grad():
-        model.head.classifier.weight.copy_(payload["head"]["weight"])
-        model.head.classifier.bias.copy_(payload["head"]["bias"])
+    model = with_head(payload, payload["head"])
     data, batch = payload["data"], payload["params"]["eval_batch_size"]
     recorder = Recorder(data, batch)
     strategy = build_strategy(payload, "ewc", model, [recorder])
@@ -187,34 +224,27 @@ def step(payload: dict) -> dict:
     return out
 
 
-def seed_run(payload: dict, method: str, seed: int) -> dict:
-    """One seed end to end: ``curve``, the top-1 accuracy (percent) over the seen
-    classes' test images after each task, and ``just_learnt``, the accuracy on the
-    test images of the task just trained (predictions over all seen classes)."""
-    torch.manual_seed(seed)
-    model = build_model(payload, len(payload["data"]["tasks"][0]))
-    strategy = build_strategy(payload, method, model, [])
+def paired(payload: dict, method: str) -> dict:
+    """Every task with ``method`` from cl-bench's head and batch order (see the module
+    docstring): the seen classes' test logits after each task, the tensors after the
+    last."""
+    model = with_head(payload, payload["heads"][method])
     data, batch = payload["data"], payload["params"]["eval_batch_size"]
-    out = {"curve": [], "just_learnt": []}
+    strategy = build_strategy(payload, method, model, [Reorder(payload["perms"])])
+    logits = []
     for t, exp in enumerate(task_experiences(data)):
-        strategy.train(exp, num_workers=0,
+        strategy.train(exp, shuffle=False, num_workers=0,
                        reset_optimizer_state=payload["reset_optimizer_state"])
-        x, y, labels = seen_test(data, t + 1)
-        pred = torch.tensor(labels)[logits_of(model, x, labels, batch).argmax(1)]
-        right = pred == y
-        newest = torch.isin(y, torch.tensor(data["tasks"][t]))
-        out["curve"].append(100.0 * int(right.sum()) / len(right))
-        out["just_learnt"].append(100.0 * int(right[newest].sum()) / int(newest.sum()))
-    return out
+        x, _, labels = seen_test(data, t + 1)
+        logits.append(logits_of(model, x, labels, batch))
+    return {"logits": logits, "params": trainable(model)}
 
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    mode, source, target, *rest = sys.argv[1:]
+    mode, source, target = sys.argv[1:]
     payload = torch.load(source, weights_only=False)
     if mode == "step":
         torch.save(step(payload), target)
     else:
-        runs = {m: seed_run(payload, m, int(rest[0])) for m in rest[1].split(",")}
-        with open(target, "w") as f:
-            json.dump(runs, f)
+        torch.save({m: paired(payload, m) for m in payload["heads"]}, target)

