@@ -74,10 +74,11 @@ NOTES = [
     "same 10 seeds, Welch: last -0.44 [-1.49, +0.60], average +1.35 [-0.62, +3.33], 3.95 "
     "points wide (this file at commit 6328363). The average leans toward cl-bench through "
     "the first task, whose accuracy varies more on the authors' side (94.2 +- 2.4 % on "
-    "cl-bench's side, 89.3 +- 8.0 % on the authors', F test p = 0.001). Given the same "
-    "draws the two sides train the same model (above), so that spread comes from how "
-    "each side draws its random streams, not from what it computes; which draw it is "
-    "was not isolated",
+    "cl-bench's side, 89.3 +- 8.0 % on the authors', F test p = 0.001). With the draws "
+    "shared and augmentation off (above) the two sides train the same model, so that "
+    "spread lies in how each side draws its random streams or in its augmentation "
+    "pipeline (the same transforms and parameters on both sides, applied by different "
+    "code), not in what the method computes; which of these it is was not isolated",
 ]
 BOUND = 1e-5
 BOUND_WHY = ("float32 round-off: the same functions through different kernels and "
