@@ -141,13 +141,13 @@ def inputs(work: Path, size: int) -> tuple[Path, Path]:
 
 def step_weights(weights: Path, cls_pos_zero: bool) -> Path:
     """The step check's weights: ``weights``, or with ``cls_pos_zero`` a copy beside it
-    whose [CLS] position entry is zero (row field ``step_cls_pos_zero``). L2P's PILOT adds that entry e to every prompt token,
-    cl-bench adds none; the check starts PILOT's prompts at cl-bench's p minus e, and in
-    float32 (p - e) + e differs from p by an ulp. Adam divides each gradient by its own
-    running size, so where a gradient is near zero such an ulp changes the step by a
-    visible part of lr: measured at this row's weights with the same attention, 9.5e-4
-    in the prompts after task 2 (float64 on both sides: 5e-14). With e = 0 the two sides
-    compute the same numbers."""
+    whose [CLS] position entry is zero (row field ``step_cls_pos_zero``). L2P's PILOT
+    adds that entry e to every prompt token, cl-bench adds none; the check starts
+    PILOT's prompts at cl-bench's p minus e, and in float32 (p - e) + e differs from p
+    by an ulp. Adam divides each gradient by its own running size, so where a gradient
+    is near zero such an ulp changes the step by a visible part of lr: measured at this
+    row's weights with the same attention, 9.5e-4 in the prompts after task 2 (float64
+    on both sides: 4e-14). With e = 0 the two sides compute the same numbers."""
     if not cls_pos_zero:
         return weights
     out = weights.with_name(weights.stem + "_clspos0.pth")
