@@ -53,6 +53,12 @@ NOTES = [
     "after tasks 1-3: cl-bench 80.0, 73.3, 58.3 %, PILOT 63.3, 88.3, 100.0 % (means 89.2, "
     "92.3, 93.5 and 85.7, 94.7, 100.0; chance 50, 25, 16.7 %): every task above chance on "
     "both sides in every seed; the closest, PILOT's task 1 at seed 9, 63.3 % against 50 %.",
+    "The 10 paired seeds were run by this runner on 2026-12-01 and kept in its scratch "
+    "folder (the row's setting unchanged since), before commit 2ed87a0 reached it (feature "
+    "extraction no longer draws from the global generator); today's cl-bench draws other "
+    "initial tensors for the same seed (DualPrompt's seed 1, rerun: every trainable tensor "
+    "differs), so a rerun from scratch gives other seeds of the same setting. The control ran "
+    "from the kept seeds' initial tensors.",
     "The control's reseeded PILOT (bench/parity/prompted_control.py) after tasks 1-3, "
     "lowest over the 10 seeds: 78.3, 48.3, 86.7 % right after training on each task (means "
     "88.3, 85.2, 97.0).",
