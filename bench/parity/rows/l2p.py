@@ -55,8 +55,8 @@ NOTES = [
     "both sides in every seed; the closest, PILOT's task 1 at seed 9, 63.3 % against 50 %.",
     "Seed 1 was rerun on 2026-12-02: the earlier one had been drawn before commit 2ed87a0 "
     "(feature extraction no longer draws from the global generator), whose cold feature "
-    "cache gave cl-bench other initial tensors; seeds 2-10 are the earlier runs (their "
-    "DualPrompt counterparts, rerun, reproduced to the digit).",
+    "cache gave cl-bench other initial tensors. The whole row rerun from a fresh scratch "
+    "folder the same day reproduced all 10 seeds to the digit.",
     "The control's reseeded PILOT (bench/parity/prompted_control.py) after tasks 1-3, "
     "lowest over the 10 seeds: 78.3, 48.3, 86.7 % right after training on each task (means "
     "87.5, 85.2, 97.0).",
