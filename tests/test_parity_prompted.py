@@ -38,3 +38,53 @@ def test_gaps_name_the_tensor_that_differs():
 def test_init_trace_keeps_the_constructor_signature():
     """Avalanche refuses keyword arguments its strategies' constructors do not name."""
     assert inspect.signature(ours_init._traced) == inspect.signature(OnSharedViT.__init__)
+
+
+def test_step_weights_zero_only_the_cls_position_entry(tmp_path):
+    """L2P's step check: PILOT's prompts start at cl-bench's minus the [CLS] position
+    entry e, which float32 undoes exactly only when e is zero."""
+    pos = torch.arange(1.0, 13.0).reshape(1, 3, 4)
+    weights = tmp_path / "w.pth"
+    torch.save({"pos_embed": pos, "cls_token": torch.ones(1, 1, 4)}, weights)
+    assert prompted.step_weights(weights, cls_pos_zero=False) == weights
+    zeroed = torch.load(prompted.step_weights(weights, cls_pos_zero=True), weights_only=True)
+    assert zeroed["pos_embed"][0, 0].tolist() == [0.0] * 4
+    assert torch.equal(zeroed["pos_embed"][0, 1:], pos[0, 1:])
+    assert torch.equal(zeroed["cls_token"], torch.ones(1, 1, 4))
+    assert torch.equal(torch.load(weights, weights_only=True)["pos_embed"], pos)
+
+
+def test_rows_compare_the_same_attention_under_a_float32_bound():
+    from bench.parity.rows import dualprompt, l2p
+    assert prompted.BOUND == 1e-5
+    assert l2p.ROW.step_cls_pos_zero and not dualprompt.ROW.step_cls_pos_zero
+    assert inspect.signature(prompted.ours_step).parameters["fused"].default is False
+
+
+def test_control_pairs_pilot_reseeded_with_the_kept_seeds(tmp_path):
+    """The control reads the row's kept seeds and its own kept PILOT runs (no PILOT run
+    here: every seed's reseeded curve is already in control.json)."""
+    import json
+
+    import pytest
+
+    from bench.parity.__main__ import _seed_file
+    from bench.parity.prompted_control import control
+    from bench.parity.rows import ParityError, dualprompt
+
+    with pytest.raises(ParityError, match="seed 1 of dualprompt is not finished"):
+        control(dualprompt, tmp_path)
+    runs = {}
+    for seed in dualprompt.SEEDS:
+        kept = _seed_file(dualprompt, tmp_path / "work", seed)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps({"seed": seed, "ours": {"curve": [90.0, 60.0 + seed]},
+                                    "reference": {"curve": [80.0, 60.0]}}))
+        (tmp_path / "work" / f"init_{seed}.pt").write_bytes(b"")
+        runs[str(seed)] = {"curve": [80.0, 60.0 + (seed % 2)], "new_task": [80.0, 70.0]}
+    (tmp_path / "control.json").write_text(json.dumps(runs))
+    out = control(dualprompt, tmp_path)
+    assert out["last"]["ours_minus_pilot"]["mean_diff"] == 5.5
+    assert out["last"]["pilot_reseeded_minus_pilot"]["mean_diff"] == 0.5
+    assert out["avg"]["reseeded"][:2] == [70.5, 70.0]
+    assert out["reseeded_new_task"][0] == [80.0, 70.0]

@@ -16,7 +16,9 @@ steps) on the fixed batches of BATCHES (a ``.pt`` list of tasks, each
 ``{"classes", "train": [(x, y), ...], "test": [(x, y), ...]}``: augmentation off,
 the order fixed), task after task. OUT (``.pt``) holds, after the first optimizer
 step and after each task: the trainable tensors in cl-bench's layout, the losses
-PILOT back-propagated, and the test logits over the classes seen.
+PILOT back-propagated, and the test logits over the classes seen. With the
+environment variable PARITY_DTYPE=float64 the network, the images and Adam run in
+float64 (the float64 check of bench/parity/prompted.py).
 
 ``run``: PILOT's ``trainer._train`` end to end (its own data, transforms, batch
 order); OUT (JSON) holds the top-1 curve and the per-task accuracies after each
@@ -26,6 +28,7 @@ task.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -102,7 +105,12 @@ def step(config: str, overrides: str, init: str, batches: str, out: str) -> None
     args = settings(config, overrides)
     trainer._set_device(args)
     torch.set_num_threads(1)
+    if os.environ.get("PARITY_DTYPE") == "float64":
+        torch.set_default_dtype(torch.float64)
     tasks = torch.load(batches, weights_only=True)
+    for task in tasks["tasks"]:
+        for split in ("train", "test"):
+            task[split] = [(x.to(torch.get_default_dtype()), y) for x, y in task[split]]
     args["nb_classes"] = sum(len(t) for t in tasks["all_classes"])
     args["nb_tasks"] = len(tasks["all_classes"])
     learner = factory.get_model(args["model_name"], args)
