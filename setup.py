@@ -18,5 +18,6 @@ setup(
     packages=[*find_packages(include=["cl_bench", "cl_bench.*"]), *CARDS],
     package_dir=CARDS,
     package_data={"cl_bench": ["data/*"], "cl_bench._cards.methods": ["*.yaml"],
-                  "cl_bench._cards.benchmarks": ["*.yaml"], "cl_bench._cards.baselines": ["*.json"]},
+                  "cl_bench._cards.benchmarks": ["*.yaml"],
+                  "cl_bench._cards.baselines": ["*.json"]},
 )
