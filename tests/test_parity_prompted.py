@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
 import torch
+from PIL import Image
 
 from bench.parity import prompted
 from bench.parity.drivers import ours_init
@@ -78,8 +80,9 @@ def test_control_pairs_pilot_reseeded_with_the_kept_seeds(tmp_path):
     for seed in dualprompt.SEEDS:
         kept = _seed_file(dualprompt, tmp_path / "work", seed)
         kept.parent.mkdir(parents=True, exist_ok=True)
-        kept.write_text(json.dumps({"seed": seed, "ours": {"curve": [90.0, 60.0 + seed]},
-                                    "reference": {"curve": [80.0, 60.0]}}))
+        own = {"ours": {"curve": [90.0, 60.0 + seed]}, "reference": {"curve": [80.0, 60.0]}}
+        paired = {"ours": {"curve": [1.0, 1.0]}, "reference": {"curve": [1.0, 1.0]}}
+        kept.write_text(json.dumps({"seed": seed, **paired, "own": own}))
         (tmp_path / "work" / f"init_{seed}.pt").write_bytes(b"")
         runs[str(seed)] = {"curve": [80.0, 60.0 + (seed % 2)], "new_task": [80.0, 70.0]}
     (tmp_path / "control.json").write_text(json.dumps(runs))
@@ -88,3 +91,34 @@ def test_control_pairs_pilot_reseeded_with_the_kept_seeds(tmp_path):
     assert out["last"]["pilot_reseeded_minus_pilot"]["mean_diff"] == 0.5
     assert out["avg"]["reseeded"][:2] == [70.5, 70.0]
     assert out["reseeded_new_task"][0] == [80.0, 70.0]
+
+
+def test_machinery_accuracies_are_the_argmax_per_task_and_on_the_newest_task():
+    from bench.parity.prompted import accuracies
+    record = {"task 1": {"logits": torch.tensor([[2.0, 1.0], [0.0, 1.0], [3.0, 0.0]])},
+              "task 2": {"logits": torch.tensor([[1.0, 0, 0, 0], [0, 5.0, 0, 0],
+                                                 [0, 0, 0, 1.0], [0, 0, 0, 1.0]])}}
+    labels = [torch.tensor([0, 1, 1]), torch.tensor([0, 1, 2, 3])]
+    out = accuracies(record, labels)
+    assert out["curve"] == pytest.approx([200 / 3, 75.0])
+    assert out["new_task"] == pytest.approx([200 / 3, 50.0])
+
+
+def test_a_seeds_batches_follow_its_seed_and_epochs(tmp_path):
+    from bench.parity.prompted import batches
+    tree = tmp_path / "tree"
+    for split, n in (("train", 5), ("test", 2)):
+        for c in range(6):
+            folder = tree / split / f"k{c}"
+            folder.mkdir(parents=True)
+            for i in range(n):
+                Image.new("L", (8, 8), color=10 * c + i).save(folder / f"{i}.png")
+    a = torch.load(batches(tree, tmp_path / "a.pt", 32, 3, seed=1, epochs=3, batch=4))
+    b = torch.load(batches(tree, tmp_path / "b.pt", 32, 3, seed=2, epochs=3, batch=4))
+    assert len(a["tasks"]) == 3 and [len(t["train"]) for t in a["tasks"]] == [9, 9, 9]
+    first = [int(y) for _, ys in a["tasks"][0]["train"][:3] for y in ys]
+    assert sorted(first) == [0] * 5 + [1] * 5  # one epoch: every image of the task once
+    order = [[float(x.sum()) for x in xs] for xs, _ in a["tasks"][0]["train"]]
+    assert order != [[float(x.sum()) for x in xs] for xs, _ in b["tasks"][0]["train"]]
+    assert [int(y) for _, ys in a["tasks"][2]["test"] for y in ys] == [0] * 2 + [1] * 2 + [
+        2] * 2 + [3] * 2 + [4] * 2 + [5] * 2

@@ -26,10 +26,14 @@ them; ``fused_attention`` records what cl-bench's fused kernel alone moves after
 same steps, and the optional float64 check (:func:`float64_check`) runs both sides
 in float64 on the row's own weights.
 
-End to end (:func:`run_seed`): ``python -m cl_bench run`` as it is (through
+End to end (:func:`run_seed`), twice per seed. Paired (the headline,
+:func:`paired_seed`): the step check's machinery for all three tasks at the row's
+epochs, lr and batch, from the seed's initial tensors (cl-bench's, loaded into PILOT)
+and the seed's batch order, no augmentation. Own randomness (``own``, the results'
+``own_randomness``): ``python -m cl_bench run`` as it is (through
 bench/parity/drivers/ours_init.py, which writes its initial trainable tensors) and
-PILOT's ``trainer._train`` as it is, started from those tensors; the class order
-is fixed (:data:`CLASS_ORDER`), the batch order and the crops are each side's own.
+PILOT's ``trainer._train`` as it is, started from those tensors; the class order is
+fixed (:data:`CLASS_ORDER`), the batch order and the crops are each side's own.
 """
 
 from __future__ import annotations
@@ -184,21 +188,23 @@ def images(tree: Path, split: str, classes: list[int], size: int
     return torch.stack(xs), torch.tensor(ys)
 
 
-def batches(tree: Path, out: Path, size: int, n_tasks: int = 2) -> Path:
-    """The fixed batches of the step check: for each of the first ``n_tasks`` tasks,
-    :data:`STEP_EPOCHS` shuffles (torch generator, seed 0) of its training images in
-    batches of :data:`STEP_BATCH`, and the test images of the classes seen so far."""
+def batches(tree: Path, out: Path, size: int, n_tasks: int = 2, seed: int = 0,
+            epochs: int = STEP_EPOCHS, batch: int = STEP_BATCH) -> Path:
+    """The fixed batches of the step check (and of a paired seed): for each of the first
+    ``n_tasks`` tasks, ``epochs`` shuffles (torch generator seeded with ``seed``) of its
+    training images in batches of ``batch``, and the test images of the classes seen
+    so far."""
     if out.is_file():
         return out
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator().manual_seed(seed)
     tasks = [CLASS_ORDER[i:i + SPLIT] for i in range(0, len(CLASS_ORDER), SPLIT)]
     record = {"all_classes": tasks, "tasks": []}
     for t in range(n_tasks):
         x, y = images(tree, "train", tasks[t], size)
         train = []
-        for _ in range(STEP_EPOCHS):
+        for _ in range(epochs):
             perm = torch.randperm(len(y), generator=gen)
-            train += [(x[i], y[i]) for i in perm.split(STEP_BATCH)]
+            train += [(x[i], y[i]) for i in perm.split(batch)]
         tx, ty = images(tree, "test", [c for task in tasks[:t + 1] for c in task], size)
         test = list(zip(tx.split(STEP_BATCH), ty.split(STEP_BATCH), strict=True))
         record["tasks"].append({"classes": [CLASS_ORDER.index(c) for c in tasks[t]],
@@ -210,21 +216,21 @@ def batches(tree: Path, out: Path, size: int, n_tasks: int = 2) -> Path:
 # ---------------------------------------------------------------- step check, cl-bench side
 
 def ours_step(row: Row, variant: dict, weights: Path, fixed: Path, init_out: Path,
-              fused: bool = False, dtype: torch.dtype = torch.float32) -> dict:
+              fused: bool = False, dtype: torch.dtype = torch.float32, seed: int = 0) -> dict:
     """cl-bench's model through the fixed batches (see the module docstring). Writes the
-    initial trainable tensors to ``init_out``. ``fused=False``: timm's explicit attention
-    (PILOT's arithmetic); ``True``: timm's fused kernel, as a run has it. ``dtype``: the
-    precision of the model and the images."""
+    initial trainable tensors, drawn after ``torch.manual_seed(seed)``, to ``init_out``.
+    ``fused=False``: timm's explicit attention (PILOT's arithmetic); ``True``: timm's
+    fused kernel, as a run has it. ``dtype``: the precision of the model and the images."""
     default = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
-        return _ours_step(row, variant, weights, fixed, init_out, fused, dtype)
+        return _ours_step(row, variant, weights, fixed, init_out, fused, dtype, seed)
     finally:
         torch.set_default_dtype(default)
 
 
 def _ours_step(row: Row, variant: dict, weights: Path, fixed: Path, init_out: Path,
-               fused: bool, dtype: torch.dtype) -> dict:
+               fused: bool, dtype: torch.dtype, seed: int) -> dict:
     from timm.layers import Attention
 
     from cl_bench.backbones.prompted import PromptedViT
@@ -241,7 +247,7 @@ def _ours_step(row: Row, variant: dict, weights: Path, fixed: Path, init_out: Pa
             module.fused_attn = fused
     record = torch.load(fixed, weights_only=True)
     n_classes = sum(len(t) for t in record["all_classes"])
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = strategy_of(card).model_class(PromptedViT(backbone.model), backbone.normalize,
                                           n_classes, params)
     torch.save({n: p.detach().clone() for n, p in model.named_parameters()}, init_out)
@@ -403,13 +409,56 @@ def pilot_run(row: Row, copy: Path, work: Path, seed: int, init: Path,
                          for t, s in enumerate(steps)]}
 
 
+def accuracies(record: dict, labels: list[torch.Tensor]) -> dict:
+    """A machinery record's curve (top-1 over the seen classes after each task) and
+    ``new_task`` (on that task's two classes right after training on it), in percent."""
+    curve, new_task = [], []
+    for t, y in enumerate(labels):
+        hit = record[f"task {t + 1}"]["logits"].argmax(1) == y
+        curve.append(100.0 * float(hit.float().mean()))
+        new_task.append(100.0 * float(hit[y >= SPLIT * t].float().mean()))
+    return {"curve": curve, "new_task": new_task}
+
+
+def paired_seed(row: Row, copy: Path, work: Path, seed: int) -> dict:
+    """Both sides on the step check's machinery (the step check's weights and attention
+    arithmetic, no augmentation) for all tasks at the row's epochs, lr and batch, with
+    this seed's initial tensors (cl-bench's, loaded into PILOT) and batch order."""
+    tree, weights = inputs(work, row.size)
+    weights = step_weights(weights, row.step_cls_pos_zero)
+    fixed = work / f"paired_batches_{seed}.pt"
+    batches(tree, fixed, row.size, len(CLASS_ORDER) // SPLIT, seed, row.ours["epochs"],
+            row.ours["batch_size"])
+    try:
+        init = work / f"paired_init_{seed}.pt"
+        ours = ours_step(row, {}, weights, fixed, init, seed=seed)
+        ref = pilot_step(row, copy, work, dict(row.pilot_env), init, fixed, f"seed{seed}",
+                         weights)
+        labels = [torch.cat([y for _, y in task["test"]])
+                  for task in torch.load(fixed, weights_only=True)["tasks"]]
+    finally:
+        fixed.unlink(missing_ok=True)  # every epoch's images: ~60 MB a seed
+    return {"ours": accuracies(ours, labels), "reference": accuracies(ref, labels)}
+
+
 def run_seed(row: Row, copy: Path, work: Path, seed: int) -> dict:
-    """Both sides end to end with this seed, PILOT from cl-bench's initial tensors.
-    ``new_task``: the accuracy on each task's test images right after training on it."""
+    """This seed on the machinery (``ours``, ``reference``: :func:`paired_seed`), then
+    both sides end to end as they run, PILOT from cl-bench's initial tensors, each with
+    its own batch order and crops (``own``). ``new_task``: the accuracy on each task's
+    test images right after training on it."""
     work.mkdir(parents=True, exist_ok=True)
     init = work / f"init_{seed}.pt"
-    ours = ours_run(row, work, seed, init)
-    return {"ours": ours, "reference": pilot_run(row, copy, work, seed, init)}
+    own = {"ours": ours_run(row, work, seed, init),
+           "reference": pilot_run(row, copy, work, seed, init)}
+    return {**paired_seed(row, copy, work, seed), "own": own}
+
+
+def own_randomness(per_seed: list[dict], why: str) -> dict:
+    """The results file's ``own_randomness``: the paired interval of the runs in which
+    each side draws its own batch order and crops, and ``why`` it reads as it does."""
+    from bench.parity import stats
+    block = stats.paired_block([run["own"] for run in per_seed], "paired", CLASS_ORDER)
+    return {**block, "verdict": stats.verdict(block), "why": why}
 
 
 # ---------------------------------------------------------------- the row's answer

@@ -4,13 +4,13 @@
 
 DIR is the scratch folder of a finished row (``python -m bench.parity METHOD --scratch
 DIR``): its patched PILOT copy, each seed's initial tensors ``work/init_<seed>.pt`` and
-its kept seeds. For every seed, PILOT runs end to end again from the same initial
-tensors with the seed + :data:`OFFSET`, which gives it another batch order and other
-crops and nothing else (the class order is fixed, the tensors are loaded). The paired
-interval of (PILOT reseeded - PILOT) is what the row's (cl-bench - PILOT) interval
-would be if the two sides were the same code: the spread that one seed's own batch
-order and crops alone put between two paired runs. Finished seeds are kept in
-``DIR/control.json``; the answer is printed as JSON.
+its kept seeds' own-randomness runs (``own``). For every seed, PILOT runs end to end
+again from the same initial tensors with the seed + :data:`OFFSET`, which gives it
+another batch order and other crops and nothing else (the class order is fixed, the
+tensors are loaded). The paired interval of (PILOT reseeded - PILOT) is what the row's
+(cl-bench - PILOT) interval would be if the two sides were the same code: the spread
+that one seed's own batch order and crops alone put between two paired runs. Finished
+seeds are kept in ``DIR/control.json``; the answer is printed as JSON.
 """
 
 from __future__ import annotations
@@ -48,8 +48,9 @@ def control(row, scratch: Path) -> dict:
             runs[str(seed)] = pilot_run(row.ROW, copy, work, seed + OFFSET,
                                         work / f"init_{seed}.pt", name="control")
             kept_path.write_text(json.dumps(runs))
+        own = paired["own"]
         rows.append({side: stats.summary(c) for side, c in (
-            ("ours", paired["ours"]["curve"]), ("reference", paired["reference"]["curve"]),
+            ("ours", own["ours"]["curve"]), ("reference", own["reference"]["curve"]),
             ("reseeded", runs[str(seed)]["curve"]))})
     out: dict = {"offset": OFFSET, "seeds": list(row.SEEDS)}
     for key in ("avg", "last"):

@@ -134,6 +134,11 @@ def section(d: dict) -> list[str]:
     lines += ["", f"Average {_ci(p['avg'])}, last {_ci(p['last'])}: **{d['verdict']}**."]
     if d["verdict"] == "differs":
         lines.append(f"Why: {d['why']}")
+    own = d.get("own_randomness")
+    if own:
+        lines.append(f"Each side with its own batch order and crops ({own['pairing']}, "
+                     f"{own['n_seeds']} seeds, per_seed.*.own): average {_ci(own['avg'])}, "
+                     f"last {_ci(own['last'])}: {own['verdict']}. {own['why']}")
     for note in d.get("notes", []):
         lines.append(f"- {note}")
     measured = d.get("measured", {})

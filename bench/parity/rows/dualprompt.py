@@ -15,15 +15,22 @@ REFERENCE = {**prompted.PILOT,
              "what": "models/dualprompt.py Learner (backbone/prompt.py EPrompt, "
                      "backbone/vit_dualprompt.py)"}
 PAIRING = "paired"
-PAIRING_WHY = ("one seed gives both sides the same initial G-prompts, E-prompt pool, keys "
-               "and head (cl-bench's, written into PILOT before training) and the same class "
-               "order; each side draws its own batch order and crops")
+PAIRING_WHY = ("one seed fixes the same randomness on both sides: the paired runs are the "
+               "step check's machinery for all three tasks at the row's epochs, lr and batch, "
+               "with cl-bench's initial G-prompts, E-prompt pool, keys and head (drawn "
+               "after torch.manual_seed(seed)) loaded into PILOT, one batch order drawn from "
+               "the seed read by both sides, no augmentation, and the step check's attention "
+               "arithmetic")
 FIXED = {"PARITY_RESHAPE_FIX": "1"}
 ROW = prompted.Row(
     method=METHOD, config="parity_dualprompt.json", size=64,
     ours={"epochs": 5, "lr": 0.02, "batch_size": 16, "eval_batch_size": 16},
     pilot={"tuned_epoch": 5, "init_lr": 0.02, "batch_size": 16}, pilot_env=FIXED)
-SETTING = ROW.setting()
+SETTING = {**ROW.setting(),
+           "paired": "the step check's machinery (bench/parity/prompted.py paired_seed): "
+                     "no augmentation, one batch order per seed on both sides",
+           "own_randomness": "per_seed.*.own: each side as it runs, augmentation on, its "
+                             "own batch order and crops, from the same initial tensors"}
 CLASS_ORDER = prompted.CLASS_ORDER
 SEEDS = list(range(1, 11))
 VARIANTS = {"fixed split": ({"reshape_bug": False}, FIXED),
@@ -35,7 +42,7 @@ KEPT = [
     "published against cl-bench with the switch on), `false` (default) is the fixed split",
 ]
 
-DIFFERS_WHY = (
+OWN_WHY = (
     "Each side's own batch order and crops, measured: the step check (same batches, same "
     "attention arithmetic) finds the two sides equal to 1.2e-7, and a seed shares only the "
     "initial tensors and the class order. The control (bench/parity/prompted_control.py: "
@@ -48,7 +55,8 @@ DIFFERS_WHY = (
     "reseeded PILOT's is above PILOT's in 7 of 10, by a mean as large, and cl-bench against "
     "the reseeded PILOT gives last -0.50 [-7.31, +6.32].")
 NOTES = [
-    "Each task right after training on it (`new_task` per seed), lowest over the 10 seeds "
+    "Own-randomness runs: each task right after training on it (`own.*.new_task`), lowest "
+    "over the 10 seeds "
     "after tasks 1-3: cl-bench 76.7, 53.3, 63.3 %, PILOT 71.7, 43.3, 70.0 % (means 91.3, "
     "71.2, 87.5 and 92.3, 69.3, 86.2; chance 50, 25, 16.7 %): every task above chance on "
     "both sides in every seed; the closest, PILOT's task 2 at seed 3, 43.3 % against 25 %.",
@@ -84,3 +92,7 @@ def step(copy: Path, work: Path) -> dict:
 
 def run_seed(copy: Path, work: Path, seed: int) -> dict:
     return prompted.run_seed(ROW, copy, work, seed)
+
+
+def extra(per_seed: list[dict]) -> dict:
+    return {"own_randomness": prompted.own_randomness(per_seed, OWN_WHY)}

@@ -11,14 +11,21 @@ METHOD = "l2p"
 REFERENCE = {**prompted.PILOT,
              "what": "models/l2p.py Learner (backbone/prompt.py Prompt, backbone/vit_l2p.py)"}
 PAIRING = "paired"
-PAIRING_WHY = ("one seed gives both sides the same initial prompt pool, keys and head "
-               "(cl-bench's, written into PILOT before training) and the same class order; "
-               "each side draws its own batch order and crops")
+PAIRING_WHY = ("one seed fixes the same randomness on both sides: the paired runs are the "
+               "step check's machinery for all three tasks at the row's epochs, lr and batch, "
+               "with cl-bench's initial prompt pool, keys and head (drawn after "
+               "torch.manual_seed(seed)) loaded into PILOT, one batch order drawn from the "
+               "seed read by both sides, no augmentation, the step check's attention "
+               "arithmetic and its zero [CLS] position entry")
 ROW = prompted.Row(
     method=METHOD, config="parity_l2p.json", size=64,
     ours={"epochs": 5, "lr": 0.02, "batch_size": 16, "eval_batch_size": 16},
     pilot={"tuned_epoch": 5, "init_lr": 0.02, "batch_size": 16}, step_cls_pos_zero=True)
-SETTING = ROW.setting()
+SETTING = {**ROW.setting(),
+           "paired": "the step check's machinery (bench/parity/prompted.py paired_seed): "
+                     "no augmentation, one batch order per seed on both sides",
+           "own_randomness": "per_seed.*.own: each side as it runs, augmentation on, its "
+                             "own batch order and crops, from the same initial tensors"}
 CLASS_ORDER = prompted.CLASS_ORDER
 SEEDS = list(range(1, 11))
 KEPT = [
@@ -31,7 +38,7 @@ KEPT = [
     "random draw the two start that entry (~0.02) apart",
 ]
 
-DIFFERS_WHY = (
+OWN_WHY = (
     "Measured: the step check (same batches, same attention arithmetic, a zero [CLS] "
     "position entry) finds the two sides equal to 3.6e-7, and in float64 on the row's own "
     "weights to 4e-14; a seed shares only the initial tensors and the class order. Average: "
@@ -49,7 +56,8 @@ DIFFERS_WHY = (
     "by step are each side's own loader shuffles and crops, and 10 seeds do not tell two "
     "high seeds from chance.")
 NOTES = [
-    "Each task right after training on it (`new_task` per seed), lowest over the 10 seeds "
+    "Own-randomness runs: each task right after training on it (`own.*.new_task`), lowest "
+    "over the 10 seeds "
     "after tasks 1-3: cl-bench 66.7, 73.3, 58.3 %, PILOT 63.3, 88.3, 98.3 % (means 86.5, "
     "91.3, 94.0 and 86.0, 95.2, 99.8; chance 50, 25, 16.7 %): every task above chance on "
     "both sides in every seed; the closest, PILOT's task 1 at seed 9, 63.3 % against 50 %.",
@@ -77,3 +85,7 @@ def step(copy: Path, work: Path) -> dict:
 
 def run_seed(copy: Path, work: Path, seed: int) -> dict:
     return prompted.run_seed(ROW, copy, work, seed)
+
+
+def extra(per_seed: list[dict]) -> dict:
+    return {"own_randomness": prompted.own_randomness(per_seed, OWN_WHY)}
