@@ -211,3 +211,23 @@ def test_measured_row_seconds_counts_the_kept_seeds_own_time():
     data = runner.assemble(row, row.step(Path("."), Path(".")), per_seed, 3.2, 40.0)
     assert data["measured"]["seconds"] == 3 and data["measured"]["row_seconds"] == 165
     assert "the row from scratch: 165 s" in "\n".join(render.section(data))
+
+
+def test_own_randomness_comparison_is_rendered_beside_the_paired_one():
+    row = _toy_row("0" * 40, [])
+    per_seed = []
+    for seed in row.SEEDS:
+        run = {"seed": seed, "ours": {"curve": [90.0, 80.0]},
+               "reference": {"curve": [90.0, 80.0]}}
+        for side in ("ours", "reference"):
+            run[side].update(stats.summary(run[side]["curve"]))
+        per_seed.append(run)
+    data = runner.assemble(row, row.step(Path("."), Path(".")), per_seed, 1.0)
+    own = stats.paired_block([{"ours": {"curve": [91.0, 80.0]},
+                               "reference": {"curve": [89.0, 80.0]}}] * 2
+                             + [{"ours": {"curve": [90.0, 80.0]},
+                                 "reference": {"curve": [90.0, 80.0]}}] * 2, "paired", [0, 1])
+    data["own_randomness"] = {**own, "verdict": stats.verdict(own), "why": "Because."}
+    text = "\n".join(render.section(data))
+    assert "own batch order and crops (paired, 4 seeds, per_seed.*.own): average +0.50 [" in text
+    assert "last +0.00 [+0.00, +0.00]: agrees. Because." in text
