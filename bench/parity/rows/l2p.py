@@ -50,11 +50,11 @@ OWN_WHY = (
     "(deviation 2.9), cl-bench against PILOT +2.17 [-1.73, +6.07] (5.5) and against the "
     "reseeded PILOT +2.17 [-1.76, +6.09]: cl-bench's last accuracy spreads more over the "
     "seeds (deviation 4.9 against PILOT's 1.9 and 2.7; seeds 2 and 4 at 45.6 and 47.2 %, its "
-    "other eight at 33.9-38.9 %, PILOT's twenty at 31.1-40.6 %). Not explained: the model, "
-    "the loss and Adam are equal to round-off (the step check), and both sides define the "
-    "same crops (RandomResizedCrop scale 0.05-1, flip) and test transform; not compared step "
-    "by step are each side's own loader shuffles and crops, and 10 seeds do not tell two "
-    "high seeds from chance.")
+    "other eight at 33.9-38.9 %, PILOT's twenty at 31.1-40.6 %). Narrowed, not isolated: "
+    "with the batch order shared (the paired runs) the two sides train the same model on "
+    "every seed, three tasks long, so the spread lies in each side's own loader shuffles and "
+    "crops (both define RandomResizedCrop scale 0.05-1 and flip, applied by different code), "
+    "and 10 seeds do not tell two high seeds from chance.")
 NOTES = [
     "Own-randomness runs: each task right after training on it (`own.*.new_task`), lowest "
     "over the 10 seeds "
