@@ -65,3 +65,45 @@ def test_a_longer_run_is_checked_against_its_own_epochs():
     with pytest.raises(ParityError, match="labels"):
         rows.same_inputs(ours, ref)
     rows.same_inputs(ours, ref, epochs=3)
+
+
+def test_a_paired_seed_runs_both_sides_on_one_spec_and_compares_their_outputs(monkeypatch,
+                                                                               tmp_path):
+    epochs = rows.TRAIN["mos"]["epochs"]
+    labels = [torch.tensor([0, 1]), torch.tensor([0, 1, 2, 3])]
+
+    def side(second: torch.Tensor) -> dict:
+        return {"points": {"task 1": {"logits": torch.eye(2)}, "task 2": {"logits": second}},
+                "batch_sums": [torch.tensor([1.0, 2.0] * epochs)],
+                "batch_labels": [torch.tensor([0, 1] * epochs)],
+                "train_labels": [torch.tensor([0, 1])], "test_labels": labels}
+
+    ours = side(torch.eye(4))
+    ref = side(torch.eye(4) + torch.tensor([[0, 2.0, 0, 0]] + [[0.0] * 4] * 3))
+    seen = {}
+
+    def ours_step(method, work, seed, params, *args, tasks):
+        seen.update(params=params, tasks=tasks)
+        return ours
+
+    def run_pilot(copy, work, spec, name, env, driver):
+        seen.update(spec=spec, name=name, env=env)
+        return ref
+
+    monkeypatch.setattr(rows, "ours_step", ours_step)
+    monkeypatch.setattr(rows, "run_pilot", run_pilot)
+    monkeypatch.setattr(rows, "step_specs", lambda *a, **k: {"args": a[5], "step": k})
+    monkeypatch.setattr(rows, "pilot_args", lambda copy, method, seed, train: {"lr": train["lr"]})
+    out = rows.paired_seed("mos", tmp_path, tmp_path, 7, env={"X": "1"}, tasks=2)
+    assert seen["params"] == {"epochs": epochs, "lr": rows.TRAIN["mos"]["lr"],
+                              "batch_size": rows.TRAIN["mos"]["batch"]}
+    assert seen["tasks"] == 2 and seen["name"] == "mos_seed_7" and seen["env"] == {"X": "1"}
+    assert seen["spec"]["args"] == {"lr": rows.TRAIN["mos"]["lr"]}
+    assert out["ours"] == {"curve": [100.0, 100.0], "learnt": [100.0, 100.0]}
+    # the reference's first test image now ranks class 1 first: 3 of 4, task 1's images 1 of 2
+    assert out["reference"] == {"curve": [100.0, 75.0], "learnt": [100.0, 100.0]}
+    assert out["max_abs_logit"] == 2.0
+    ref["batch_labels"] = [torch.tensor([1, 0] * epochs)]
+    ours["batch_labels"] = [torch.tensor([1, 0] * epochs)]
+    with pytest.raises(ParityError, match="labels"):
+        rows.paired_seed("mos", tmp_path, tmp_path, 7, tasks=2)

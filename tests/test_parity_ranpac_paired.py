@@ -17,7 +17,7 @@ def test_accuracies_over_the_seen_classes_and_of_the_newest_task():
     first = torch.tensor([[2.0, 1], [2, 1], [1, 2], [2, 1]])         # 3 of 4
     second = torch.tensor([[5.0, 0, 0, 0], [0, 5, 0, 0], [0, 0, 5, 0],
                            [0, 5, 0, 0], [0, 0, 0, 5], [0, 0, 0, 5]])  # 5 of 6; new: 3 of 4
-    got = row.accuracies([first, second], labels)
+    got = fs.accuracies([first, second], labels)
     assert got["curve"] == pytest.approx([75.0, 500.0 / 6], abs=1e-12)
     assert got["learnt"] == [75.0, 75.0]
 

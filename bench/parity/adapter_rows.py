@@ -1,7 +1,9 @@
 """What the adapter parity rows share (bench/parity/rows/ease.py, mos.py, tuna.py): the
 inputs, the patches of the scratch LAMDA-PILOT copy, cl-bench's side of the step
 check, the reference's side through bench/parity/drivers/pilot_adapters.py (TUNA:
-drivers/tuna_ref.py, which reuses it), and the end-to-end runs. A row that is not
+drivers/tuna_ref.py, which reuses it), and the paired seeds (the step check's
+machinery for all three tasks at ``TRAIN``, so one seed fixes the same randomness on
+both sides: :func:`paired_seed`). A row that is not
 PILOT's EASE or MOS passes its own card settings, trainable tensors, test outputs,
 reference config and driver to the functions below.
 
@@ -63,12 +65,26 @@ BACKBONE = "vit_tiny_patch16_224"
 AFTER = ["step 1", "task 1", "task 2"]
 
 
+PAIRED_WHY = ("one seed fixes the same randomness on both sides: the paired seeds run the "
+              "step check's machinery for all three tasks, so cl-bench's initial tensors "
+              "(drawn after seed_everything(seed)) go into the reference at each task "
+              "start, both sides read one batch order per task drawn from the seed, seed "
+              "the generator alike before every training forward (the same dropout masks) "
+              "and before each alignment (the same Gaussian draws), with augmentation off")
+PAIRED_NOTE = ("per_seed.*.learnt: top-1 on the newest task's test images right after "
+               "training on it, predicted among all seen classes (chance 1/2, 1/4, 1/6 after "
+               "tasks 1, 2, 3); per_seed.*.max_abs_logit: the largest difference of the test "
+               "outputs over the three tasks. The two sides train the same model, so equal "
+               "curves are expected up to a round-off flip of a prediction; a larger gap "
+               "would be a bug.")
+
+
 def setting(method: str, step: dict = STEP) -> dict:
     return {"tree": "bench/parity/make_tree.py, 40 train / 30 test per class, Fashion-MNIST "
                     f"classes {FMNIST_CLASSES} as classes 0-5",
             "backbone": BACKBONE, "weights": "export_weights.py (--weights random), 64 px",
             "image_size": SIZE, "tasks": "3 x 2 classes", **TRAIN[method],
-            "augmentation": "on (RandomResizedCrop + flip, both sides)",
+            "augmentation": "off on both sides (the step check's machinery)",
             "method": f"methods/{method}.yaml defaults otherwise",
             "step_check": f"{step['epochs']} epochs per task, lr {step['lr']}, batch "
                           f"{step['batch']}, {STEP_TASKS} tasks, no augmentation"}
@@ -367,37 +383,32 @@ def accuracies(run: dict, labels: list[torch.Tensor]) -> tuple[list[float], list
     return curve, learnt
 
 
-def ours_run(method: str, work: Path, seed: int, params: dict | None = None) -> dict:
-    """cl-bench's run (``cl_bench.run``, results kept under ``work``) with the card's
-    ``params`` (default: ``TRAIN[method]``'s epochs, lr and batch)."""
-    import cl_bench
-    one_thread()
-    tree, weights = inputs(work)
-    train = TRAIN.get(method)
+def paired_seed(method: str, copy: Path, work: Path, seed: int, params: dict | None = None,
+                args: dict | None = None, trainable=None, initial=None, outputs=test_logits,
+                env: dict | None = None, driver: Path = DRIVER, spec: dict | None = None,
+                tasks: int = 3) -> dict:
+    """Both sides on the step check's machinery for ``tasks`` tasks at ``TRAIN[method]``
+    with the seed's draws shared (cl-bench's initial tensors exported, one batch order per
+    task, the generator seeded alike before every training forward and each alignment,
+    no augmentation); each side's curve and newest-task accuracies from its own test
+    outputs, and the largest difference of those outputs. ``params`` (default: TRAIN's
+    epochs, lr and batch), ``args`` (default: PILOT's config at TRAIN), ``trainable``,
+    ``initial`` and ``outputs`` as in :func:`ours_step`; ``env``, ``driver`` and extra
+    ``spec`` entries for the reference's run."""
+    train = TRAIN[method]
     params = params or {"epochs": train["epochs"], "lr": train["lr"],
                         "batch_size": train["batch"]}
-    settings = {f"{method}.{key}": value for key, value in params.items()}
-    settings.update({"scenario.init_cls": 2, "scenario.increment": 2,
-                     "scenario.class_order": "natural"})
-    result, = cl_bench.run([method], "imagefolder", [seed], out=work / "ours",
-                           backbone=BACKBONE, weights=str(weights), image_size=SIZE,
-                           data_root=tree, device="cpu", precision="fp32",
-                           settings=settings, echo=None)
-    if result.class_order != CLASS_ORDER:
-        raise ParityError(f"cl-bench ran the class order {result.class_order}")
-    return {"curve": list(result.acc_seen),
-            "learnt": [row[i] for i, row in enumerate(result.acc_matrix)]}
-
-
-def run_seed(method: str, copy: Path, work: Path, seed: int, env: dict | None = None,
-             params: dict | None = None, spec: dict | None = None,
-             driver: Path = DRIVER) -> dict:
-    """Both sides end to end with this seed; each curve with, per task, the accuracy on
-    that task's test images right after training on it (``learnt``). ``params``: the
-    card's settings (:func:`ours_run`); ``spec``: the driver's (default: PILOT's config
-    at ``TRAIN[method]``)."""
-    ours = ours_run(method, work, seed, params)
-    spec = spec or {"args": pilot_args(copy, method, seed, TRAIN[method]),
-                    "order": CLASS_ORDER, "step": None}
-    reference = run_pilot(copy, work, spec, f"{method}_run_{seed}", env, driver)
-    return {"ours": ours, "reference": {k: reference[k] for k in ("curve", "learnt")}}
+    ours = ours_step(method, work, seed, params, trainable, initial, outputs, tasks=tasks)
+    name = f"{method}_seed_{seed}"
+    specs = step_specs(copy, method, work, seed, ours,
+                       args or pilot_args(copy, method, seed, train), name, tasks=tasks)
+    ref = run_pilot(copy, work, {**specs, **(spec or {})}, name, env, driver)
+    same_inputs(ours, ref, epochs=train["epochs"])
+    out = {}
+    for side, run in (("ours", ours), ("reference", ref)):
+        curve, learnt = accuracies(run, ours["test_labels"])
+        out[side] = {"curve": curve, "learnt": learnt}
+    out["max_abs_logit"] = max(
+        float((ours["points"][k]["logits"].double() - ref["points"][k]["logits"].double())
+              .abs().max()) for k in (f"task {t + 1}" for t in range(tasks)))
+    return out

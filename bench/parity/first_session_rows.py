@@ -347,8 +347,8 @@ def pilot_step(method: str, copy: Path, work: Path, env: dict, params: dict, ini
 
 KEPT_FP16 = (
     "cl-bench's features pass through fp16 (its feature store keeps them so); PILOT keeps "
-    "fp32. The step check rounds PILOT's backbone outputs the same way (a forward hook in "
-    "the driver); end to end PILOT runs as it is. A feature-store format, no card switch.")
+    "fp32. The step check and the paired seeds round PILOT's backbone outputs the same way "
+    "(a forward hook in the driver). A feature-store format, no card switch.")
 
 BOUND = 2e-4
 BOUND_WHY = (
@@ -406,6 +406,24 @@ def pilot_ridge_losses(ref: dict, k: int) -> list[float]:
     (over the seen columns) times seen / 10."""
     seen = (k if k else 1) * INCREMENT
     return [v * len(CLASS_ORDER) / seen for v in ref.get("ridge_losses", [])]
+
+
+def accuracies(logits: list, labels: list) -> dict:
+    """Top-1 over the seen classes after each task (``curve``) and on the newest task's
+    classes right after it (``learnt``), in percent; logits columns are class positions
+    in CLASS_ORDER."""
+    out: dict = {"curve": [], "learnt": []}
+    for t, (z, y) in enumerate(zip(logits, labels, strict=True)):
+        hit = torch.as_tensor(z).argmax(1) == y
+        out["curve"].append(100.0 * float(hit.double().mean()))
+        out["learnt"].append(100.0 * float(hit[y >= t * INCREMENT].double().mean()))
+    return out
+
+
+def test_labels(work: Path, epochs: int, seed: int, tasks: int) -> list[torch.Tensor]:
+    """Each task's seen test labels of a run of the step machinery."""
+    data = torch.load(step_inputs(work, epochs, seed, tasks), weights_only=True)
+    return [data[f"test_y{t}"] for t in range(tasks)]
 
 
 def run_seed(method: str, copy: Path, work: Path, seed: int, pilot_env: dict | None = None,

@@ -12,6 +12,11 @@ check also runs PILOT as published and reports that gap under ``kept``. The
 classifier alignment's Gaussian samples and permutations are shared in the step
 check: both sides seed the global generator before it and draw the same normals in
 the same order (one (240, d) block per class).
+
+Paired seeds: the step check's machinery for all three tasks at the row's epochs, lr
+and batch (``adapter_rows.TRAIN``), against PILOT with the paper's merge rule, so one
+seed fixes the same randomness on both sides. The earlier comparison of the two sides
+left to their own randomness is in ``NOTES``.
 """
 
 from __future__ import annotations
@@ -25,36 +30,23 @@ METHOD = "mos"
 REFERENCE = {"repo": shared.REFERENCE_REPO, "commit": shared.REFERENCE_COMMIT,
              "what": "models/mos.py Learner (MOS) on backbone/vit_mos.py as ViT-Tiny, "
                      "merge rule patched to the paper's (PARITY_MOS_MERGE=paper)"}
-PAIRING = "welch"
-PAIRING_WHY = ("a seed fixes each side's own generator streams (adapter and head init, "
-               "batch order, crops, flips, dropout, the alignment's Gaussian samples), "
-               "which the two toolboxes draw in a different order: no randomness is "
-               "shared end to end")
-SETTING = {**shared.setting(METHOD), "reference_merge": "PARITY_MOS_MERGE=paper"}
+PAIRING = "paired"
+PAIRING_WHY = shared.PAIRED_WHY
+SETTING = {**shared.setting(METHOD),
+           "reference_merge": "PARITY_MOS_MERGE=paper"}
 CLASS_ORDER = shared.CLASS_ORDER
-# 15 seeds, not the rows' 10: at 10 the average's interval was 3.19 points wide, centred
-# (+0.26), its width the first task's spread (DIFFERS_WHY); the 5 more seeds were added
-# after that measurement, and both counts are reported in NOTES.
-SEEDS = list(range(1, 16))
+SEEDS = shared.SEEDS
 NOTES = [
-    "Seeds: 15. The first 10 (seeds 1-10) gave average +0.26 [-1.33, +1.85], last -0.22 "
-    "[-0.84, +0.39] (Welch): centred, but the average's interval 3.19 points wide, over the "
-    "3-point limit; seeds 11-15 were added after that measurement.",
+    shared.PAIRED_NOTE,
+    "Before the seeds were paired (this file at commit 17ab38a: cl-bench run against "
+    "PILOT's trainer with the paper's merge rule, each side its own draws of the adapters "
+    "and head, batch order, crops, flips, dropout and the alignment's Gaussian samples, "
+    "augmentation on, Welch): over 15 seeds average +0.36 [-0.92, +1.63], last -0.15 "
+    "[-0.67, +0.37] (agrees); over the first 10 average +0.26 [-1.33, +1.85], 3.19 points "
+    "wide, the first task's seed-to-seed spread (its accuracy's SD 2.74 points on "
+    "cl-bench's side, 6.09 on PILOT's, where one PILOT seed learnt task 1 to 78.3 %).",
 ]
 PAPER = {"PARITY_MOS_MERGE": "paper"}
-DIFFERS_WHY = (
-    "No systematic difference; the average accuracy's interval is too wide, not off "
-    "center. The mean differences are +0.26 (average) and -0.22 points (last, interval "
-    "[-0.84, 0.39], within +-1), but the average's Welch interval [-1.33, 1.85] is 3.19 "
-    "points wide, over the 3-point limit. Its width is the first task's seed-to-seed "
-    "spread, which the average counts once in three: task-1 accuracy SD 2.74 (cl-bench) "
-    "and 6.09 points (PILOT), where tasks 2 and 3 (the last) vary by 0.5-0.8; one PILOT "
-    "seed (10) learnt task 1 to 78.3 % (all other seeds of both sides 91.7-100 %), its "
-    "linear head trained at lr x 0.1 on the random ViT's features (seed 10 was the slow "
-    "seed in the earlier probes too). Measured on the kept seeds: without seed 10 the "
-    "average's interval is [-1.51, 0.54] (agrees), the last's [-0.89, 0.40]; the task-2 "
-    "curve point agrees at [-0.64, 0.64]. The step check, which shares the randomness, "
-    "is equal to float32 round-off.")
 
 
 def prepare(copy: Path) -> None:
@@ -86,4 +78,4 @@ def step(copy: Path, work: Path) -> dict:
 
 
 def run_seed(copy: Path, work: Path, seed: int) -> dict:
-    return shared.run_seed(METHOD, copy, work, seed, PAPER)
+    return shared.paired_seed(METHOD, copy, work, seed, env=PAPER)

@@ -56,10 +56,6 @@ SETTING = {**fs.SETTING, "method": f"adapt: adapter, {fs.EPOCHS} epochs (card: 2
 CLASS_ORDER = fs.CLASS_ORDER
 SEEDS = fs.SEEDS
 LINEAR = {"PARITY_RANPAC_LINEAR": "1"}
-KEPT_FP16 = (
-    "cl-bench's features pass through fp16 (its feature store keeps them so); PILOT keeps "
-    "fp32. The step check and the paired seeds round PILOT's backbone outputs the same way "
-    "(a forward hook in the driver). A feature-store format, no card switch.")
 NOTES = [
     f"Step check: {fs.STEP_EPOCHS} epochs at lr 0.1 (card 0.01, so that the adapters move), "
     "batch 48, M 2000, fixed batches, eval transform, adapter dropout 0; cl-bench's initial "
@@ -168,30 +164,12 @@ def kept(exact: dict, as_is: dict) -> list[str]:
         "The lambda split order: PILOT's shuffled loader, cl-bench a permutation drawn from "
         "the seed and the task (split_order): another draw than PILOT's for the same seed "
         "(card departure); the check and the paired seeds feed cl-bench's order to both.",
-        KEPT_FP16,
+        fs.KEPT_FP16,
     ]
 
 
 TRAIN = {"epochs": fs.EPOCHS, "M": M,  # the end-to-end setting, else the card's defaults
          "ridge_search": "float32"}
-
-
-def accuracies(logits: list, labels: list) -> dict:
-    """Top-1 over the seen classes after each task (``curve``) and on the newest task's
-    classes right after it (``learnt``), in percent; logits columns are class positions
-    in CLASS_ORDER."""
-    out: dict = {"curve": [], "learnt": []}
-    for t, (z, y) in enumerate(zip(logits, labels, strict=True)):
-        hit = torch.as_tensor(z).argmax(1) == y
-        out["curve"].append(100.0 * float(hit.double().mean()))
-        out["learnt"].append(100.0 * float(hit[y >= t * fs.INCREMENT].double().mean()))
-    return out
-
-
-def _logits(run: dict, keys: list[str]) -> list[torch.Tensor]:
-    """PILOT's test logits after each task with its head scale sigma divided out."""
-    return [torch.as_tensor(run[k]["logits"]).double() / float(run[k]["state"]["fc.sigma"])
-            for k in keys]
 
 
 def run_seed(copy: Path, work: Path, seed: int) -> dict:
@@ -205,12 +183,11 @@ def run_seed(copy: Path, work: Path, seed: int) -> dict:
     env = {"PARITY_WRAND": str(work / f"step-wrand{fs.tag_of(seed, TASKS)}.pt"), **LINEAR,
            "PARITY_FLOAT64": "1", "PARITY_RIDGES": ",".join(repr(lam) for lam in lambdas)}
     ref = fs.pilot_step(METHOD, copy, work, env, params, init, seed=seed, tasks=TASKS)
-    data = torch.load(fs.step_inputs(work, params["epochs"], seed, TASKS), weights_only=True)
-    labels = [data[f"test_y{t}"] for t in range(TASKS)]
+    labels = fs.test_labels(work, params["epochs"], seed, TASKS)
     ours = [run[k]["logits"] for k in keys]
     theirs = [torch.as_tensor(ref[k]["logits"]).double() / float(ref[k]["state"]["fc.sigma"])
               for k in keys]
-    return {"ours": accuracies(ours, labels), "reference": accuracies(theirs, labels),
+    return {"ours": fs.accuracies(ours, labels), "reference": fs.accuracies(theirs, labels),
             "lambdas": {"used": lambdas,
                         "ours_float64": [chosen(run[k]["ridge_losses"]) for k in keys],
                         "reference_float64": [chosen(fs.pilot_ridge_losses(ref[k], t + 1))

@@ -61,7 +61,6 @@ CLASS_ORDER = shared.CLASS_ORDER
 SEEDS = shared.SEEDS
 TASKS = 3
 SETTING = {**shared.setting(METHOD, STEP),
-           "augmentation": "off on both sides (the step check's machinery)",
            "method": "methods/tuna.yaml defaults (exps/tuna_imgr.json) with "
                      f"{PAPER_SWITCHES} (--protocol paper)"}
 NOTES = [
@@ -227,15 +226,6 @@ def run_seed(copy: Path, work: Path, seed: int) -> dict:
     """Both sides on the step check's machinery at the setting, all three tasks (the
     module docstring): the same randomness on both sides."""
     train = shared.TRAIN[METHOD]
-    ours = shared.ours_step(METHOD, work, seed, card_settings(train), trainable, initial,
-                            test_outputs, tasks=TASKS)
-    name = f"tuna_seed_{seed}"
-    spec = shared.step_specs(copy, METHOD, work, seed, ours,
-                             reference_args(copy, seed, train), name, tasks=TASKS)
-    ref = shared.run_pilot(copy, work, {**spec, "merged": False}, name, driver=DRIVER)
-    shared.same_inputs(ours, ref, epochs=train["epochs"])
-    out = {}
-    for side, run in (("ours", ours), ("reference", ref)):
-        curve, learnt = shared.accuracies(run, ours["test_labels"])
-        out[side] = {"curve": curve, "learnt": learnt}
-    return out
+    return shared.paired_seed(METHOD, copy, work, seed, card_settings(train),
+                              reference_args(copy, seed, train), trainable, initial,
+                              test_outputs, driver=DRIVER, spec={"merged": False}, tasks=TASKS)
