@@ -116,7 +116,12 @@ class Row:
                 "cl_bench": {f"{self.method}.{k}": v for k, v in self.ours.items()},
                 "pilot": {"config": f"bench/parity/configs/{self.config}", **self.pilot,
                           **({"env": self.pilot_env} if self.pilot_env else {})},
-                "precision": "fp32, one thread, CPU"}
+                "precision": "fp32, one thread, CPU",
+                "paired": "the step check's machinery (bench/parity/prompted.py paired_seed): "
+                          "no augmentation, one batch order per seed on both sides",
+                "own_randomness": "per_seed.*.own: each side as it runs, augmentation on, "
+                                  "its own batch order and crops, from the same initial "
+                                  "tensors"}
 
 
 # ---------------------------------------------------------------- inputs

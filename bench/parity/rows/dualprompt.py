@@ -26,11 +26,7 @@ ROW = prompted.Row(
     method=METHOD, config="parity_dualprompt.json", size=64,
     ours={"epochs": 5, "lr": 0.02, "batch_size": 16, "eval_batch_size": 16},
     pilot={"tuned_epoch": 5, "init_lr": 0.02, "batch_size": 16}, pilot_env=FIXED)
-SETTING = {**ROW.setting(),
-           "paired": "the step check's machinery (bench/parity/prompted.py paired_seed): "
-                     "no augmentation, one batch order per seed on both sides",
-           "own_randomness": "per_seed.*.own: each side as it runs, augmentation on, its "
-                             "own batch order and crops, from the same initial tensors"}
+SETTING = ROW.setting()
 CLASS_ORDER = prompted.CLASS_ORDER
 SEEDS = list(range(1, 11))
 VARIANTS = {"fixed split": ({"reshape_bug": False}, FIXED),
