@@ -231,3 +231,21 @@ def test_own_randomness_comparison_is_rendered_beside_the_paired_one():
     text = "\n".join(render.section(data))
     assert "own batch order and crops (paired, 4 seeds, per_seed.*.own): average +0.50 [" in text
     assert "last +0.00 [+0.00, +0.00]: agrees. Because." in text
+
+
+def test_a_kept_seed_is_not_reused_after_the_code_changes(tmp_path, monkeypatch):
+    for name in ("bench/parity/rows/toy.py", "cl_bench/strategies/toy.py", "methods/toy.yaml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("a = 1\n")
+    monkeypatch.setattr(runner, "REPO", tmp_path)
+    row = types.SimpleNamespace(SETTING={"epochs": 1}, CLASS_ORDER=[0, 1], REFERENCE={"r": 1})
+    first = runner._seed_file(row, tmp_path / "work", 3)
+    assert runner._seed_file(row, tmp_path / "work", 3) == first
+    assert first.name == "3.json"
+    for name in ("cl_bench/strategies/toy.py", "methods/toy.yaml", "bench/parity/rows/toy.py"):
+        (tmp_path / name).write_text("a = 2\n")
+        moved = runner._seed_file(row, tmp_path / "work", 3)
+        assert moved.parent != first.parent
+        first = moved
+    row.SETTING = {"epochs": 2}
+    assert runner._seed_file(row, tmp_path / "work", 3).parent != first.parent

@@ -89,10 +89,23 @@ def scratch_copy(row, reference: Path, scratch: Path) -> Path:
     return copy
 
 
+def code_digest() -> str:
+    """A digest of the code a seed's curves come from: every Python file of bench/parity
+    and cl_bench, and every method card."""
+    sha = hashlib.sha256()
+    files = [*(REPO / "bench" / "parity").rglob("*.py"), *(REPO / "cl_bench").rglob("*.py"),
+             *(REPO / "methods").glob("*.yaml")]
+    for path in sorted(files):
+        sha.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return sha.hexdigest()[:12]
+
+
 def _seed_file(row, work: Path, seed: int) -> Path:
-    """Where a finished seed is kept: keyed by the row's setting, order and reference,
-    so that a changed row never reuses another setting's curves."""
-    key = json.dumps([row.SETTING, row.CLASS_ORDER, row.REFERENCE], sort_keys=True)
+    """Where a finished seed is kept: keyed by the row's setting, order and reference and
+    by the code (:func:`code_digest`), so that a changed row or changed code never reuses
+    curves another setting or another version computed."""
+    key = json.dumps([row.SETTING, row.CLASS_ORDER, row.REFERENCE, code_digest()],
+                     sort_keys=True)
     return work / "seeds" / hashlib.sha256(key.encode()).hexdigest()[:12] / f"{seed}.json"
 
 

@@ -10,12 +10,8 @@ step, this script only feeds it and reads it out:
 
 SPEC (JSON): ``args``, the PILOT config (exps/parity_ease.json or parity_mos.json
 with the row's settings and seed); ``order``, the class order (``shuffle`` false);
-``step``, null for an end-to-end run, or for the step check ``{"init": FILE,
-"perm": FILE, "seed": int, "tasks": int}``.
-
-End to end (``step`` null): PILOT's loop of trainer.py ``_train`` (seeded by its
-``_set_random``) over every task; OUT holds the top-1 curve over the seen classes
-and, per task, the accuracy on that task's test images right after training on it.
+``step``, ``{"init": FILE, "perm": FILE, "seed": int, "tasks": int}``: the step check
+for ``tasks`` tasks (the rows' paired seeds run it for all three).
 
 Step check: the training transform is the test transform (no augmentation), every
 DataLoader runs without shuffling, the training images of task t come in the order
@@ -32,9 +28,9 @@ the loss of the last step, the test logits that PILOT's ``_eval_cnn`` ranks (EAS
 after prototype completion and reweighting, MOS after merging, alignment and
 self-refined retrieval), and the labels and pixel sums of every batch.
 
-drivers/tuna_ref.py reuses :func:`evaluate`, :func:`end_to_end` and
-:func:`step_check` with TUNA's tensors, hook point and outputs; PILOT's ``trainer``
-and ``factory`` are imported only by this script's :func:`main`.
+drivers/tuna_ref.py reuses :func:`evaluate` and :func:`step_check` with TUNA's
+tensors, hook point and outputs; PILOT's ``trainer`` and ``factory`` are imported
+only by this script's :func:`main`.
 """
 
 from __future__ import annotations
@@ -103,18 +99,6 @@ def evaluate(learner, per_batch: int = 1) -> tuple[torch.Tensor, np.ndarray, np.
     finally:
         torch.topk = real_topk
     return torch.cat(seen[per_batch - 1::per_batch]), y_pred[:, 0], y_true
-
-
-def end_to_end(learner, data_manager, evaluate=evaluate) -> dict:
-    curve, learnt = [], []
-    for _ in range(data_manager.nb_tasks):
-        learner.incremental_train(data_manager)
-        _, pred, true = evaluate(learner)
-        new = true >= learner._known_classes
-        curve.append(float((pred == true).mean() * 100))
-        learnt.append(float((pred[new] == true[new]).mean() * 100))
-        learner.after_task()
-    return {"curve": curve, "learnt": learnt}
 
 
 def step_check(learner, data_manager, step: dict, trainable=trainable,
@@ -215,18 +199,16 @@ def main(spec_path: str, out_path: str) -> None:
     from utils import factory
     with open(spec_path) as f:
         spec = json.load(f)
-    args, step = spec["args"], spec.get("step")
+    args, step = spec["args"], spec["step"]
     iParity.class_order = spec["order"]
-    if step:
-        iParity.train_trsf = iParity.test_trsf
+    iParity.train_trsf = iParity.test_trsf
     trainer._set_random(args["seed"])
     trainer._set_device(args)
     data_manager = DataManager(args["dataset"], args["shuffle"], args["seed"],
                                args["init_cls"], args["increment"], args)
     args["nb_classes"], args["nb_tasks"] = data_manager.nb_classes, data_manager.nb_tasks
     learner = factory.get_model(args["model_name"], args)
-    out = step_check(learner, data_manager, step) if step else end_to_end(learner, data_manager)
-    torch.save(out, out_path)
+    torch.save(step_check(learner, data_manager, step), out_path)
 
 
 if __name__ == "__main__":

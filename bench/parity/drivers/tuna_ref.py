@@ -11,8 +11,9 @@ it out (the upload has no trainer.py, so the task loop is this script's):
 SPEC (JSON): ``args``, the authors' exps/tuna_imgr.json with the row's settings and
 seed; ``order``, the class order; ``merged``, whether the combination reads the
 merged adapter (``adapter_id = cur_task + 2``) instead of what the authors' code
-reads (``cur_task + 1``, the live adapter); ``step``, null for an end-to-end run, or
-``{"init": FILE, "perm": FILE, "seed": int, "tasks": int}`` for the step check.
+reads (``cur_task + 1``, the live adapter); ``step``, ``{"init": FILE, "perm": FILE,
+"seed": int, "tasks": int}``: the step check for ``tasks`` tasks (the row's paired
+seeds run it for all three).
 
 Backbone: the authors' ``VisionTransformer`` with ViT-Tiny numbers (embed 192, 3
 heads, 12 blocks) at ``PARITY_IMG_SIZE``, its adapters 192 wide, loaded from
@@ -30,7 +31,7 @@ holds, after the first optimizer step and after each task: the trainable tensors
 live adapters, every fc block, the stored adapters' up-projections), the loss of the
 last step, the test outputs that ``_eval_cnn`` ranks, and the labels and pixel sums
 of every training batch. The feeding and the read-out are
-bench/parity/drivers/pilot_adapters.py's (``step_check``, ``end_to_end``,
+bench/parity/drivers/pilot_adapters.py's (``step_check``,
 ``evaluate``), given TUNA's tensors, its backbone as the hooked module and the
 outputs ``_eval_cnn`` ranks last per batch.
 """
@@ -85,10 +86,9 @@ def tiny_backbone(args, pretrained=False):
     return model
 
 
-def loader(real, shuffle_off: bool):
+def loader(real):
     def make(dataset, batch_size, shuffle=False, num_workers=0, **kwargs):
-        return real(dataset, batch_size=batch_size,
-                    shuffle=False if shuffle_off else shuffle, num_workers=0)
+        return real(dataset, batch_size=batch_size, shuffle=False, num_workers=0)
     return make
 
 
@@ -150,10 +150,9 @@ def read_merged(learner) -> None:
 def main(spec_path: str, out_path: str) -> None:
     with open(spec_path) as f:
         spec = json.load(f)
-    args, step = spec["args"], spec.get("step")
+    args, step = spec["args"], spec["step"]
     iParity.class_order = spec["order"]
-    if step:
-        iParity.train_trsf = iParity.test_trsf
+    iParity.train_trsf = iParity.test_trsf
     torch.manual_seed(args["seed"])
     np.random.seed(args["seed"])
     args["device"] = [torch.device("cpu")]
@@ -162,15 +161,13 @@ def main(spec_path: str, out_path: str) -> None:
     args["nb_classes"], args["nb_tasks"] = data_manager.nb_classes, data_manager.nb_tasks
     inc_net.get_backbone = tiny_backbone
     tuna_module.num_workers = 0
-    tuna_module.DataLoader = loader(tuna_module.DataLoader, bool(step))
+    tuna_module.DataLoader = loader(tuna_module.DataLoader)
     learner = tuna_module.Learner(args)
     learner.topk = 1
     learner._network.backbone.out_dim = DIM
     if spec.get("merged"):
         read_merged(learner)
-    out = (step_check(learner, data_manager, step) if step
-           else pilot_adapters.end_to_end(learner, data_manager, evaluate))
-    torch.save(out, out_path)
+    torch.save(step_check(learner, data_manager, step), out_path)
 
 
 if __name__ == "__main__":
