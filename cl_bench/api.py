@@ -79,12 +79,17 @@ def plan(methods: str | Sequence[str] | None = None, scenario: str | Sequence[st
          backbone: str | None = None, weights: str | None = None,
          image_size: int | None = None, data_root: str | Path | None = None,
          download: bool = False, device: str = "auto", precision: str = "auto",
-         progress: bool = False, sets: Iterable[str] = (), protocol: str = "fair"
-         ) -> list[RunRequest]:
+         progress: bool = False, sets: Iterable[str] = (), protocol: str = "fair",
+         deterministic: str = "strict") -> list[RunRequest]:
     """One request per scenario, the arguments checked that need no card: what
     :func:`run` runs, and what ``cl-bench run`` runs or hands to a launcher. A request
     without a backbone gets its scenario's (:func:`cl_bench.cards.config.resolve_backbone`)."""
     from cl_bench.cards.protocol import check_protocol
+    from cl_bench.engine.environment import (
+        check_determinism_name,
+        check_device_name,
+        check_precision_name,
+    )
     from cl_bench.engine.runner import RunRequest, default_methods
     seed_list = arguments.seeds(seeds)
     scenarios = arguments.names("scenario", scenario, 'scenario="fmnist"')
@@ -105,9 +110,14 @@ def plan(methods: str | Sequence[str] | None = None, scenario: str | Sequence[st
         "download": arguments.flag("download", download),
         "device": arguments.text("device", device, 'device="cuda"'),
         "precision": arguments.text("precision", precision, 'precision="fp32"'),
+        "deterministic": arguments.text("deterministic", deterministic,
+                                        'deterministic="strict"'),
         "out": arguments.folder("out", out, 'out="results"'),
         "sets": arguments.strings("sets", sets, 'sets=["tosca.epochs=5"]'),
         "progress": arguments.flag("progress", progress)}
+    check_device_name(common["device"])
+    check_precision_name(common["precision"])
+    check_determinism_name(common["deterministic"])
     reqs = [RunRequest(methods=method_list, scenario=name, **common) for name in scenarios]
     for req in reqs:  # the default set is the one that runs on the scenario's backbone
         req.methods = req.methods or default_methods(req.backbone)
@@ -138,14 +148,17 @@ def run(methods: str | Sequence[str] | None = None, scenario: str | Sequence[str
         image_size: int | None = None, data_root: str | Path | None = None,
         download: bool = False, device: str = "auto", precision: str = "auto",
         progress: bool = False, settings: Mapping[str, object] | None = None,
-        protocol: str = "fair", echo: Echo | None = print) -> list[Result]:
+        protocol: str = "fair", deterministic: str = "strict",
+        echo: Echo | None = print) -> list[Result]:
     """Run methods x seeds on one or more scenarios, as ``cl-bench run`` does, and
     return one :class:`Result` per run (finished runs in ``out`` are read, not run again).
 
     ``methods``: names, or None for the default set that runs on the backbone;
     ``scenario``: a name or several; ``backbone`` None: the scenario's default backbone;
     ``protocol``: "fair" (the cards' defaults) or "paper" (each card's ``paper:`` block;
-    ``settings`` still win);
+    ``settings`` still win); ``device``: "auto", "cpu", "cuda" or "cuda:K";
+    ``precision``: "auto", "fp32", "bf16" or "fp16" (a GPU without bf16);
+    ``deterministic``: "strict" (bitwise repeats on a GPU) or "fast";
     ``settings``: ``{"<method>.<key>": value, "scenario.<key>": value}``, the command
     line's ``--set`` (see :func:`settings_as_sets`); ``echo``: where the progress lines
     go (None: nowhere). Raises UserError for bad input (nothing written) and
@@ -154,7 +167,8 @@ def run(methods: str | Sequence[str] | None = None, scenario: str | Sequence[str
     requests = plan(methods, scenario, seeds, out=out, backbone=backbone, weights=weights,
                     image_size=image_size, data_root=data_root, download=download,
                     device=device, precision=precision, progress=progress,
-                    sets=settings_as_sets(settings), protocol=protocol)
+                    sets=settings_as_sets(settings), protocol=protocol,
+                    deterministic=deterministic)
     return run_requests(requests, echo)
 
 

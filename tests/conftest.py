@@ -1,6 +1,7 @@
 """Shared fixtures and helpers: one small end-to-end run reused by several tests, the
 check of a refusal, card variants, image trees, runs killed and resumed in a fresh
-process, strategies on a random-weight ViT and a small stream driven task by task;
+process, strategies on a random-weight ViT and a small stream driven task by task
+(and the smallest per-task strategy over it);
 `probe`, a test-only method for grids in worker processes and on the SLURM cluster."""
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ import timm
 import torch
 import yaml
 from PIL import Image
+from torch import nn
 from typer.testing import CliRunner
 
-from cl_bench.backbones.base import Backbone
+from cl_bench.backbones.base import Backbone, seeded_init
 from cl_bench.cards import config
 from cl_bench.cards.config import load_method
 from cl_bench.cards.strategy import import_object
 from cl_bench.commands.cli import app
-from cl_bench.contract import drive
+from cl_bench.contract import Inputs, MethodSpec, Schedule, drive
 from cl_bench.engine import checkpoint
 from cl_bench.engine.checkpoint import KILL_ENV, rng_state, set_rng_state
 from cl_bench.engine.environment import seed_everything
@@ -37,6 +39,7 @@ from cl_bench.scenarios.loaders import synthetic
 from cl_bench.scenarios.order import task_split
 from cl_bench.scenarios.stream import Stream, build_stream
 from cl_bench.scenarios.transforms import ToModelInput
+from cl_bench.strategies.blocks.per_task import AutocastForward, PerTaskTemplate
 
 REPO = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
@@ -254,6 +257,33 @@ def run_stream(method: str, backbone, start=None, **overrides):
     return s, recorder, saved
 
 
+class TinyPerTask(AutocastForward, PerTaskTemplate):
+    """The smallest strategy on the shared training path (autocast forward, loss scaling
+    in fp16, the per-task optimizer): a linear layer over the 3 x 32 x 32 pixels of
+    :func:`small_stream`'s 4 classes, built under a fixed seed; ``settings`` override
+    batch 4, 2 epochs, SGD at lr 0.01 with momentum 0.9."""
+
+    spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=False, schedule=Schedule.PER_TASK)
+
+    def __init__(self, *, precision: str, plugins=(), settings: dict | None = None) -> None:
+        self.precision = precision
+        with seeded_init():
+            model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 4))
+        params = {"batch_size": 4, "eval_batch_size": 8, "epochs": 2, "optimizer": "sgd",
+                  "lr": 0.01, "momentum": 0.9} | (settings or {})
+        super().__init__(params=params, model=model, device=CPU, plugins=list(plugins),
+                         evaluator=quiet_evaluator())
+
+
+def run_tiny(precision: str, plugins=(), **settings) -> TinyPerTask:
+    """:class:`TinyPerTask` driven over :func:`small_stream` under a fixed seed."""
+    stream = small_stream()
+    seed_everything(1993)
+    s = TinyPerTask(precision=precision, plugins=plugins, settings=settings)
+    drive(s, stream)
+    return s
+
+
 # --------------------------------------------------- image trees on disk
 
 
@@ -279,7 +309,8 @@ from cl_bench.strategies.simplecil import SimpleCIL
 
 
 class Probe(SimpleCIL):
-    """SimpleCIL that logs its seed, then fails (PROBE_FAIL) or waits for PROBE_GO
+    """SimpleCIL that logs its seed, then fails (PROBE_FAIL; PROBE_OOM: out of memory, as
+    CUDA raises it) or waits for PROBE_GO
     (PROBE_HOLD: seeds or "all"); with PROBE_HOLD_TASK=k (or k@seed,seed) it also
     waits for PROBE_GO before training task k (tasks count from 0), after the earlier
     tasks' checkpoints, and notes the wait in PROBE_LOG.hold."""
@@ -291,6 +322,8 @@ class Probe(SimpleCIL):
             f.write(f"{seed} {os.getpid()}\\n")
         if seed in os.environ.get("PROBE_FAIL", "").split(","):
             raise RuntimeError(f"probe failure for seed {seed}")
+        if seed in os.environ.get("PROBE_OOM", "").split(","):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.00 GiB")
         hold = os.environ.get("PROBE_HOLD", "").split(",")
         if "all" in hold or seed in hold:
             while not Path(os.environ["PROBE_GO"]).exists():
@@ -346,7 +379,7 @@ def probe(tmp_path, monkeypatch) -> Path:
         p for p in (str(home), os.environ.get("PYTHONPATH")) if p))
     monkeypatch.setenv("PROBE_LOG", str(home / "probe.log"))
     monkeypatch.setenv("PROBE_GO", str(home / "go"))
-    for name in ("PROBE_FAIL", "PROBE_HOLD", "PROBE_HOLD_TASK"):
+    for name in ("PROBE_FAIL", "PROBE_OOM", "PROBE_HOLD", "PROBE_HOLD_TASK"):
         monkeypatch.delenv(name, raising=False)
     return home
 

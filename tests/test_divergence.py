@@ -98,22 +98,33 @@ def fake_strategy(**fields) -> SimpleNamespace:
                            **fields)
 
 
+def epoch(watch: FiniteWatch, strategy: SimpleNamespace) -> None:
+    """One training epoch of one iteration (the 7th of epoch 5, as the fake clock has it)
+    as the watch sees it: the loss is read back at the epoch's end."""
+    watch.before_training_epoch(strategy)
+    watch.before_backward(strategy)
+    watch.after_training_epoch(strategy)
+
+
 def test_watch_names_method_task_epoch_and_cause():
     watch = FiniteWatch("ease", {"lr": 0.5, "ca_lr": 2.0, "epochs": 3}, {"lr": 0.025})
+    model = torch.nn.Linear(2, 2)
     with pytest.raises(UserError) as e:
-        watch.before_backward(fake_strategy(loss=torch.tensor(float("inf"))))
+        epoch(watch, fake_strategy(loss=torch.tensor(float("inf")), model=model))
     assert str(e.value).startswith("ease diverged: the training loss became inf in task 3, "
                                    "epoch 5 (iteration 7). The likely cause is a learning "
                                    "rate too large (ease.lr = 0.5 (the card's default: "
                                    "0.025), ease.ca_lr = 2)")
-    watch.before_backward(fake_strategy(loss=torch.tensor(1e30)))  # large is not diverged
+    epoch(watch, fake_strategy(loss=torch.tensor(1e30), model=model))  # large: not diverged
+    evaluation = fake_strategy(mb_output=torch.tensor([[float("nan"), 0.0]]))
+    watch.before_eval_exp(evaluation)
+    watch.after_eval_forward(evaluation)
     with pytest.raises(UserError, match="non-finite predictions .* after training task 3"):
-        watch.after_eval_forward(fake_strategy(mb_output=torch.tensor([[float("nan"), 0.0]])))
-    weights = torch.nn.Linear(2, 2)
+        watch.after_eval_exp(evaluation)
     with torch.no_grad():
-        weights.weight[0, 0] = float("nan")
+        model.weight[0, 0] = float("nan")
     with pytest.raises(UserError, match="a trained weight became inf or NaN .* task 3, epoch 5"):
-        watch.after_training_epoch(fake_strategy(model=weights))
+        epoch(watch, fake_strategy(loss=torch.tensor(1.0), model=model))
 
 
 @pytest.fixture(scope="module")

@@ -104,7 +104,7 @@ def test_paper_transforms():
     assert test_tf.id == "resize256-bicubic-crop224"
     assert tuple(test_tf.pipeline(img).shape) == (3, 224, 224)
     assert tuple(train_tf.pipeline(img).shape) == (3, 224, 224)
-    assert train_tf.id == "rrc224-scale0.05-flip"
+    assert train_tf.id == "rrc224-scale0.05-flip-sampleseed"
 
 
 def test_data_check_good_and_bad(tmp_path):
@@ -141,7 +141,7 @@ def test_run_on_a_fixture_tree(tmp_path):
                     "--set", "tosca.epochs=1")
     assert result.exit_code == 0, result.output
     rec = json.loads(next(out.glob("runs/imagenet-a/tosca/*.json")).read_text())
-    assert rec["config"]["transform"] == {"train": "rrc32-scale0.05-flip",
+    assert rec["config"]["transform"] == {"train": "rrc32-scale0.05-flip-sampleseed",
                                           "eval": "resize37-bicubic-crop32"}
     assert rec["config"]["backbone"]["weights"] == "random"
     assert sorted(c for t in rec["tasks"] for c in t) == [0, 1, 2, 3]

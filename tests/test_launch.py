@@ -131,8 +131,9 @@ def test_submitit_grid_reports_failure_and_reruns_it(probe, tmp_path, monkeypatc
 
 
 def test_slurm_submission_no_wait(probe, tmp_path, monkeypatch):
-    """What goes to sbatch: one array, the SLURM settings, a CUDA job per run; status
-    then shows the planned runs as pending. (A fake sbatch records the file.)"""
+    """What goes to sbatch: one array, the SLURM settings (the gres as given), a CUDA
+    job per run, bf16 since an A100 has bf16 units; status then shows the planned runs
+    as pending. (A fake sbatch records the file.)"""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "sbatch").write_text(f'#!/bin/sh\ncp "$1" {tmp_path}/submitted.sh\n'
@@ -145,13 +146,13 @@ def test_slurm_submission_no_wait(probe, tmp_path, monkeypatch):
     out = tmp_path / "out"
     result = invoke("run", "--out", str(out), *GRID, "--scenarios", "synthetic,digits",
                     "--seeds", "1,2", "--launcher", "slurm", "--slurm-partition", "gpu",
-                    "--slurm-gpus", "1", "--slurm-cpus", "8", "--slurm-time", "90",
+                    "--slurm-gres", "gpu:a100:1", "--slurm-cpus", "8", "--slurm-time", "90",
                     "--slurm-array-parallelism", "2", "--no-wait")
     assert result.exit_code == 0, result.output
     assert "submitted 4 runs to slurm as job 4242" in result.stdout
     assert result.stdout.count("cuda/bf16") == 2 and "4 queued" in result.stdout
     sbatch = (tmp_path / "submitted.sh").read_text()
-    for flag in ("--array=0-3%2", "--partition=gpu", "--gpus-per-node=1", "--cpus-per-task=8",
+    for flag in ("--array=0-3%2", "--partition=gpu", "--gres=gpu:a100:1", "--cpus-per-task=8",
                  "--time=90", "--job-name=cl-bench"):
         assert f"#SBATCH {flag}" in sbatch, sbatch
     assert result_files(out) == [] and starts(probe) == {}
@@ -214,6 +215,22 @@ def test_two_invocations_of_one_grid_run_each_run_once(probe, start_grid, tmp_pa
     assert starts(probe) == {"1": 1, "2": 1}
     assert seeds_of(out) == [1, 2] and leftovers(out) == []
     assert status_of(out).splitlines()[-1] == "2 runs: 2 done, 0 running, 0 failed, 0 pending"
+
+
+def test_an_out_of_memory_run_of_a_local_grid_fails_alone(probe, tmp_path, monkeypatch):
+    """Seed 2 runs out of memory in its worker: its .failed record names the settings to
+    lower, the worker goes on with the next run, and every other run finishes."""
+    monkeypatch.setenv("PROBE_OOM", "2")
+    out = tmp_path / "out"
+    grid = invoke("run", "--out", str(out), *GRID, "--seeds", "1,2,3", "--launcher", "local",
+                  "--jobs", "2")
+    assert grid.exit_code == 1, grid.output
+    assert "FAILED synthetic/probe seed 2: OutOfMemory: probe ran out of memory" in grid.stdout
+    assert "2 done, 1 failed" in grid.stdout and seeds_of(out) == [1, 3]
+    failure = results.read_failure(next(out.glob("runs/*/*/2-*.failed")).with_suffix(""))
+    assert failure["error"]["type"] == "OutOfMemory"
+    assert "--precision bf16" in failure["error"]["message"]
+    assert status_of(out).splitlines()[-1] == "3 runs: 2 done, 0 running, 1 failed, 0 pending"
 
 
 def test_concurrent_workers_extract_features_once(tmp_path, monkeypatch):

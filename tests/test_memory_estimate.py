@@ -1,7 +1,8 @@
 """Memory is bounded before a run starts: a command whose estimate exceeds the
 machine's memory is refused (run and dry run) with the estimate and the setting to
 change, and nothing is written. The machine is pinned to the issue's 24 GB one
-(:func:`cl_bench.engine.memory.available` patched), so the tests do not depend on the
+(:func:`cl_bench.engine.memory.ram_available` patched) and a GPU is faked through
+:func:`cl_bench.engine.memory.gpu_free_bytes`, so the tests do not depend on the
 machine that runs them."""
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ MACHINE = 24 * GB
 
 @pytest.fixture(autouse=True)
 def machine_of_24_gb(monkeypatch):
-    monkeypatch.setattr(memory, "available", lambda device_type: MACHINE)
+    """24 GB of RAM, no GPU, and a CPU without bf16 units (an estimate that does not
+    know the precision counts fp32 activations here, whatever CPU runs the tests)."""
+    monkeypatch.setattr(memory, "ram_available", lambda: MACHINE)
+    monkeypatch.setattr(memory, "gpu_free_bytes", lambda device: None)
+    monkeypatch.setenv("CL_BENCH_CPU_BF16", "0")
 
 
 @pytest.mark.parametrize("dry", [[], ["--dry-run"]])
@@ -100,7 +105,10 @@ def scenario_card():
 
 
 WORK = Workload(n_classes=200, n_tasks=10, train_images=24000, test_images=6000, dim=768,
-                blocks=12, image_size=224)
+                blocks=12, image_size=224, tokens=197, hidden=3072, parameters=85_798_656)
+# what the backward pass keeps per token of a ViT-B block, in fp32 (contract.memory.
+# saved_per_token): frozen 6 d + h, trained 8 d + 2 h
+FROZEN, TRAINED = (6 * 768 + 3072) * 4, (8 * 768 + 2 * 3072) * 4
 
 
 def own(name: str, **sets) -> list[tuple[str, int]]:
@@ -113,17 +121,26 @@ def own(name: str, **sets) -> list[tuple[str, int]]:
 def test_method_hooks_count_their_dominant_allocations():
     """Each hook's numbers, by hand: RanPAC's three M x M float64 matrices, W_rand and a
     task's projections; EASE's adapter set per task; MOS's class covariances and
-    alignment samples; L2P's pool; TOSCA's views and modules."""
+    alignment samples; L2P's pool; TOSCA's views and modules; Finetune's SGD momentum
+    over the trained copy; and what each training step keeps for its backward pass
+    (batch x tokens x blocks that gradients flow through: adapters from the second
+    block on, L2P's 25 prompt tokens through all twelve, Finetune's trained blocks)."""
     per_set = 12 * (2 * 768 * 64 + 64 + 768) * 4
+    adapted = 48 * 197 * 11 * FROZEN
     assert own("ranpac", adapt="adapter") == [
-        ("ffn", per_set), ("M", 3 * 10000 ** 2 * 8), ("M", 768 * 10000 * 4),
-        ("M", 2400 * 10000 * 8)]
+        ("ffn", per_set), ("batch_size", adapted), ("M", 3 * 10000 ** 2 * 8),
+        ("M", 768 * 10000 * 4), ("M", 2400 * 10000 * 8)]
     assert own("ranpac", adapt="none", M=0) == [("M", 3 * 768 ** 2 * 8), ("M", 0),
                                                 ("M", 2400 * 768 * 8)]
-    assert own("ease") == [("ffn", 10 * per_set)]
-    assert own("mos")[1:] == [("ca_storage", 200 * 768 * 768 * 4),
+    assert own("ease") == [("ffn", 10 * per_set), ("batch_size", adapted)]
+    assert own("mos")[1:] == [("batch_size", adapted), ("ca_storage", 200 * 768 * 768 * 4),
                               ("ca_samples", 48 * 5 * 200 * 768 * 4)]
-    assert own("l2p") == [("pool_size or the prompt length", 10 * 5 * 1 * 768 * 4 * 3)]
+    assert own("l2p") == [("pool_size or the prompt length", 10 * 5 * 1 * 768 * 4 * 3),
+                          ("batch_size", 16 * (197 + 25) * 12 * FROZEN)]
+    assert own("l2p", optimizer="sgd", momentum=0.0)[0][1] == 10 * 5 * 1 * 768 * 4
+    assert own("dualprompt")[1] == ("batch_size", 24 * 197 * 11 * FROZEN)
+    assert own("finetune") == [("optimizer", 85_798_656 * 4),
+                               ("batch_size", 128 * 197 * 12 * TRAINED)]
     luca = 2 * 768 * 48 + 2 * 768 * 48
     assert own("tosca", augment_views=20) == [("augment_views", 20 * 24000 * 768 * 2),
                                               ("mlp_ratio or the task count", 10 * luca * 4)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -12,12 +13,28 @@ from torch import nn
 RANDOM_INIT_SEED = 0
 
 
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def autocast(device: torch.device | str, precision: str):
-    """bf16 autocast when ``precision`` is "bf16"; a no-op context otherwise."""
+    """bf16 or fp16 autocast when ``precision`` is "bf16" or "fp16" (GPUs without bf16
+    units; what trains under it scales its loss: ``strategies/blocks/loss_scale.py``);
+    a no-op context for "fp32"."""
     device_type = torch.device(device).type
-    if precision == "bf16":
-        return torch.autocast(device_type, dtype=torch.bfloat16)
+    if precision in AUTOCAST_DTYPES:
+        return torch.autocast(device_type, dtype=AUTOCAST_DTYPES[precision])
     return contextlib.nullcontext()
+
+
+@functools.lru_cache(maxsize=32)
+def channel_stats(values: tuple[float, ...], device: torch.device,
+                  dtype: torch.dtype) -> torch.Tensor:
+    """``values`` as a (1, C, 1, 1) tensor on ``device``, built once: a tensor made
+    from Python numbers on a GPU is a host-to-device copy, which waits for the GPU, and
+    :meth:`Backbone.normalize` runs at every batch. Made outside inference mode, so that
+    a training pass may save it for its backward; nothing writes to it."""
+    with torch.inference_mode(False):
+        return torch.tensor(values, device=device, dtype=dtype).view(1, len(values), 1, 1)
 
 
 @contextlib.contextmanager
@@ -66,8 +83,8 @@ class Backbone:
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
         if self.mean is None:
             return x
-        mean = torch.tensor(self.mean, device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
-        std = torch.tensor(self.std, device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
+        mean = channel_stats(tuple(self.mean), x.device, x.dtype)
+        std = channel_stats(tuple(self.std), x.device, x.dtype)
         return (x - mean) / std
 
     @torch.inference_mode()

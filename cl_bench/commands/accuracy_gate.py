@@ -92,6 +92,7 @@ class Measured:
     values: dict[str, dict[str, float]] = field(default_factory=dict)
     precision: dict[str, str] = field(default_factory=dict)
     packages: dict[str, str] = field(default_factory=dict)
+    device: dict[str, str] = field(default_factory=dict)  # "cpu" or "cuda sm_90" per key
 
 
 def run_suite(suite: dict, out: Path, echo: Callable[[str], None], progress: bool
@@ -118,6 +119,7 @@ def run_suite(suite: dict, out: Path, echo: Callable[[str], None], progress: boo
                 measured.values[key] = {
                     m: statistics.mean(getattr(r, m) for r in mine) for m in METRICS}
                 measured.precision[key] = mine[0].config["backbone"]["precision"]
+                measured.device[key] = mine[0].device
                 measured.packages.update(recorded(mine[0].env))
     return measured
 
@@ -168,17 +170,22 @@ def compare(baseline: dict, measured: dict[str, dict[str, float]] | Measured,
     if not isinstance(measured, Measured):
         measured = Measured(values=measured)
     made_on = str(provenance(baseline).get("cpu_capability", "?"))
+    base_devices = provenance(baseline).get("device_by_key")
+    base_devices = base_devices if isinstance(base_devices, dict) else {}
     rows = []
     entries = baseline.get("metrics", {})
     for key in sorted(set(entries) | set(measured.values)):
         base_precision = baseline_precision(baseline, key, suite)
-        now_in = f"{cpu}/{measured.precision.get(key, '?')}"
+        now_device = measured.device.get(key, "cpu")
+        now_in = f"{cpu if now_device == 'cpu' else now_device}/{measured.precision.get(key, '?')}"
         for metric in METRICS:
             base = entries.get(key, {}).get(metric)
             tol = tolerance if tolerance is not None else (base or {}).get("tolerance", 1.0)
             value, base_cpu = (None, "?") if base is None else expected(base, cpu, made_on)
+            base_device = str(base_devices.get(key, "cpu"))
+            base_where = base_cpu if base_device == "cpu" else base_device
             rows.append(Row(key, metric, value, measured.values.get(key, {}).get(metric), tol,
-                            f"{base_cpu}/{base_precision}", now_in))
+                            f"{base_where}/{base_precision}", now_in))
     return rows
 
 
@@ -187,6 +194,13 @@ def environment_notes(rows: list[Row], baseline: dict, measured: Measured) -> li
     or precision, and packages whose versions differ from the baseline's."""
     from cl_bench.packages import describe, differing, recorded
     notes = []
+    across = [r for r in rows if r.elsewhere and ("cuda" in r.base_in) != ("cuda" in r.now_in)]
+    if across:
+        notes.append(f"{len(across)} value(s) were measured on a GPU and compared with a CPU "
+                     "baseline, or the other way round: GPU kernels round differently, so a "
+                     "difference within the tolerance may be the device alone; for a gate on "
+                     "GPU numbers, keep a baseline made on that GPU (--update-baseline "
+                     "--baseline FILE there).")
     elsewhere = [r for r in rows if r.elsewhere]
     if elsewhere:
         where = sorted({r.ran_in for r in elsewhere})
@@ -323,6 +337,7 @@ def new_baseline(suite: dict, measured: Measured, tolerance: float) -> dict:
                        "avalanche": env["avalanche"], "device": env["device"],
                        "platform": env["platform"], "cpu_capability": cpu_capability(),
                        "precision": dict(sorted(measured.precision.items())),
+                       "device_by_key": dict(sorted(measured.device.items())),
                        "packages": measured.packages or env["packages"]},
         "metrics": {key: {m: {"value": v, "tolerance": tolerance}
                           for m, v in values.items()}

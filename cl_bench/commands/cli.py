@@ -90,10 +90,18 @@ def run(
     download: Annotated[bool, typer.Option(
         help="Allow downloading a dataset that torchvision can fetch (CIFAR-100) into "
              "--data-root; nothing is ever downloaded without it.")] = False,
-    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    device: Annotated[str, typer.Option(
+        help="auto (a GPU torch can use, else the CPU; a GPU present but unusable is an "
+             "error, never a silent CPU run) | cpu | cuda | cuda:K (GPU K). The device kind "
+             "and GPU architecture are part of every result's key.")] = "auto",
     precision: Annotated[str, typer.Option(
-        help="Frozen backbone passes: auto (bf16 where the hardware has bf16 matrix units) "
-             "| fp32 | bf16. Recorded in every result.")] = "auto",
+        help="Backbone passes: auto (bf16 where the hardware has bf16 matrix units; fp16 "
+             "with loss scaling on an older GPU; else fp32) | fp32 | bf16 | fp16. Recorded "
+             "in every result.")] = "auto",
+    deterministic: Annotated[str, typer.Option(
+        help="strict: bitwise-repeatable on a GPU (deterministic kernels, cuBLAS workspace, "
+             "math attention) | fast: the fastest kernels, last digits may vary. The CPU is "
+             "deterministic either way. Recorded in every result.")] = "strict",
     out: Annotated[Path, typer.Option(help="Results folder; finished runs are skipped.")]
         = Path("results"),
     set_: Annotated[list[str] | None, typer.Option(
@@ -106,11 +114,20 @@ def run(
              "processes here) or slurm (a submitit job array). Default: one after another "
              "in this process.")] = None,
     jobs: Annotated[int | None, typer.Option(
-        help="--launcher local: worker processes (default: one per CPU core on CPU, 1 on "
-             "GPU); torch threads per worker = cores / jobs.")] = None,
+        help="--launcher local: worker processes (default: one per CPU core on CPU, one "
+             "per GPU with --device cuda/auto, each worker on its own GPU); torch threads per "
+             "worker = cores / jobs.")] = None,
     slurm_partition: Annotated[str | None, typer.Option(help="SLURM partition.")] = None,
     slurm_gpus: Annotated[int | None, typer.Option(
-        help="GPUs per SLURM job; with --device auto, jobs with GPUs run on cuda.")] = None,
+        help="GPUs per SLURM job (1: a run is one process on one GPU); with --device auto, "
+             "jobs with GPUs run on cuda.")] = None,
+    slurm_gres: Annotated[str | None, typer.Option(
+        help="SLURM gres per job instead of --slurm-gpus, e.g. gpu:a100:1, for sites that "
+             "need --gres; its type tells the plan the GPU architecture (part of every "
+             "result's key; bf16 from sm_80 on, else fp16).")] = None,
+    slurm_gpu_arch: Annotated[str | None, typer.Option(
+        help="The jobs' GPU architecture (sm_70, sm_80, sm_90, ...) when --slurm-gres names "
+             "no type and sinfo does not tell; each job checks its node against it.")] = None,
     slurm_cpus: Annotated[int | None, typer.Option(
         help="CPUs per SLURM job (also its torch threads).")] = None,
     slurm_time: Annotated[int | None, typer.Option(
@@ -147,12 +164,13 @@ def run(
         raise UserError(f'--seeds "{seeds}" must be comma-separated integers, e.g. '
                         "1993,1994,1995.") from None
     opts = LaunchOptions(launcher, jobs, slurm_partition, slurm_gpus, slurm_cpus, slurm_time,
-                         slurm_array_parallelism, wait, slurm_requeue=slurm_requeue)
+                         slurm_array_parallelism, wait, slurm_requeue=slurm_requeue,
+                         slurm_gres=slurm_gres, slurm_gpu_arch=slurm_gpu_arch)
     check_options(opts, submitting=not dry_run)
     reqs = api.plan(methods, scenario, seed_list, out=out, backbone=backbone, weights=weights,
                     image_size=image_size, data_root=data_root, download=download,
                     device=device, precision=precision, progress=progress, sets=set_ or [],
-                    protocol=protocol)
+                    protocol=protocol, deterministic=deterministic)
     if dry_run:
         from cl_bench.commands.dry_run import dry_run as plan_lines
         typer.echo("\n".join(plan_lines(reqs, opts)))

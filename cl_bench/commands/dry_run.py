@@ -25,6 +25,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from cl_bench.backbones import use_weights_normalization
 from cl_bench.backbones.planned import Unknown, planned_backbone
 from cl_bench.cards.card import Card
@@ -37,7 +39,7 @@ from cl_bench.cards.protocol import (
 )
 from cl_bench.cards.resolve import resolve_for_backbone
 from cl_bench.commands.launch import LaunchOptions, worker_target
-from cl_bench.engine.environment import resolve_device, resolve_precision
+from cl_bench.engine.environment import device_key, resolve_device, resolve_precision
 from cl_bench.engine.memory import check_memory
 from cl_bench.engine.runner import RunRequest, check_request, resolved_config
 from cl_bench.scenarios import check_class_order
@@ -100,15 +102,16 @@ def origins(req: RunRequest, card: Card, scenario: Card) -> dict[str, str]:
     return out
 
 
-def plan_request(req: RunRequest, device: str, precision: str,
-                 here: bool = True) -> tuple[list[str], list[str]]:
+def plan_request(req: RunRequest, device: str, precision: str, here: bool = True,
+                 device_key: dict | None = None) -> tuple[list[str], list[str]]:
     """The lines of one scenario's plan, and the state of each of its runs. ``here``:
     the runs would run on this machine (in this process or local workers), so its
     memory is checked as the run checks it; SLURM nodes' memory is not known here."""
     methods, scenario = check_request(req)
     check_stream(scenario)
     if here:
-        check_memory(methods, scenario, req.backbone, req.image_size, device)
+        check_memory(methods, scenario, req.backbone, req.image_size, torch.device(device).type,
+                     precision=precision)
     head = (f"{scenario.name}: backbone {req.backbone}, weights {{}}, protocol {req.protocol}, "
             f"{device}/{precision}, seeds {', '.join(map(str, req.seeds))}")
     try:
@@ -133,7 +136,7 @@ def plan_request(req: RunRequest, device: str, precision: str,
             else:
                 path = results.run_path(req.out, scenario.name, card.name, seed,
                                         resolved_config(card, mine, backbone, precision,
-                                                        on_disk))
+                                                        on_disk, device_key))
                 states.append(run_state(path))
                 lines.append(f"  {states[-1]:8s} {card.name} seed {seed}  {path}")
             where = resolved.get(card.name, {}) | origins(req, card, scenario)
@@ -155,20 +158,24 @@ def sources(methods: list[str]) -> list[str]:
     return lines
 
 
-def target(req: RunRequest, opts: LaunchOptions) -> tuple[str, str]:
-    """(device, precision) of the request's runs, decided as the launcher decides them
-    (both are part of every result path)."""
+def target(req: RunRequest, opts: LaunchOptions) -> tuple[str, str, dict | None]:
+    """(device, precision, device key) of the request's runs, decided as the launcher
+    decides them (all are part of every result path)."""
     if opts.launcher is not None:
-        return worker_target(req, opts)[:2]
+        found = worker_target(req, opts)
+        return found.device, found.precision, found.device_key
     device = resolve_device(req.device)
-    return device.type, resolve_precision(req.precision, device)
+    return (device.type, resolve_precision(req.precision, device),
+            device_key(device, req.deterministic))
 
 
 def dry_run(reqs: list[RunRequest], opts: LaunchOptions) -> list[str]:
     """The plan of every request, as ``cl-bench run`` with ``opts`` would run it."""
     lines, states = ["dry run: nothing is loaded, trained or written"], []
     for req in reqs:
-        more, found = plan_request(req, *target(req, opts), here=opts.launcher != "slurm")
+        device, precision, key = target(req, opts)
+        more, found = plan_request(req, device, precision, here=opts.launcher != "slurm",
+                                   device_key=key)
         lines, states = lines + more, states + found
     if any(req.protocol == "paper" for req in reqs):
         lines += ["paper settings and their sources:",

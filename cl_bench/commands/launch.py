@@ -32,14 +32,27 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from submitit.helpers import Checkpointable
 
 from cl_bench.cards.card import Card
 from cl_bench.cards.strategy import make_importable
+from cl_bench.commands.gpu_targets import (
+    check_node_gpu,
+    claim_gpu,
+    local_gpus,
+    slurm_gpu_arch,
+    worker_device,
+)
+from cl_bench.engine import gpu
 from cl_bench.engine.environment import (
+    check_device_name,
     check_precision_name,
+    cuda_precision,
+    device_key,
+    gpu_key,
     make_deterministic,
     resolve_device,
     resolve_precision,
@@ -95,9 +108,12 @@ class LaunchOptions:
     slurm_array_parallelism: int | None = None
     wait: bool = True
     slurm_requeue: bool = False
+    slurm_gres: str | None = None
+    slurm_gpu_arch: str | None = None
 
     def slurm_given(self) -> list[str]:
         names = {"--slurm-partition": self.slurm_partition, "--slurm-gpus": self.slurm_gpus,
+                 "--slurm-gres": self.slurm_gres, "--slurm-gpu-arch": self.slurm_gpu_arch,
                  "--slurm-cpus": self.slurm_cpus, "--slurm-time": self.slurm_time,
                  "--slurm-array-parallelism": self.slurm_array_parallelism,
                  "--slurm-requeue": self.slurm_requeue or None}
@@ -134,8 +150,27 @@ def check_options(opts: LaunchOptions, submitting: bool = True) -> None:
                    "and a job signalled while it is still starting dies without a result"
                    if name == "--slurm-time" else "")
             raise UserError(f"{name} must be at least {low}{why}, not {value}.")
+    check_one_gpu_per_job(opts)
     if submitting and opts.launcher == "slurm" and slurm_cluster() == "slurm":
         probe_controller()
+
+
+def gres_gpus(gres: str | None) -> int:
+    """The GPU count of a gres such as ``gpu:a100:2`` or ``gpu:2`` (1 when it names none)."""
+    last = (gres or "").split(":")[-1]
+    return int(last) if last.isdigit() else 1
+
+
+def check_one_gpu_per_job(opts: LaunchOptions) -> None:
+    """A run is one process on one GPU: a job with two would leave one idle."""
+    if opts.slurm_gpus is not None and opts.slurm_gres is not None:
+        raise UserError("--slurm-gpus and --slurm-gres both ask for GPUs; give one of them "
+                        "(--slurm-gres gpu:<type>:1 also names the GPU type).")
+    if (opts.slurm_gpus or 0) > 1 or (opts.slurm_gres and gres_gpus(opts.slurm_gres) > 1):
+        raise UserError("Each run of a grid is one process on one GPU, so a job with more "
+                        "than one would leave the others idle. Ask for 1 GPU per job; to use "
+                        "more GPUs at once, raise --slurm-array-parallelism (more jobs run "
+                        "side by side).")
 
 
 def slurm_cluster() -> str:
@@ -187,6 +222,7 @@ class Job:
     scenario: Card
     seed: int
     path: Path
+    device_key: dict | None = None  # the planned device (engine.environment.device_key)
 
     @property
     def name(self) -> str:
@@ -248,18 +284,22 @@ def _compute(job: Job) -> dict:
     """Runs under the run's lock: load (or reuse) data and backbone, re-check the
     plan, train and evaluate."""
     req = job.req
-    make_deterministic(req.threads)
     make_importable(job.method)  # a strategy beside its card, in a process of its own
-    device = resolve_device(req.device)
+    device = resolve_device(worker_device(req.device))
+    make_deterministic(req.threads, req.deterministic, device)
+    check_node_gpu(device, job.device_key)
     key = json.dumps([req.backbone, req.weights, req.image_size, str(req.data_root),
                       req.download, req.device, req.precision, job.scenario.name,
                       job.scenario.params], sort_keys=True, default=str)
     if key not in _SHARED:
         _SHARED.clear()
+        if device.type == "cuda":  # the GPU's free memory, as this process sees it
+            check_memory([job.method], job.scenario, req.backbone, req.image_size, "cuda",
+                         device=device, precision=req.precision)
         _SHARED[key] = load_shared(req, job.scenario, [job.method], device, req.precision)
     shared = _SHARED[key]
     config = resolved_config(job.method, job.scenario, shared.backbone, req.precision,
-                             shared.data.on_disk)
+                             shared.data.on_disk, shared.store.device_key)
     path = results.run_path(req.out, job.scenario.name, job.method.name, job.seed, config)
     if path != job.path:
         raise UserError(f"{job.label}: this worker's backbone weights or data differ from those "
@@ -275,24 +315,49 @@ def usable_cores() -> int:
         os.cpu_count() or 1)
 
 
-def worker_target(req: RunRequest, opts: LaunchOptions) -> tuple[str, str, int | None]:
-    """Device, precision and torch threads of the workers. SLURM workers run on other
-    machines, so ``auto`` is decided from the request (``--slurm-gpus``), not from
-    this login node; the choice is part of each result's path, hence fixed here."""
+class Target(NamedTuple):
+    """Where a grid's workers run: device (``cpu``, ``cuda``: each worker its own GPU,
+    or ``cuda:K``), precision, torch threads per worker, and the device's part of every
+    result key (:func:`~cl_bench.engine.environment.device_key`)."""
+
+    device: str
+    precision: str
+    threads: int | None
+    device_key: dict | None
+
+
+def worker_target(req: RunRequest, opts: LaunchOptions) -> Target:
+    """Device, precision, threads and device key of the workers. SLURM workers run on
+    other machines, so ``auto`` is decided from the request (``--slurm-gpus`` or
+    ``--slurm-gres``) and the GPU architecture from what it names, not from this login
+    node; both are part of each result's path, hence fixed here and checked on the node."""
     if opts.launcher == "local":
         device = resolve_device(req.device)
-        jobs = opts.jobs or (usable_cores() if device.type == "cpu" else 1)
-        return (device.type, resolve_precision(req.precision, device),
-                req.threads or max(1, usable_cores() // jobs))
+        gpus = torch.cuda.device_count() if device.type == "cuda" and device.index is None else 1
+        jobs = opts.jobs or (usable_cores() if device.type == "cpu" else gpus)
+        return Target(device.type if device.index is None else str(device),
+                      resolve_precision(req.precision, device),
+                      req.threads or max(1, usable_cores() // jobs),
+                      device_key(device, req.deterministic))
     if req.device not in ("auto", "cpu", "cuda"):
-        resolve_device(req.device)  # the usual error for an unknown name
-    device = req.device if req.device != "auto" else "cuda" if opts.slurm_gpus else "cpu"
-    if device == "cuda" and not opts.slurm_gpus:
-        raise UserError("--device cuda on SLURM needs GPUs in each job: add --slurm-gpus 1.")
+        check_device_name(req.device)
+        raise UserError(f"--device {req.device} names a GPU of this machine; a SLURM job gets "
+                        "its GPUs from SLURM: use --device cuda (or auto) with --slurm-gres.")
+    wants_gpu = bool(opts.slurm_gpus or opts.slurm_gres)
+    device = req.device if req.device != "auto" else "cuda" if wants_gpu else "cpu"
+    if device == "cuda" and not wants_gpu:
+        raise UserError("--device cuda on SLURM needs GPUs in each job: add --slurm-gres "
+                        "gpu:<type>:1 (or --slurm-gpus 1).")
     check_precision_name(req.precision)  # the nodes' hardware is not this login node's
-    precision = (("bf16" if device == "cuda" else "fp32") if req.precision == "auto"
-                 else req.precision)
-    return device, precision, req.threads or opts.slurm_cpus
+    threads = req.threads or opts.slurm_cpus
+    if device == "cpu":
+        if req.precision == "fp16":
+            resolve_precision("fp16", torch.device("cpu"))  # the usual refusal
+        return Target(device, "fp32" if req.precision == "auto" else req.precision, threads,
+                      None)
+    arch = slurm_gpu_arch(opts.slurm_gres, opts.slurm_gpu_arch, opts.slurm_partition)
+    precision = cuda_precision(req.precision, gpu.arch_capability(arch), f"a {arch} GPU")
+    return Target(device, precision, threads, gpu_key(arch, req.deterministic))
 
 
 def plan(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo) -> list[Job]:
@@ -301,9 +366,10 @@ def plan(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo) -> list[Job]:
     jobs = []
     for req in reqs:
         methods, scenario = check_request(req)
-        device, precision, threads = worker_target(req, opts)
+        device, precision, threads, key = worker_target(req, opts)
         if opts.launcher == "local":  # the workers share this machine's memory
-            check_memory(methods, scenario, req.backbone, req.image_size, device)
+            check_memory(methods, scenario, req.backbone, req.image_size,
+                         torch.device(device).type, precision=precision)
         req = replace(req, out=req.out.resolve(), progress=False, device=device,
                       precision=precision, threads=threads,
                       data_root=req.data_root.resolve() if req.data_root else None)
@@ -311,9 +377,9 @@ def plan(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo) -> list[Job]:
         for line in describe(req, methods, scenario, shared, device, precision):
             echo(line)
         jobs += [Job(replace(req, methods=[run.card.name], seeds=[run.seed]), run.card,
-                     run.scenario, run.seed, run.path)
+                     run.scenario, run.seed, run.path, key)
                  for run in plan_runs(req, methods, scenario, shared.backbone, precision,
-                                      shared.data.on_disk)]
+                                      shared.data.on_disk, key)]
     return jobs
 
 
@@ -402,10 +468,20 @@ def run_pool(todo: list[Job], opts: LaunchOptions, echo: Echo
     """``--jobs`` fresh worker processes (spawned, not forked from a parent that holds a
     backbone and torch's thread pools), jobs handed out in planned order. Ctrl-C drops
     the runs not yet started instead of waiting for the whole queue."""
-    n = min(opts.jobs or (usable_cores() if todo[0].req.device == "cpu" else 1), len(todo))
+    device, planned = todo[0].req.device, todo[0].device_key
+    gpus = local_gpus(planned["arch"]) if device == "cuda" and planned else []
+    n = min(opts.jobs or (len(gpus) if gpus else usable_cores() if device == "cpu" else 1),
+            len(todo))
+    on = (f", GPUs {', '.join(f'cuda:{gpus[k % len(gpus)]}' for k in range(n))}"
+          if gpus else "")
     echo(f"running {len(todo)} runs in {n} local worker processes, torch threads per "
-         f"worker: {todo[0].req.threads}")
-    pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"))
+         f"worker: {todo[0].req.threads}{on}")
+    context = multiprocessing.get_context("spawn")
+    slots = context.Queue()
+    for k in range(n):
+        slots.put(k)
+    pool = ProcessPoolExecutor(n, mp_context=context, initializer=claim_gpu if gpus else None,
+                               initargs=(slots, gpus) if gpus else ())
     try:
         futures = {pool.submit(work, job): job for job in todo}
         for future in as_completed(futures):
@@ -431,6 +507,7 @@ def submit(todo: list[Job], opts: LaunchOptions, out: Path, echo: Echo) -> tuple
     minutes = opts.slurm_time or DEFAULT_SLURM_TIME_MIN
     executor.update_parameters(
         name="cl-bench", timeout_min=minutes, gpus_per_node=opts.slurm_gpus,
+        slurm_gres=opts.slurm_gres,
         cpus_per_task=opts.slurm_cpus, slurm_partition=opts.slurm_partition,
         slurm_array_parallelism=opts.slurm_array_parallelism,
         slurm_signal_delay_s=signal_delay_s(minutes),

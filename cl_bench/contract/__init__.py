@@ -85,6 +85,12 @@ What a method declares:
   :class:`Bookkeeping` (measurement and data plumbing, such as the recorder). A
   plugin that keeps the method's state (EWC's importances) is an ordinary plugin.
 
+A method that iterates a dataset itself, outside Avalanche's training and evaluation
+loops (class statistics, prototypes, a fit), builds that loader with
+:func:`method_loader`, so it gets the run's loader settings (worker processes for
+images on disk, pinned batches on a GPU: :mod:`cl_bench.contract.loading`), the same
+as Avalanche's loaders get from the engine.
+
 A ``PER_TASK`` strategy that also derives from :class:`Resumable` (all shipped ones
 do) is checkpointed after every task, so a killed run resumes at its next task with
 the numbers of an uninterrupted run; one that does not starts over when killed. A
@@ -101,6 +107,14 @@ with one message that says both ways (:func:`spec_of`).
 """
 
 from cl_bench.contract.drive import AdaptedStream, drive
+from cl_bench.contract.loading import (
+    Loading,
+    configure_loading,
+    current_loading,
+    loader_workers,
+    method_loader,
+    usable_cpus,
+)
 from cl_bench.contract.memory import Allocation, Workload
 from cl_bench.contract.protocol import AUGMENT_VIEWS, EVAL_BATCH_SIZE, ProtocolSetting
 from cl_bench.contract.resume import Regrows, Resumable, Stateful
@@ -115,5 +129,7 @@ from cl_bench.contract.spec import (
 )
 
 __all__ = ["AUGMENT_VIEWS", "EVAL_BATCH_SIZE", "AdaptedStream", "Allocation", "Bookkeeping",
-           "Inputs", "Method", "MethodSpec", "ProtocolSetting", "Regrows", "Resumable",
-           "Schedule", "Stateful", "Workload", "check_backbone", "drive", "spec_of"]
+           "Inputs", "Loading", "Method", "MethodSpec", "ProtocolSetting", "Regrows",
+           "Resumable", "Schedule", "Stateful", "Workload", "check_backbone",
+           "configure_loading", "current_loading", "drive", "loader_workers", "method_loader",
+           "spec_of", "usable_cpus"]

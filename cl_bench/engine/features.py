@@ -130,8 +130,9 @@ class FeatureStore:
 
     def __init__(self, device: torch.device, *, batch_size: int = 64, precision: str = "fp32",
                  progress: bool = True, workers: int = 0, use_disk: bool = True,
-                 warn: Callable[[str], None] = _stderr) -> None:
+                 warn: Callable[[str], None] = _stderr, device_key: dict | None = None) -> None:
         self.device, self.batch_size, self.workers = device, batch_size, workers
+        self.device_key = device_key
         self.warn = warn
         self.precision, self.progress, self.use_disk = precision, progress, use_disk
         self._mem: dict[tuple, torch.Tensor] = {}
@@ -140,9 +141,16 @@ class FeatureStore:
 
     def key(self, backbone: Backbone, data: ImageData, split: str,
             view: int | None = None) -> tuple:
-        return (backbone.name, backbone.weights_digest, backbone.normalization, data.fingerprint,
-                split, view_transform(data, backbone.input_size, view).id, self.precision,
-                f"features-v{FEATURES_VERSION}")
+        """What the features depend on; on a GPU also its kind and architecture
+        (``device_key``; absent on the CPU, whose keys stay what they were), so that
+        features extracted on the CPU (bf16 AMX, say) are never read by a GPU run, nor
+        the other way round."""
+        key = (backbone.name, backbone.weights_digest, backbone.normalization,
+               data.fingerprint, split, view_transform(data, backbone.input_size, view).id,
+               self.precision, f"features-v{FEATURES_VERSION}")
+        if self.device_key is None:
+            return key
+        return (*key, tuple(sorted(self.device_key.items())))
 
     def path(self, key: tuple) -> Path:
         digest = hashlib.sha256(repr(key).encode()).hexdigest()[:24]

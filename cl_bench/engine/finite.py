@@ -10,12 +10,20 @@ non-finite value fails the run with a :class:`UserError` naming the method, task
 epoch and the likely cause; :func:`cl_bench.store.results.run_once` records it in
 the run's ``.failed`` file, and no result is written.
 
-What is watched, at the cost of one device sync each:
+What is watched, on the device, with one host sync per training epoch and one per
+evaluated experience (not one per batch: at a batch of 16 to 48 on a GPU, a sync at
+every step makes Python wait for the GPU and the GPU for Python):
 
-* the training loss of every iteration (before its backward pass);
+* the training loss of every iteration (before its backward pass): the index of the
+  epoch's first non-finite loss, and that loss, are kept in device tensors
+  (:class:`FirstNonFinite`) and read at the end of the epoch, so the run fails naming
+  the first non-finite iteration; the iterations after it run on, on whatever weights
+  it left, until the epoch ends (the run fails anyway, and nothing is saved);
 * the trainable parameters at the end of every epoch (one reduction over all of
-  them): a step can turn a weight to inf while the loss that caused it was finite;
-* the logits of every evaluation batch. Methods mask classes that may not be
+  them, read back with the losses' record): a step can turn a weight to inf while
+  the loss that caused it was finite;
+* the logits of every evaluation batch, reduced on the device to one flag per
+  evaluated experience and read at its end. Methods mask classes that may not be
   predicted with ``-inf`` (EASE, MOS, the prompt methods), so a logit may be
   ``-inf``; NaN and ``+inf`` may not, and every row must have a finite maximum
   (a row of ``-inf`` predicts nothing). This also covers methods that fit their
@@ -37,20 +45,44 @@ def learning_rates(params: dict) -> dict[str, float]:
             if (k == "lr" or k.endswith("_lr")) and isinstance(v, float)}
 
 
-def all_finite(tensors: list[torch.Tensor]) -> bool:
-    """Whether every value of every tensor is finite, with one sync for all of them."""
+def to_host(t: torch.Tensor) -> list | bool | int | float:
+    """``t`` read back to the host: the watch's only device-to-host transfer, the one
+    place where it waits for the GPU."""
+    return t.tolist()
+
+
+def all_finite(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """Whether every value of every tensor is finite: a 0-d bool on their device,
+    computed without a sync (``bool()`` of it is one)."""
     if not tensors:
-        return True
-    return bool(torch.stack([torch.isfinite(t.detach()).all() for t in tensors]).all())
+        return torch.ones((), dtype=torch.bool)
+    return torch.stack([torch.isfinite(t.detach()).all() for t in tensors]).all()
 
 
-def logits_valid(logits: torch.Tensor) -> bool:
-    """No NaN, no ``+inf``, and a finite maximum in every row (``-inf`` masks a class)."""
+def logits_valid(logits: torch.Tensor) -> torch.Tensor:
+    """No NaN, no ``+inf``, and a finite maximum in every row (``-inf`` masks a class):
+    a 0-d bool on the logits' device, computed without a sync."""
     logits = logits.detach().float()
     if logits.numel() == 0:
-        return True
+        return torch.ones((), dtype=torch.bool, device=logits.device)
     bad = torch.isnan(logits).any() | torch.isposinf(logits).any()
-    return not bool(bad | ~torch.isfinite(logits.max(dim=-1).values).all())
+    return ~(bad | ~torch.isfinite(logits.max(dim=-1).values).all())
+
+
+class FirstNonFinite:
+    """The first iteration of an epoch whose loss was not finite, and that loss, held
+    on the loss's device and updated at every iteration with ``torch.where`` (no sync);
+    ``index`` is -1 while every loss was finite."""
+
+    def __init__(self, loss: torch.Tensor) -> None:
+        self.index = torch.full((), -1, dtype=torch.long, device=loss.device)
+        self.value = torch.zeros((), device=loss.device)
+
+    def see(self, iteration: int, loss: torch.Tensor) -> None:
+        loss = loss.detach().float().reshape(())
+        first = (self.index < 0) & ~torch.isfinite(loss)
+        self.index = torch.where(first, iteration, self.index)
+        self.value = torch.where(first, loss, self.value)
 
 
 class FiniteWatch(Bookkeeping, SupervisedPlugin):
@@ -61,33 +93,58 @@ class FiniteWatch(Bookkeeping, SupervisedPlugin):
     def __init__(self, method: str, params: dict, defaults: dict | None = None) -> None:
         super().__init__()
         self.method, self.params, self.defaults = method, params, defaults or {}
+        self.losses: FirstNonFinite | None = None  # this epoch's, from its first iteration
+        self.predictions: torch.Tensor | None = None  # this evaluation's: all valid so far
+
+    def before_training_epoch(self, strategy, **kwargs) -> None:
+        self.losses = None
 
     def before_backward(self, strategy, **kwargs) -> None:
-        if not all_finite([strategy.loss]):
-            self.fail(strategy, f"the training loss became {float(strategy.loss.detach())}")
+        if self.losses is None:
+            self.losses = FirstNonFinite(strategy.loss)
+        self.losses.see(strategy.clock.train_epoch_iterations, strategy.loss)
 
     def after_training_epoch(self, strategy, **kwargs) -> None:
+        """The epoch's one sync: its first non-finite loss and the weights' check,
+        read back together."""
         trainable = [p for p in strategy.model.parameters() if p.requires_grad]
-        if not all_finite(trainable):
-            self.fail(strategy, "a trained weight became inf or NaN at the end of the epoch")
+        read = [] if self.losses is None else [self.losses.index, self.losses.value]
+        if trainable:
+            read.append(all_finite(trainable))
+        if not read:
+            return
+        values = to_host(torch.stack([t.double() for t in read]))
+        if self.losses is not None and values[0] >= 0:
+            self.fail(strategy, f"the training loss became {values[1]}", int(values[0]) + 1)
+        if trainable and not values[-1]:
+            self.fail(strategy, "a trained weight became inf or NaN at the end of the epoch",
+                      strategy.clock.train_epoch_iterations + 1)
+
+    def before_eval_exp(self, strategy, **kwargs) -> None:
+        self.predictions = None
 
     def after_eval_forward(self, strategy, **kwargs) -> None:
-        if not logits_valid(strategy.mb_output):
-            task = getattr(strategy.experience, "current_experience", None)
-            after = f"after training task {task + 1}" if task is not None else "at the end"
-            raise UserError(
-                f"{self.method} produced non-finite predictions (NaN or +inf logits, or an "
-                f"image with no finite logit) when evaluated {after}, so its accuracy would "
-                f"not be a result. {self.cause()} Nothing was saved as a result; the failure "
-                "is recorded in the run's .failed file.")
+        valid = logits_valid(strategy.mb_output)
+        self.predictions = valid if self.predictions is None else self.predictions & valid
 
-    def fail(self, strategy, what: str) -> None:
+    def after_eval_exp(self, strategy, **kwargs) -> None:
+        """The evaluation's one sync: whether every batch's logits were valid."""
+        if self.predictions is None or to_host(self.predictions):
+            return
+        task = getattr(strategy.experience, "current_experience", None)
+        after = f"after training task {task + 1}" if task is not None else "at the end"
+        raise UserError(
+            f"{self.method} produced non-finite predictions (NaN or +inf logits, or an "
+            f"image with no finite logit) when evaluated {after}, so its accuracy would "
+            f"not be a result. {self.cause()} Nothing was saved as a result; the failure "
+            "is recorded in the run's .failed file.")
+
+    def fail(self, strategy, what: str, iteration: int) -> None:
         task = getattr(strategy.experience, "current_experience", None)
         where = "in the joint training" if task is None else f"in task {task + 1}"
         epoch = strategy.clock.train_exp_epochs + 1
-        step = strategy.clock.train_epoch_iterations + 1
         raise UserError(
-            f"{self.method} diverged: {what} {where}, epoch {epoch} (iteration {step}). "
+            f"{self.method} diverged: {what} {where}, epoch {epoch} (iteration {iteration}). "
             f"{self.cause()} Nothing was saved as a result; the failure is recorded in the "
             "run's .failed file.")
 

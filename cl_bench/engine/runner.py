@@ -11,7 +11,6 @@ run is computed under its lock
 from __future__ import annotations
 
 import functools
-import os
 import time
 import warnings
 from collections.abc import Callable
@@ -43,17 +42,22 @@ from cl_bench.contract import (
     AUGMENT_VIEWS,
     AdaptedStream,
     Inputs,
+    Loading,
     Method,
     MethodSpec,
     Resumable,
     check_backbone,
+    configure_loading,
     drive,
     spec_of,
 )
 from cl_bench.engine.checkpoint import RunCheckpoint
 from cl_bench.engine.environment import (
+    determinism,
+    device_key,
     make_deterministic,
     peak_memory,
+    reset_peak_memory,
     resolve_device,
     resolve_precision,
     seed_everything,
@@ -64,11 +68,13 @@ from cl_bench.engine.epoch_views import EpochView, ViewClock, evaluation_view
 from cl_bench.engine.features import FeatureStore
 from cl_bench.engine.finite import FiniteWatch
 from cl_bench.engine.memory import check_memory
+from cl_bench.engine.out_of_memory import out_of_memory_named, release_memory
 from cl_bench.engine.recording import Recorder
 from cl_bench.errors import UserError
 from cl_bench.metrics import summarize
 from cl_bench.scenarios import check_class_order, load_data, locate_data, scenario_order
 from cl_bench.scenarios.decode_check import check_decodes
+from cl_bench.scenarios.decoded_tests import eval_inputs
 from cl_bench.scenarios.image_data import ImageData
 from cl_bench.scenarios.order import task_split, tasks_of
 from cl_bench.scenarios.stream import Stream, build_stream
@@ -101,6 +107,7 @@ class RunRequest:
     progress: bool = True
     threads: int | None = None
     protocol: str = DEFAULT_PROTOCOL
+    deterministic: str = "strict"
 
     def __post_init__(self) -> None:
         # a method or seed named twice is one run, not two samples of the mean
@@ -163,12 +170,14 @@ def uses_feature_cache(card: Card) -> bool:
 
 
 def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: str,
-                    on_disk: bool) -> dict:
+                    on_disk: bool, device: dict | None = None) -> dict:
     """Everything that changes a run's numbers (and a non-default protocol's name);
     hashed into its file name. ``scenario``: as the run sees it (:func:`run_scenario`).
     Of ``backbone`` only the attributes recorded here are read (the dry run passes
-    one without weights)."""
+    one without weights). ``device``: :func:`~cl_bench.engine.environment.device_key`,
+    None on the CPU (absent, so CPU results keep the names they always had)."""
     return {
+        **({"device": device} if device is not None else {}),
         "method": {"name": card.name, **card.params},
         "scenario": {"name": scenario.name, **scenario.params},
         "backbone": {"name": backbone.name, "weights": backbone.weights,
@@ -195,15 +204,17 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     ``result`` (its path), a checkpoint after each task lets a killed run resume.
     Three steps: the stream the method's inputs call for, the drive, the record."""
     t_start = time.perf_counter()
+    reset_peak_memory(device)
     seed_everything(seed)
     order = scenario_order(scenario, data.n_classes, seed)
     sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
     cls = strategy_of(card)
     before, hits = store.seconds, store.hits
-    inputs = method_inputs(spec_of(cls), card, scenario, data, backbone, store, order, sizes,
-                           seed)
-    done = train_and_evaluate(cls, card, data, backbone, device, progress, result, seed,
-                              inputs, t_start)
+    with out_of_memory_named(card, device):  # extraction included
+        inputs = method_inputs(spec_of(cls), card, scenario, data, backbone, store, order,
+                               sizes, seed)
+        done = train_and_evaluate(cls, card, data, backbone, device, progress, result, seed,
+                                  inputs, t_start)
     features_s = store.seconds - before  # an adapted backbone's features: during the drive
     uses_features = spec_of(cls).inputs in (Inputs.FEATURES, Inputs.ADAPTED_FEATURES) or (
         inputs.test_query is not None)
@@ -215,13 +226,14 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
         "scenario": scenario.name,
         "seed": seed,
         "status": "done",
-        "config": resolved_config(card, scenario, backbone, store.precision, data.on_disk),
+        "config": resolved_config(card, scenario, backbone, store.precision, data.on_disk,
+                                  store.device_key),
         "class_order": order,
         "class_names": [data.class_names[c] for c in order],
         "tasks": [[order[p] for p in t] for t in tasks_of(sizes)],
         "protocol": protocol_block(card.protocol, spec_of(cls).protocol, card.params,
                                    scenario.params["test_shuffle"]),
-        "env": versions(device, CHECKOUT),
+        "env": {**versions(device, CHECKOUT), "determinism": determinism()},
         "acc_matrix": done.recorder.acc_matrix,
         "acc_seen": done.recorder.acc_seen,
         **summarize(done.recorder.acc_matrix, done.recorder.acc_seen),
@@ -263,6 +275,9 @@ def method_inputs(spec: MethodSpec, card: Card, scenario: Card, data: ImageData,
     """The stream of one run of a method that consumes ``spec.inputs`` (on cached
     augmented views when it declares :data:`~cl_bench.contract.AUGMENT_VIEWS`)."""
     inputs = spec.inputs
+    # the run's loader settings (a method's own loaders read them): files only when
+    # the method reads the images on disk, not their cached features
+    loading = configure_loading(store.device, data.on_disk and inputs is not Inputs.FEATURES)
     loader_args = {}
     train_query = test_query = None
     plugins = []
@@ -277,7 +292,9 @@ def method_inputs(spec: MethodSpec, card: Card, scenario: Card, data: ImageData,
         train_x, test_x = data.train_x, data.test_x
         train_tf = train_transform(data.on_disk, backbone.input_size)
         eval_tf = eval_transform(data.on_disk, backbone.input_size)
-        loader_args = {"num_workers": store.workers}
+        loader_args = loading.strategy_kwargs()
+        if inputs is not Inputs.ADAPTED_FEATURES:  # an adapted method is tested on features
+            test_x, eval_tf = eval_inputs(data, backbone.input_size, store.progress)
         if inputs is Inputs.IMAGES_WITH_QUERY:
             # the query is the frozen feature of the image as the model sees it: cached
             # for test images, and for training images when training does not augment
@@ -413,9 +430,10 @@ def load_shared(req: RunRequest, scenario: Card, methods: list[Card], device: to
         backbone.store_matmul_weights_in_bf16()  # same outputs, half the weight memory
     if scenario.params.get("normalize", "none") == "backbone":
         use_weights_normalization(backbone)
-    workers = (min(8, os.cpu_count() or 1) if device.type == "cuda" else 1) if data.on_disk else 0
+    workers = Loading.for_run(device, data.on_disk).workers
     store = SharedFeatureStore(device, precision=precision, progress=req.progress,
-                               workers=workers, batch_size=32 if device.type == "cpu" else 256)
+                               workers=workers, batch_size=32 if device.type == "cpu" else 256,
+                               device_key=device_key(device, req.deterministic))
     return Shared(data, backbone, store)
 
 
@@ -428,12 +446,13 @@ class PlannedRun:
 
 
 def plan_runs(req: RunRequest, methods: list[Card], scenario: Card, backbone: Backbone,
-              precision: str, on_disk: bool) -> list[PlannedRun]:
-    """Every method x seed of the request with its result path, seed-major."""
+              precision: str, on_disk: bool, device: dict | None = None) -> list[PlannedRun]:
+    """Every method x seed of the request with its result path, seed-major (``device``:
+    :func:`~cl_bench.engine.environment.device_key` of the device the runs go to)."""
     return [PlannedRun(card, seed, results.run_path(
                 req.out, scenario.name, card.name, seed,
                 resolved_config(card, run_scenario(card, scenario), backbone, precision,
-                                on_disk)), run_scenario(card, scenario))
+                                on_disk, device)), run_scenario(card, scenario))
             for seed in req.seeds for card in methods]
 
 
@@ -453,6 +472,15 @@ def describe(req: RunRequest, methods: list[Card], scenario: Card, shared: Share
     return lines
 
 
+def device_label(device: torch.device) -> str:
+    """``cpu``, or ``cuda:0 (NVIDIA H200, sm_90)`` for the line before the runs."""
+    if device.type != "cuda":
+        return device.type
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    cap = torch.cuda.get_device_capability(index)
+    return f"cuda:{index} ({torch.cuda.get_device_name(index)}, sm_{cap[0]}{cap[1]})"
+
+
 def done_line(name: str, seed: int, record: dict, path: Path) -> str:
     return (f"{name} seed {seed}: avg {record['avg_acc']:.2f}  last "
             f"{record['last_acc']:.2f}  ({record['timing']['total_s']:.1f} s) -> {path}")
@@ -467,13 +495,15 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print,
     recorded beside its result, it is listed in ``failed`` and the next run starts."""
     methods, scenario = check_request(req)
     device = resolve_device(req.device)
-    check_memory(methods, scenario, req.backbone, req.image_size, device.type)
-    make_deterministic(req.threads)
+    make_deterministic(req.threads, req.deterministic, device)  # before cuBLAS starts
     precision = resolve_precision(req.precision, device)
+    check_memory(methods, scenario, req.backbone, req.image_size, device.type, device=device,
+                 precision=precision)  # before the backbone is on the device
     shared = load_shared(req, scenario, methods, device, precision)
-    for line in describe(req, methods, scenario, shared, device.type, precision):
+    for line in describe(req, methods, scenario, shared, device_label(device), precision):
         echo(line)
-    runs = plan_runs(req, methods, scenario, shared.backbone, precision, shared.data.on_disk)
+    runs = plan_runs(req, methods, scenario, shared.backbone, precision, shared.data.on_disk,
+                     shared.store.device_key)
     results.check_run_files(req.out, [r.path for r in runs])
     results.write_grid(req.out, [r.path for r in runs])
     out = []
@@ -488,6 +518,7 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print,
                 run_one, run.card, run.scenario, shared.data, shared.backbone, shared.store, seed,
                 device, req.progress, path))
         except UserError as e:
+            release_memory(device)
             if failed is None:
                 raise
             echo(f"  FAILED {name} seed {seed}: {e.paragraph()}")
@@ -512,10 +543,12 @@ def preflight(reqs: list[RunRequest]) -> None:
     for req in reqs:
         methods, scenario = check_request(req)
         device = resolve_device(req.device)
-        check_memory(methods, scenario, req.backbone, req.image_size, device.type)
         precision = resolve_precision(req.precision, device)
+        check_memory(methods, scenario, req.backbone, req.image_size, device.type,
+                     device=device, precision=precision)
         shared = load_shared(req, scenario, methods, device, precision)
-        runs = plan_runs(req, methods, scenario, shared.backbone, precision, shared.data.on_disk)
+        runs = plan_runs(req, methods, scenario, shared.backbone, precision, shared.data.on_disk,
+                         shared.store.device_key)
         results.check_run_files(req.out, [r.path for r in runs])
 
 

@@ -110,7 +110,9 @@ def _labels(runs: pd.DataFrame) -> pd.Series:
     label_of: dict[tuple, str] = {}
     for scenario, group in keys.groupby("scenario"):
         several_backbones = group[["backbone", "weights"]].drop_duplicates().shape[0] > 1
-        base = {row.config: _base_label(row, several_backbones) for row in group.itertuples()}
+        several_devices = group["device"].nunique() > 1
+        base = {row.config: _base_label(row, several_backbones, several_devices)
+                for row in group.itertuples()}
         for label in set(base.values()):
             clash = group[group["config"].map(base) == label]
             extra = _differing(clash["flat_config"].tolist()) if len(clash) > 1 else [{}]
@@ -132,13 +134,16 @@ def legend(runs: pd.DataFrame) -> list[tuple[str, str]]:
     return [PAPER_LEGEND, *sorted(meanings.items()), *LEGEND_AFTER]
 
 
-def _base_label(row, several_backbones: bool) -> str:
+def _base_label(row, several_backbones: bool, several_devices: bool = False) -> str:
     """'tosca (selection=sample)'; a run of a named protocol other than the default
-    says so: 'tosca [paper] (selection=batch, ...)'."""
+    says so: 'tosca [paper] (selection=batch, ...)'; the device joins the label when
+    the scenario has runs on several ('tosca (selection=sample, cuda sm_90)')."""
     method = row.method if row.protocol == "fair" else f"{row.method} [{row.protocol}]"
     parts = [row.protocol_label] if row.protocol_label else []
     if several_backbones:
         parts.append(row.backbone + ("" if row.weights == "pretrained" else f" {row.weights}"))
+    if several_devices:
+        parts.append(row.device)
     return f"{method} ({', '.join(parts)})" if parts else method
 
 
@@ -280,7 +285,7 @@ def to_latex(tables: dict[str, Grid]) -> str:
 
 def to_csv(runs: pd.DataFrame) -> str:
     """Long format: one row per run and metric, with everything that identifies the run."""
-    ids = ["scenario", "method", "protocol", "label", "seed", "backbone", "weights",
+    ids = ["scenario", "method", "protocol", "label", "seed", "backbone", "weights", "device",
            "protocol_settings", "test_shuffle", "config", "file"]
     long = runs.melt(id_vars=ids, value_vars=[m.key for m in METRICS], var_name="metric")
     return long.sort_values(["scenario", "label", "seed", "metric"]).to_csv(index=False)

@@ -28,6 +28,7 @@ from torch.utils.data import Dataset
 
 from cl_bench.scenarios.image_data import FileList
 from cl_bench.scenarios.order import tasks_of
+from cl_bench.scenarios.transforms import IndexedPath
 
 
 @dataclass
@@ -64,7 +65,7 @@ def remap_labels(y: torch.Tensor, order: Sequence[int]) -> torch.Tensor:
 
 class _Files(Dataset):
     """(path, label[, query]) items; Avalanche's transform groups decode and transform
-    the path."""
+    the path, which carries the item's index (the seed of its training crop)."""
 
     def __init__(self, files: FileList, y: torch.Tensor, query: torch.Tensor | None) -> None:
         self.files, self.y, self.query = files, y, query
@@ -73,9 +74,10 @@ class _Files(Dataset):
         return len(self.files)
 
     def __getitem__(self, i: int):
+        path = IndexedPath(self.files[i], i)
         if self.query is None:
-            return self.files[i], int(self.y[i])
-        return self.files[i], int(self.y[i]), self.query[i]
+            return path, int(self.y[i])
+        return path, int(self.y[i]), self.query[i]
 
 
 def _dataset(x: torch.Tensor | FileList, y: torch.Tensor, query: torch.Tensor | None,

@@ -78,8 +78,36 @@ def load_rgb(path: str) -> Image.Image:
                         "unreadable file of a dataset.") from None
 
 
+class IndexedPath(str):
+    """An image file's path that also carries the sample's index in its dataset: the
+    seed of its random training crop (:func:`sample_seed`)."""
+
+    index: int
+
+    def __new__(cls, path: str, index: int) -> IndexedPath:
+        found = super().__new__(cls, path)
+        found.index = index
+        return found
+
+
+SEED_STRIDE = 1_000_003  # a prime: base seeds and indices never collide in the sum
+
+
+def sample_seed(path: str) -> int | None:
+    """The seed of sample ``path.index``'s random transform in a loader worker: the
+    loader's base seed (worker seeds are base + worker id) and the index, so a crop does
+    not depend on which worker, or how many, decode it; None in the main process or for
+    a plain path (the global generator draws, as before)."""
+    info = torch.utils.data.get_worker_info()
+    if info is None or not isinstance(path, IndexedPath):
+        return None
+    return ((info.seed - info.id) * SEED_STRIDE + path.index) % 2 ** 63
+
+
 class FileTransform:
-    """path -> float (3, size, size): decode, then the paper's train or test pipeline."""
+    """path -> float (3, size, size): decode, then the paper's train or test pipeline.
+    The training pipeline's random draws come from the sample's own seed where it has
+    one (:func:`sample_seed`)."""
 
     def __init__(self, size: int, train: bool) -> None:
         self.size, self.train = size, train
@@ -95,11 +123,17 @@ class FileTransform:
     @property
     def id(self) -> str:
         if self.train:
-            return f"rrc{self.size}-scale0.05-flip"
+            return f"rrc{self.size}-scale0.05-flip-sampleseed"
         return f"resize{round(self.size / 0.875)}-bicubic-crop{self.size}"
 
     def __call__(self, path: str) -> torch.Tensor:
-        return self.pipeline(load_rgb(path))
+        image = load_rgb(path)
+        seed = sample_seed(path) if self.train else None
+        if seed is None:
+            return self.pipeline(image)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return self.pipeline(image)
 
 
 def eval_transform(on_disk: bool, size: int):

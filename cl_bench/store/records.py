@@ -152,6 +152,16 @@ class Result:
         return self.config["backbone"]["name"]
 
     @property
+    def device(self) -> str:
+        """``cpu``, or ``cuda sm_90`` (``cuda sm_90 fast`` without strict determinism):
+        the device's part of the config hash (absent in a CPU run's config)."""
+        found = self.config.get("device")
+        if not isinstance(found, dict):
+            return "cpu"
+        fast = " fast" if found.get("deterministic") == "fast" else ""
+        return f"{found.get('kind', '?')} {found.get('arch', '?')}{fast}"
+
+    @property
     def weights_kind(self) -> str:
         """'pretrained' (pinned tag), 'random', or 'file <digest>' (two local files differ)."""
         backbone = self.config["backbone"]
@@ -200,7 +210,7 @@ class Result:
         return {
             "scenario": self.scenario, "method": self.method, "seed": self.seed,
             "config": self.config_hash, "protocol": self.protocol_name,
-            "backbone": self.backbone, "weights": self.weights_kind,
+            "backbone": self.backbone, "weights": self.weights_kind, "device": self.device,
             "protocol_label": ", ".join(self.protocol_label),
             "protocol_settings": "; ".join(f"{k}={v}" for k, v in
                                            self.protocol_settings.items()),

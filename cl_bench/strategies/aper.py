@@ -47,8 +47,11 @@ class Aper(FirstSessionTemplate):
                          plugins=plugins, evaluator=evaluator)
 
     def fit(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """The rows of the task's classes: their mean phi."""
+        """The rows of the task's classes: their mean phi. ``x`` and ``y`` are on the host
+        (:func:`~cl_bench.strategies.blocks.first_session.gather`): the means are taken
+        there and written to the classifier at once, not with a copy per class."""
         head = self.model.classifier
         head.grow(int(y.max()) + 1)
-        for c in torch.unique(y).tolist():
-            head.weight.data[c] = x[y == c].mean(0).to(head.weight)
+        classes = torch.unique(y)
+        means = torch.stack([x[y == c].mean(0) for c in classes.tolist()])
+        head.weight.data[classes.to(head.weight.device)] = means.to(head.weight)

@@ -117,13 +117,14 @@ class EaseNet(AdapterModel):
         """Images in [0, 1] -> logits over all classes (-inf where not allowed)."""
         x = self.normalize(x)
         if self.training:
-            return self.spread(self.proxy(self.cls(x, self.sets[-1])), self.current)
+            return self.spread(self.proxy(self.cls(x, self.sets[-1])),
+                               self.cached("current", x.device))
         p = self.params
         cos = torch.einsum("bsd,csd->bcs", F.normalize(self.subspaces(x).float(), dim=-1),
                            F.normalize(self.protos, dim=-1))
-        w = subspace_weights(self.task_of_class, self.n_subspaces, p["alpha"], p["beta"],
-                             self.offset).to(x.device)
-        seen = self.seen.to(x.device)
+        w = self.cached("weights", x.device, lambda: subspace_weights(
+            self.task_of_class, self.n_subspaces, p["alpha"], p["beta"], self.offset))
+        seen = self.cached("seen", x.device)
         return self.spread((cos * w).sum(-1)[:, seen], seen)
 
     @torch.no_grad()

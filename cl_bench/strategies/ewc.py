@@ -15,6 +15,13 @@ front of lambda, unlike the paper's lambda/2):
 after task t, F <- gamma F + F_t and theta* <- theta_t (gamma = decay_factor).
 ``mode: separate`` keeps one pair per task and sums one penalty per task.
 
+The importances are computed here rather than by Avalanche's
+``EWCPlugin.compute_importances`` (the same sums, in the same order, so fp32 gives the
+same bits): over the run's loader settings (:func:`cl_bench.contract.method_loader`;
+Avalanche's builds a loader of its own with workers only), and under the strategy's
+precision (bf16 autocast where training runs in it; Avalanche's pass runs in fp32,
+several times slower on a GPU than the training it follows).
+
 ``importance_max`` bounds F_t elementwise (F_t <- min(F_t, importance_max)), as
 PyCIL's EWC does (``fishermax`` 1e-4); Avalanche has no bound. Without one,
 the head's F (squared gradients on O(1) features) reaches ~3, and the penalty's
@@ -32,8 +39,8 @@ from avalanche.training.plugins import EWCPlugin
 from avalanche.training.utils import ParamData
 from torch import nn
 
-from cl_bench.backbones.base import Backbone
-from cl_bench.contract import Stateful
+from cl_bench.backbones.base import Backbone, autocast
+from cl_bench.contract import Stateful, method_loader
 from cl_bench.strategies.blocks.backbone_copy import FinetuneTemplate
 
 
@@ -56,15 +63,40 @@ class TrainableEWCPlugin(Stateful, EWCPlugin):
     stores = ("importances", "saved_params")
 
     def __init__(self, ewc_lambda: float, mode: str, decay_factor: float | None,
-                 importance_max: float | None) -> None:
+                 importance_max: float | None, precision: str = "fp32") -> None:
         super().__init__(ewc_lambda, mode=mode, decay_factor=decay_factor)
-        self.importance_max = importance_max
+        self.importance_max, self.precision = importance_max, precision
 
-    def compute_importances(self, model, *args, **kwargs) -> dict:
-        importances = _trainable_only(model, super().compute_importances(model, *args, **kwargs))
-        if self.importance_max is not None:
-            for imp in importances.values():
-                imp.data.clamp_(max=self.importance_max)
+    def compute_importances(self, model, criterion, optimizer, dataset, device, batch_size,
+                            num_workers: int = 0) -> dict:
+        """F_t of the trainable parameters: the mean over ``dataset``'s minibatches (in
+        eval mode) of each squared minibatch-mean gradient, clamped at
+        ``importance_max``. The forward runs under ``self.precision``'s autocast, the
+        loss and backward in fp32, as in training; ``num_workers`` (Avalanche's
+        argument) is not read: the run's loader settings decide."""
+        del num_workers
+        model.eval()
+        trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+        sums = {name: torch.zeros_like(p) for name, p in trainable}
+        loader = method_loader(dataset, batch_size, collate_fn=getattr(dataset, "collate_fn",
+                                                                       None))
+        for x, y, *_ in loader:
+            x, y = x.to(device), y.to(device)
+            optimizer.zero_grad()
+            with autocast(device, self.precision):
+                out = model(x).float()
+            criterion(out, y).backward()
+            with torch.no_grad():
+                for name, p in trainable:
+                    if p.grad is not None:
+                        sums[name] += p.grad.pow(2)
+        model.train()
+        importances = {}
+        for name, total in sums.items():
+            total /= float(len(loader))
+            if self.importance_max is not None:
+                total.clamp_(max=self.importance_max)
+            importances[name] = ParamData(name, init_tensor=total, device=total.device)
         return importances
 
     def after_training_exp(self, strategy, **kwargs) -> None:
@@ -100,7 +132,8 @@ class EWC(FinetuneTemplate):
         online = params["mode"] == "online"
         self.ewc = TrainableEWCPlugin(params["ewc_lambda"], mode=params["mode"],
                                       decay_factor=params["decay_factor"] if online else None,
-                                      importance_max=params["importance_max"])
+                                      importance_max=params["importance_max"],
+                                      precision=backbone.precision)
         # first, so that the Fisher pass after each task is inside the Recorder's
         # training time (its after_training_exp runs after this plugin's)
         super().__init__(params=params, backbone=backbone, n_classes=n_classes, device=device,

@@ -25,8 +25,14 @@ import torch
 
 from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.contract import EVAL_BATCH_SIZE
+from cl_bench.contract.memory import Allocation, Workload, backward_pass
 from cl_bench.strategies.blocks.prompt_matching import BATCHWISE, PromptKeys, uniform_parameter
-from cl_bench.strategies.blocks.prompt_template import Normalize, PromptModel, PromptStrategy
+from cl_bench.strategies.blocks.prompt_template import (
+    Normalize,
+    PromptModel,
+    PromptStrategy,
+    prompt_pool,
+)
 
 
 class L2PNet(PromptModel):
@@ -52,3 +58,11 @@ class L2P(PromptStrategy):
 
     spec = replace(PromptStrategy.spec, protocol=(BATCHWISE, EVAL_BATCH_SIZE))
     model_class = L2PNet
+
+    @classmethod
+    def memory(cls, params: dict, work: Workload) -> list[Allocation]:
+        """The prompt pool, and what the backward pass keeps: the top_k x length
+        prompt tokens enter the first block, so gradients flow through every block, each
+        over the longer sequence."""
+        prompts = params["top_k"] * params["length"]
+        return [prompt_pool(params, work), backward_pass(work, params, 0, prompts)]

@@ -36,11 +36,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader
 
 from cl_bench.backbones.base import autocast
 from cl_bench.backbones.prompted import PromptedViT
-from cl_bench.contract.memory import FLOAT, Allocation, Workload
+from cl_bench.contract.loading import method_loader
+from cl_bench.contract.memory import FLOAT, Allocation, Workload, backward_pass
 from cl_bench.contract.optimizer import make_optimizer
 from cl_bench.strategies.blocks.adapter_template import AdapterModel, AdapterStrategy, Normalize
 from cl_bench.strategies.blocks.analytic import RecursiveRidge
@@ -120,9 +120,13 @@ class MinNet(AdapterModel):
 
     def columns(self, labels: torch.Tensor) -> torch.Tensor:
         """The classifier column of each class id."""
+        return self.cached("column_of_class", labels.device, self.column_of_class)[labels]
+
+    def column_of_class(self) -> torch.Tensor:
+        """(n_classes,): the classifier column of every class id, -1 where not seen."""
         lookup = torch.full((self.n_classes,), -1, dtype=torch.long)
         lookup[self.order] = torch.arange(len(self.order))
-        return lookup.to(labels.device)[labels]
+        return lookup
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Images in [0, 1] -> logits over all classes (-inf where not seen): in
@@ -135,7 +139,7 @@ class MinNet(AdapterModel):
                 out = out + self.analytic(phi.detach())
         else:
             out = self.analytic(phi)
-        return self.spread(out.float(), self.order)
+        return self.spread(out.float(), self.cached("order", x.device))
 
     @torch.no_grad()
     def fit(self, dataset, passes: int, device: torch.device, precision: str) -> None:
@@ -144,7 +148,7 @@ class MinNet(AdapterModel):
         was_training = self.training
         self.eval()
         for _ in range(passes):
-            for x, y, *_ in DataLoader(dataset, batch_size=self.params["fit_batch_size"]):
+            for x, y, *_ in method_loader(dataset, self.params["fit_batch_size"]):
                 with autocast(device, precision):
                     f = self.embed(self.normalize(x.to(device)))
                 targets = F.one_hot(self.columns(y.to(device)), self.analytic.n_outputs)
@@ -155,7 +159,7 @@ class MinNet(AdapterModel):
     def prototype(self, dataset, device: torch.device, precision: str) -> torch.Tensor:
         """The mean f(x) over ``dataset``."""
         total, count = None, 0
-        for x, *_ in DataLoader(dataset, batch_size=self.params["eval_batch_size"]):
+        for x, *_ in method_loader(dataset, self.params["eval_batch_size"]):
             with autocast(device, precision):
                 f = self.embed(self.normalize(x.to(device))).float().sum(0)
             total, count = (f if total is None else total + f), count + len(x)
@@ -171,7 +175,8 @@ class Min(AdapterStrategy):
     @classmethod
     def memory(cls, params: dict, work: Workload) -> list[Allocation]:
         """R (M x M, float64, updated in place), the projection and the classifier,
-        one noise set per task."""
+        one noise set per task, and what the backward pass keeps: the noise joins
+        every block's output, so gradients flow through every block after the first."""
         m, h = params["buffer_size"], params["hidden_dim"]
         per_set = work.blocks * 2 * (h * h + h) * FLOAT
         return [Allocation(f"the least-squares R ({m}^2 float64)", m * m * DOUBLE,
@@ -180,7 +185,8 @@ class Min(AdapterStrategy):
                            "classifier", (work.dim + work.n_classes) * m * DOUBLE,
                            "buffer_size"),
                 Allocation(f"{work.n_tasks} noise set(s) of width {h}",
-                           work.n_tasks * per_set, "hidden_dim")]
+                           work.n_tasks * per_set, "hidden_dim"),
+                backward_pass(work, params, 1)]
 
     def build_optimizer(self, model: MinNet):
         """One SGD over what trains on this task (official get_optimizer over the

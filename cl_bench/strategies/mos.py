@@ -38,11 +38,11 @@ import copy
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader
 
 from cl_bench.backbones.adapters import merge
 from cl_bench.backbones.base import autocast
 from cl_bench.backbones.prompted import PromptedViT
+from cl_bench.contract.loading import method_loader
 from cl_bench.contract.memory import FLOAT, Allocation, Workload
 from cl_bench.contract.optimizer import make_optimizer
 from cl_bench.strategies.blocks.adapter_template import AdapterModel, AdapterStrategy, Normalize
@@ -70,7 +70,9 @@ def self_refine(feats: torch.Tensor, start: torch.Tensor, classify, task_of_colu
     """Self-refined adapter retrieval. ``feats`` (B, T, d): the [CLS] under every set;
     ``start`` (B,): the initial guess; ``classify``: (n, d) -> (n, S) logits whose column
     j belongs to task ``task_of_column[j]``. Returns the logits of the last classification
-    and the set that produced them, per sample."""
+    and the set that produced them, per sample. Evaluation only: its early stop reads
+    back whether a sample moved (a sync per refinement), which keeps the classifications
+    it runs, and the FLOPs counted for them, those the loop needs."""
     rows = torch.arange(len(feats), device=feats.device)
     k = start.clone()
     logits = classify(feats[rows, k])
@@ -124,19 +126,23 @@ class MosNet(AdapterModel):
             merge_step(self.sets[-1], self.anchor, self.params["adapter_momentum"])
 
     def old_means(self) -> torch.Tensor:
-        """The stored means of the classes of earlier tasks."""
-        return self.means[self.task_of_class[:len(self.means)] >= 0]
+        """The stored means of the classes of earlier tasks (read at every training
+        step: selected once per task)."""
+        return self.cached("old_means", self.means.device,
+                           lambda: self.means[self.task_of_class[:len(self.means)] >= 0],
+                           self.means)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Images in [0, 1] -> logits over all classes (-inf where not allowed)."""
         x = self.normalize(x)
         if self.training:
             self.features = self.cls(x, self.sets[-1])
-            return self.spread(self.head(self.features)[:, self.current.to(x.device)],
-                               self.current)
+            current = self.cached("current", x.device)
+            return self.spread(self.head(self.features)[:, current], current)
         feats = torch.stack([self.cls(x, s) for s in self.sets], dim=1).float()
-        seen = self.seen.to(x.device)
-        task_of = self.task_of_class.to(x.device)[seen]
+        seen = self.cached("seen", x.device)
+        task_of = self.cached("task_of_seen", x.device,
+                              lambda: self.task_of_class[self.seen])
         guess = F.normalize(feats[:, 0], dim=-1) @ F.normalize(self.protos[seen], dim=-1).T
         logits, self.route = self_refine(feats, task_of[guess.argmax(1)],
                                          lambda f: self.head(f)[:, seen].float(), task_of,
@@ -148,10 +154,11 @@ class MosNet(AdapterModel):
     @torch.no_grad()
     def set_statistics(self, dataset, device: torch.device, precision: str) -> None:
         """Mean and covariance of the current task's classes under the newest set, and
-        their prototypes under set 0 (one pass per image in task 0)."""
+        their prototypes under set 0 (one pass per image in task 0). Once per task, so
+        its selection of each class's rows (a sync per class) is no step's cost."""
         newest, first = self.sets[-1], self.sets[0]
         feats, firsts, labels = [], [], []
-        for x, y, *_ in DataLoader(dataset, batch_size=self.params["eval_batch_size"]):
+        for x, y, *_ in method_loader(dataset, self.params["eval_batch_size"]):
             with autocast(device, precision):
                 x = self.normalize(x.to(device))
                 f = self.cls(x, newest).float()

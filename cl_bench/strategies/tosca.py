@@ -119,13 +119,13 @@ class Tosca(PerTaskTemplate):
 
     @classmethod
     def memory(cls, params: dict, work: Workload) -> list[Allocation]:
-        """K cached augmented views of every training feature (fp16), and one LuCA per
-        task."""
+        """K cached augmented views of every training feature (fp16, in RAM with the
+        other cached features), and one LuCA per task."""
         d = work.dim
         luca = 2 * d * (d // params["mlp_ratio"]) + 2 * d * (d // params["se_ratio"])
         return [Allocation(f"{params['augment_views']} augmented views of every training "
                            "feature", params["augment_views"] * work.train_images * d * 2,
-                           "augment_views"),
+                           "augment_views", host=True),
                 Allocation("one LuCA module per task", work.n_tasks * luca * FLOAT,
                            "mlp_ratio or the task count")]
 

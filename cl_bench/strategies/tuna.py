@@ -46,12 +46,12 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader
 
 from cl_bench.backbones.adapters import AdapterSet
 from cl_bench.backbones.base import autocast
 from cl_bench.backbones.prompted import PromptedViT
-from cl_bench.contract.memory import FLOAT, Allocation, Workload, adapter_sets
+from cl_bench.contract.loading import method_loader
+from cl_bench.contract.memory import FLOAT, Allocation, Workload, adapter_sets, backward_pass
 from cl_bench.contract.optimizer import make_optimizer
 from cl_bench.strategies.blocks.adapter_template import AdapterModel, AdapterStrategy, Normalize
 from cl_bench.strategies.blocks.gaussian_alignment import align_on_samples, class_gaussians
@@ -178,20 +178,21 @@ class TunaNet(AdapterModel):
         if self.training:
             n_cur = len(self.current)
             cos = self.cosine(self.cls(x, self.sets[-1]))  # every block in the graph, as official
-            return self.spread(s * cos[:, -n_cur:], self.current)
+            return self.spread(s * cos[:, -n_cur:], self.cached("current", x.device))
         task_logits = torch.stack([s * self.cosine(self.cls(x, a)) for a in self.sets])
         if self.universal is None or len(self.sets) == 1:
             universal = task_logits[-1]
         else:
             universal = s * self.cosine(self.cls(x, self.universal))
         out, self.route = combine(task_logits, universal)
-        return self.spread(out, self.order)
+        return self.spread(out, self.cached("order", x.device))
 
     @torch.no_grad()
     def set_statistics(self, dataset, device: torch.device, precision: str) -> None:
-        """Mean and covariance (+ 1e-4 I) of f under the newest set, per current class."""
+        """Mean and covariance (+ 1e-4 I) of f under the newest set, per current class
+        (once per task: :func:`class_gaussians` syncs per class, no training step does)."""
         feats, labels = [], []
-        for x, y, *_ in DataLoader(dataset, batch_size=self.params["eval_batch_size"]):
+        for x, y, *_ in method_loader(dataset, self.params["eval_batch_size"]):
             with autocast(device, precision):
                 feats.append(self.cls(self.normalize(x.to(device)), self.sets[-1]).float())
             labels.append(y.to(device))
@@ -225,13 +226,15 @@ class Tuna(AdapterStrategy):
     @classmethod
     def memory(cls, params: dict, work: Workload) -> list[Allocation]:
         """One adapter set per task and the universal one, a d x d covariance per class
-        (``ca_storage: covariance``), and the alignment's samples."""
+        (``ca_storage: covariance``), the alignment's samples, and what the backward
+        pass keeps (adapters beside every block's MLP: every block after the first)."""
         d, n = work.dim, work.n_classes
         per_class = d * d if params["ca_storage"] == "covariance" else d
         drawn = params["batch_size"] * params["ca_samples"] * n * d * FLOAT
         return [adapter_sets(work, params["ffn"], work.n_tasks + 1, "ffn"),
                 Allocation("the class statistics", n * per_class * FLOAT, "ca_storage"),
-                Allocation("the classifier alignment's samples", drawn, "ca_samples")]
+                Allocation("the classifier alignment's samples", drawn, "ca_samples"),
+                backward_pass(work, params, 1)]
 
     def build_optimizer(self, model: TunaNet):
         """Every trainable adapter weight and every classifier block, one SGD (official

@@ -14,7 +14,8 @@ runner's frozen ViT, on images.
   schedule are rebuilt from the card
   (:class:`~cl_bench.strategies.blocks.per_task.PerTaskTemplate`);
 * logits cover all classes of the run, -inf where a class may not be predicted
-  (:meth:`AdapterModel.spread`).
+  (:meth:`AdapterModel.spread`); the columns and masks a forward needs come from
+  :meth:`AdapterModel.cached`, on the forward's device, made once per task.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from torch import nn
 from cl_bench.backbones.adapters import AdapterSet
 from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.contract import EVAL_BATCH_SIZE, Inputs, MethodSpec, Regrows, Schedule
-from cl_bench.contract.memory import Allocation, Workload, adapter_sets
+from cl_bench.contract.memory import Allocation, Workload, adapter_sets, backward_pass
+from cl_bench.strategies.blocks.device_cache import DeviceCache
 from cl_bench.strategies.blocks.per_task import AutocastForward, PerTaskTemplate
 from cl_bench.strategies.blocks.shared_vit import OnSharedViT
 
@@ -47,9 +49,11 @@ class AdapterModel(Regrows, nn.Module):
         self.params = params
         self.sets = nn.ModuleList([self.new_set()])  # the first task's, built with the model
         self.task = -1
-        # plain tensors, saved through state_attrs: bookkeeping, not what the method stores
+        # plain tensors, saved through state_attrs: bookkeeping, not what the method stores;
+        # replaced, never changed in place, so that what ``cached`` made from them follows
         self.task_of_class = torch.full((0,), -1, dtype=torch.long)
         self.current = torch.zeros(0, dtype=torch.long)
+        self.on_device = DeviceCache()
 
     def new_set(self) -> AdapterSet:
         """A fresh set on every block, as both official backbones build it (the
@@ -76,6 +80,15 @@ class AdapterModel(Regrows, nn.Module):
         """The seen class ids in classifier order: task by task, ascending within one."""
         return torch.cat([(self.task_of_class == k).nonzero().squeeze(1)
                           for k in range(self.task + 1)])
+
+    def cached(self, name: str, device: torch.device,
+               make: Callable[[], torch.Tensor] | None = None, *also: object) -> torch.Tensor:
+        """``make()`` (default: the attribute ``name``, e.g. ``current``, ``seen``,
+        ``order``) on ``device``, made again only when the task bookkeeping, the number
+        of adapter sets or one of ``also`` changed: once per task, not per batch."""
+        sources = (self.task_of_class, self.current, len(self.sets), *also)
+        return self.on_device.get(name, device, sources,
+                                  make or (lambda: getattr(self, name)))
 
     def spread(self, values: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
         """(B, n_classes) logits: ``values`` (B, len(columns)) in ``columns``, -inf
@@ -108,8 +121,11 @@ class AdapterStrategy(OnSharedViT, AutocastForward, PerTaskTemplate):
 
     @classmethod
     def memory(cls, params: dict, work: Workload) -> list[Allocation]:
-        """One adapter set per task, all kept (and run at test time)."""
-        return [adapter_sets(work, params["ffn"], work.n_tasks, "ffn")]
+        """One adapter set per task, all kept (and run at test time), and what the
+        backward pass keeps: the adapters sit beside every block's MLP, so gradients
+        flow through every block after the first."""
+        return [adapter_sets(work, params["ffn"], work.n_tasks, "ffn"),
+                backward_pass(work, params, 1)]
 
     def model_adaptation(self, model=None):
         model = self.model if model is None else model

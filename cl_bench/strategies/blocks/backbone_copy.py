@@ -17,6 +17,8 @@ from torch import nn
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.contract import EVAL_BATCH_SIZE, Inputs, MethodSpec, Schedule
+from cl_bench.contract.memory import Allocation, Workload, backward_pass, trained_copy_state
+from cl_bench.strategies.blocks.device_cache import DeviceCache
 from cl_bench.strategies.blocks.per_task import AutocastForward, PerTaskTemplate
 
 
@@ -47,16 +49,20 @@ class FinetuneNet(nn.Module):
         # the backbone's description without its shared weights: reuses its
         # normalize() and never holds a reference to the shared model
         self.spec = replace(backbone, model=nn.Identity())
-        # a plain tensor, not a buffer: a label mask is not state the method stores
+        # a plain tensor, not a buffer: a label mask is not state the method stores;
+        # replaced, never changed in place, so that its device copy follows it
         self.active = torch.zeros(n_classes, dtype=torch.bool)
+        self.on_device = DeviceCache()
 
     def see(self, classes: list[int]) -> None:
         """Unmask ``classes`` (for good: they stay active in later tasks)."""
-        self.active[classes] = True
+        active = self.active.clone()
+        active[classes] = True
+        self.active = active
 
     def restrict(self, classes: list[int]) -> None:
         """Make ``classes`` the only active ones."""
-        self.active.zero_()
+        self.active = torch.zeros_like(self.active)
         self.see(classes)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
@@ -67,7 +73,9 @@ class FinetuneNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = self.head(self.features(x))
-        return logits.masked_fill(~self.active.to(logits.device), float("-inf"))
+        masked = self.on_device.get("masked", logits.device, (self.active,),
+                                    lambda: ~self.active)
+        return logits.masked_fill(masked, float("-inf"))
 
 
 class FinetuneTemplate(AutocastForward, PerTaskTemplate):
@@ -84,6 +92,13 @@ class FinetuneTemplate(AutocastForward, PerTaskTemplate):
     spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=True, schedule=Schedule.PER_TASK,
                       protocol=(EVAL_BATCH_SIZE,))
     state_attrs = ("model.active",)
+
+    @classmethod
+    def memory(cls, params: dict, work: Workload) -> list[Allocation]:
+        """The optimizer state of the trained copy (the engine counts the copy), and
+        what the backward pass keeps: every block, with its weights trained."""
+        return [trained_copy_state(work, params, "optimizer"),
+                backward_pass(work, params, 0, trains_blocks=True)]
 
     def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
                  device: torch.device, plugins: list, evaluator) -> None:

@@ -16,11 +16,17 @@ from typing import ClassVar
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
 
 from cl_bench.backbones.base import Backbone, autocast
 from cl_bench.contract import EVAL_BATCH_SIZE, Inputs, MethodSpec, Regrows, Schedule
-from cl_bench.contract.memory import Allocation, Workload, adapter_sets
+from cl_bench.contract.loading import method_loader
+from cl_bench.contract.memory import (
+    Allocation,
+    Workload,
+    adapter_sets,
+    backward_pass,
+    trained_copy_state,
+)
 from cl_bench.contract.optimizer import make_optimizer
 from cl_bench.strategies.blocks.backbone_copy import dataset_classes
 from cl_bench.strategies.blocks.first_session_adapt import (
@@ -101,10 +107,15 @@ class FirstSessionTemplate(AutocastForward, PerTaskTemplate):
 
     @classmethod
     def memory(cls, params: dict, work: Workload) -> list[Allocation]:
-        """The first session's adapters (one set), when it adapts with adapters."""
-        if params["adapt"] != "adapter":
-            return []
-        return [adapter_sets(work, params["ffn"], 1, "ffn")]
+        """What the first session trains and what its backward pass keeps: one adapter
+        set beside every block's MLP (gradients through every block after the first),
+        or every weight (the whole backbone, and the optimizer state of its copy)."""
+        if params["adapt"] == "adapter":
+            return [adapter_sets(work, params["ffn"], 1, "ffn"), backward_pass(work, params, 1)]
+        if params["adapt"] == "finetune":
+            return [trained_copy_state(work, params, "optimizer"),
+                    backward_pass(work, params, 0, trains_blocks=True)]
+        return []
 
     @property
     def adapting(self) -> bool:
@@ -141,7 +152,7 @@ class FirstSessionTemplate(AutocastForward, PerTaskTemplate):
             passes = self.feature_backbones(self.backbone)
             self.fit(*gather(dataset, lambda x: features_of(passes, x), self.device))
         else:
-            self.fit(*gather(dataset, lambda f: f, self.device))
+            self.fit(*gather(dataset, lambda f: f, self.device, in_memory=True))
         super()._after_training_exp(**kwargs)
 
     def fit(self, x: torch.Tensor, y: torch.Tensor) -> None:
@@ -160,11 +171,12 @@ def features_of(backbones: list[Backbone], images: torch.Tensor) -> torch.Tensor
 
 
 @torch.no_grad()
-def gather(dataset, embed, device: torch.device,
-           batch_size: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
-    """(embed(x), y) over ``dataset`` (items (x, y, t)), in dataset order, on CPU."""
+def gather(dataset, embed, device: torch.device, batch_size: int = 256,
+           in_memory: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """(embed(x), y) over ``dataset`` (items (x, y, t)), in dataset order, on CPU;
+    ``in_memory``: its items are features, read with no loader worker."""
     xs, ys = [], []
-    for x, y, *_ in DataLoader(dataset, batch_size=batch_size, shuffle=False):
+    for x, y, *_ in method_loader(dataset, batch_size, in_memory=in_memory):
         xs.append(embed(x.to(device)).float().cpu())
         ys.append(y)
     return torch.cat(xs), torch.cat(ys)

@@ -27,7 +27,8 @@ def class_gaussians(feats: torch.Tensor, labels: torch.Tensor, classes: list[int
     """``means`` (C, d) and ``covs`` (C, d, d), or variances (C, d), grown to ``rows``
     classes, with the mean and covariance (+ ``JITTER`` I) of the features ``feats`` of
     each of ``classes`` (no spread for a class with fewer than 2 images, zeros for one
-    with none)."""
+    with none). Run once per task: selecting a class's rows by a mask on the device
+    syncs once per class, which no training step pays."""
     d = feats.shape[1]
     grown_means = means.new_zeros(rows, d)
     grown_covs = covs.new_zeros(rows, *covs.shape[1:])

@@ -1,7 +1,8 @@
 """The per-task template: optimizer and scheduler rebuilt at every task (official
 behaviour of TOSCA and of the prompt baselines) from a method's params
-(:func:`cl_bench.contract.optimizer.make_optimizer`); and the mixed-precision forward
-shared by the methods that run the backbone."""
+(:func:`cl_bench.contract.optimizer.make_optimizer`); and the mixed-precision training
+shared by the methods that run the backbone (forward under autocast, loss scaling in
+fp16)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,14 @@ from torch import nn
 from cl_bench.backbones.base import autocast
 from cl_bench.contract import Method, Resumable
 from cl_bench.contract.optimizer import make_optimizer
+from cl_bench.strategies.blocks.loss_scale import LossScaling
 
 
-class AutocastForward:
+class AutocastForward(LossScaling):
     """Strategy mixin: the model's forward under the backbone's precision (bf16
-    autocast where the hardware has bf16 units), logits returned in fp32 so the
-    loss is computed in full precision. Set ``self.precision`` in the constructor."""
-
-    precision = "fp32"
+    autocast where the hardware has bf16 units, fp16 autocast with a scaled loss
+    where it has not: :class:`LossScaling`), logits returned in fp32 so the loss is
+    computed in full precision. Set ``self.precision`` in the constructor."""
 
     def forward(self):
         with autocast(self.device, self.precision):

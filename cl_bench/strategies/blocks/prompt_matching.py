@@ -54,9 +54,12 @@ def majority_vote(idx: torch.Tensor, pool_size: int) -> torch.Tensor:
     """The k ids chosen most often in the batch, for every image: (B, k) -> (B, k).
 
     Ties go to the lower id (the peers' ``torch.topk`` on counts leaves them to
-    the kernel).
+    the kernel). Counted by comparison with every id rather than ``torch.bincount``,
+    which on a GPU reads the largest id back to size its output (a sync at every
+    batch); the counts are the same integers.
     """
-    counts = torch.bincount(idx.flatten(), minlength=pool_size)
+    ids = torch.arange(pool_size, device=idx.device)
+    counts = (idx.reshape(-1, 1) == ids).sum(0)
     top = torch.sort(counts, descending=True, stable=True).indices[:idx.shape[1]]
     return top.expand(idx.shape[0], -1).clone()
 

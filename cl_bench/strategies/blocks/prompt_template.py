@@ -30,13 +30,30 @@ from torch import nn
 from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT
 from cl_bench.contract import EVAL_BATCH_SIZE, Inputs, MethodSpec, Schedule
-from cl_bench.contract.memory import FLOAT, Allocation, Workload
+from cl_bench.contract.memory import (
+    FLOAT,
+    Allocation,
+    Workload,
+    backward_pass,
+    optimizer_moments,
+)
 from cl_bench.errors import UserError
+from cl_bench.strategies.blocks.device_cache import DeviceCache
 from cl_bench.strategies.blocks.per_task import AutocastForward, PerTaskTemplate
 from cl_bench.strategies.blocks.prompt_matching import class_mask, mask_logits
 from cl_bench.strategies.blocks.shared_vit import OnSharedViT
 
 Normalize = Callable[[torch.Tensor], torch.Tensor]
+
+
+def prompt_pool(params: dict, work: Workload) -> Allocation:
+    """``pool_size`` prompts of the longest length, at each prompted layer, with the
+    optimizer's moments."""
+    length = max(v for k, v in params.items() if k.endswith("length"))
+    layers = max([1, *(len(v) for k, v in params.items() if k.endswith("layers"))])
+    pool = params["pool_size"] * length * layers * work.dim * FLOAT
+    return Allocation("the prompt pool and its optimizer state",
+                      pool * (1 + optimizer_moments(params)), "pool_size or the prompt length")
 
 
 class PromptModel(nn.Module):
@@ -62,9 +79,11 @@ class PromptModel(nn.Module):
         if self.head_init == "timm":
             nn.init.trunc_normal_(self.head.weight, std=0.02)
             nn.init.zeros_(self.head.bias)
-        # plain tensors, not buffers: bookkeeping, not part of what the method stores
+        # plain tensors, not buffers: bookkeeping, not part of what the method stores;
+        # replaced, never changed in place, so that their device copies follow them
         self.current = class_mask(n_classes, [])
         self.unseen = class_mask(n_classes, [])
+        self.on_device = DeviceCache()
         self.task = 0
         self.regularizer = torch.zeros(())
         self.routing: torch.Tensor | None = None
@@ -73,7 +92,7 @@ class PromptModel(nn.Module):
         """Called before training task ``task`` on ``classes``; subclasses extend it."""
         self.task = task
         self.current = class_mask(len(self.current), classes)
-        self.unseen[classes] = False
+        self.unseen = self.unseen & self.current
 
     def embed(self, x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -85,8 +104,9 @@ class PromptModel(nn.Module):
         if query is None:
             query = self.vit.query(x)
         logits = self.head(self.embed(x, query.to(x.device)))
-        mask = self.current if self.training else self.unseen
-        return mask_logits(logits, mask.to(logits.device))
+        name = "current" if self.training else "unseen"
+        mask = getattr(self, name)
+        return mask_logits(logits, self.on_device.get(name, logits.device, (mask,), lambda: mask))
 
 
 class PromptStrategy(OnSharedViT, AutocastForward, PerTaskTemplate):
@@ -116,13 +136,12 @@ class PromptStrategy(OnSharedViT, AutocastForward, PerTaskTemplate):
 
     @classmethod
     def memory(cls, params: dict, work: Workload) -> list[Allocation]:
-        """The prompt pool: ``pool_size`` prompts of the longest length, at each
-        prompted layer, with the optimizer's two moments."""
-        length = max(v for k, v in params.items() if k.endswith("length"))
-        layers = max([1, *(len(v) for k, v in params.items() if k.endswith("layers"))])
-        pool = params["pool_size"] * length * layers * work.dim * FLOAT * 3
-        return [Allocation("the prompt pool and its optimizer state", pool,
-                           "pool_size or the prompt length")]
+        """The prompt pool, and what the backward pass keeps: the prefixes (DualPrompt,
+        CODA-Prompt) join the keys and values inside the attention of their layers, so
+        gradients flow through every block after the lowest prefixed one."""
+        prefixed = [i for k, v in params.items() if k.endswith("layers") for i in v]
+        first = 1 + min(prefixed) if prefixed else work.blocks
+        return [prompt_pool(params, work), backward_pass(work, params, first)]
 
     def forward_model(self) -> torch.Tensor:
         """Mini-batches are (images, labels, queries, task) when the runner gave the

@@ -1,0 +1,68 @@
+"""bench/gpu_check on a machine without a GPU: the refusal, and the dry run that runs
+every part of the script on the CPU at toy sizes (its figures are not a GPU's; what is
+checked is that each part runs and reports what the table and the JSON promise)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from bench.gpu_check import __main__ as gpu_check
+from bench.gpu_check.report import table
+
+
+def test_it_refuses_without_a_gpu_in_one_paragraph(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert gpu_check.main([]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("error: bench.gpu_check measures a CUDA GPU")
+    assert "--cpu-dry-run" in said and said.count("\n") == 1
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu_check") / "check.json"
+    assert gpu_check.main(["--cpu-dry-run", "--out", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def test_the_dry_run_runs_every_part(dry_run):
+    assert dry_run["errors"] == {} and dry_run["dry_run"] is True
+    assert set(dry_run["seconds"]) == {"machine", "extraction", "methods", "agreement",
+                                       "determinism"}
+    assert dry_run["machine"]["device"] == "cpu" and dry_run["machine"]["gpu"] is None
+    for precision in ("bf16", "fp32"):
+        found = dry_run["extraction"][precision]
+        assert found["images_per_s"] > 0 and found["matmul_peak_gflops"] > 0
+        assert found["share_of_peak"] == pytest.approx(
+            found["images_per_s"] * found["gflops_per_image"] / found["matmul_peak_gflops"])
+
+
+def test_each_method_trains_one_task_on_the_jpeg_tree(dry_run):
+    tree = dry_run["methods"]["tree"]
+    assert tree["classes"] == 2 and tree["images"] == 12
+    for method in ("l2p", "coda-prompt", "ewc", "mos"):
+        found = dry_run["methods"][method]
+        # 2 classes x 5 training images at batch 4, one epoch: 3 steps (MOS: its one epoch)
+        assert found["steps"] == 3, (method, found)
+        assert found["batch_size"] == 4 and found["precision"] == "fp32"
+        assert 0 <= found["data_wait_share"] < 1 and found["step_s_median"] > 0
+
+
+def test_agreement_and_determinism_on_one_device_are_exact(dry_run):
+    """On the CPU both sides of each comparison are the same device: the differences
+    must be exactly zero, which checks the comparisons themselves."""
+    features = dry_run["agreement"]["features"]
+    assert features["largest_abs_difference"] == 0.0 and features["within"] is True
+    for mode in ("strict", "fast"):
+        assert dry_run["determinism"][mode]["bitwise_equal"] is True
+    assert dry_run["determinism"]["strict"]["set"]["mode"] == "strict"
+
+
+def test_the_table_names_every_figure(dry_run):
+    lines = "\n".join(table(dry_run))
+    for needle in ("extraction   bf16 images/s", "one task     coda-prompt",
+                   "features fp32", "strict twice (fp32)", "bitwise equal", "total"):
+        assert needle in lines, lines
