@@ -1,6 +1,6 @@
 """The performance harness: every figure as a ratio measured in one process run.
 
-    python -m bench.run            # all six figures, about 15 minutes on 2 cores
+    python -m bench.run            # all seven figures, about 17 minutes on 2 cores
     python -m bench.run b c        # a subset
 
 (a) second invocation vs first (feature cache), target >= 5x
@@ -15,6 +15,9 @@
     change bf16 makes
 (f) features-only training loop with one CPU-bound competitor per core vs idle,
     at the old thread count (all cores) and the new (1), target <= 2.5x at 1
+(g) frozen EfficientNet-Lite0 extraction (the default run's backbone pass) through
+    torch eager, TorchScript, OpenVINO and ONNX Runtime: images/s, share of this CPU's
+    matmul peak, largest feature difference against eager fp32
 """
 
 from __future__ import annotations
@@ -52,9 +55,17 @@ def figure_d() -> dict:
 
 
 def main(which: list[str]) -> dict:
-    from bench import features_reuse, loop_overhead, threads_loaded, throughput, tosca_eval
+    from bench import (
+        extraction_engines,
+        features_reuse,
+        loop_overhead,
+        threads_loaded,
+        throughput,
+        tosca_eval,
+    )
     figures = {"a": features_reuse.main, "b": tosca_eval.main, "c": loop_overhead.main,
-               "d": figure_d, "e": throughput.main, "f": threads_loaded.main}
+               "d": figure_d, "e": throughput.main, "f": threads_loaded.main,
+               "g": extraction_engines.main}
     results = {}
     for key in which or list(figures):
         results[key] = figures[key]()

@@ -1,0 +1,162 @@
+"""(g) Frozen EfficientNet-Lite0 extraction on this CPU, inference engines side by side.
+
+The default run's cost is its backbone pass: 6,000 embedded Fashion-MNIST images at
+224 px, 0.768 GFLOPs each as cl-bench's accounting counts them (README, Reports
+table). Each engine gets the same normalised batches of the embedded training images;
+the figure is images/s (best of ``repeat`` passes), its share of this CPU's fp32
+(and, where the CPU has bf16 units, bf16) matrix-multiply peak measured in the same
+process, and the largest feature difference against today's eager fp32 path with the
+share of features whose fp16 copy (what the feature store keeps) changes.
+
+    python -m bench.extraction_engines [images] [batch]
+
+Engines: torch eager in channels_last (what ``Backbone.features`` runs) and in the
+default layout; a frozen TorchScript graph (``torch.jit.freeze`` +
+``optimize_for_inference``); OpenVINO and ONNX Runtime when importable (neither is in
+the lock: ``pip install openvino onnxruntime onnx`` into a scratch folder on
+``PYTHONPATH``). Prints one JSON line."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from bench.common import timed
+from bench.throughput import gemm_gflops
+from cl_bench.backbones.efficientnet import efficientnet_lite0
+from cl_bench.engine.environment import detect_cpu_bf16
+from cl_bench.scenarios.transforms import ToModelInput
+
+LITE0_GFLOPS = 0.768
+DATA = Path(__file__).resolve().parents[1] / "cl_bench" / "data" / "fmnist_subset.npz"
+
+
+class Pooled(nn.Module):
+    """The timm model up to its pooled feature: what an engine is given to run."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model.forward_head(self.model.forward_features(x), pre_logits=True)
+
+
+def torch_engines(pooled: Pooled, example: torch.Tensor) -> dict[str, Callable]:
+    def eager(layout):
+        def run(x):
+            with torch.inference_mode():
+                pooled.model.to(memory_format=layout)
+                return pooled(x.contiguous(memory_format=layout))
+        return run
+
+    with torch.no_grad():
+        frozen = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(
+            pooled, example.contiguous(memory_format=torch.channels_last), check_trace=False)))
+
+    def script(x):
+        with torch.no_grad():
+            return frozen(x.contiguous(memory_format=torch.channels_last))
+    return {"torch eager channels_last": eager(torch.channels_last),
+            "torch eager contiguous": eager(torch.contiguous_format),
+            "torchscript freeze": script}
+
+
+def runtime_engines(pooled: Pooled, example: torch.Tensor, threads: int) -> dict:
+    """OpenVINO (fp32, and bf16 where the CPU has bf16 units) and ONNX Runtime, each
+    with the seconds its conversion took; an engine that is not installed is named."""
+    engines, missing = {}, []
+    pooled.model.to(memory_format=torch.contiguous_format)
+    try:
+        import openvino as ov
+    except ImportError:
+        missing.append("openvino")
+    else:
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            traced = torch.jit.trace(pooled, example, check_trace=False)
+        graph = ov.convert_model(traced, input=[(-1, *example.shape[1:])])
+        convert_s = time.perf_counter() - t0
+        hints = ["f32", "bf16"] if detect_cpu_bf16() else ["f32"]
+        for hint in hints:
+            compiled = ov.Core().compile_model(graph, "CPU", {
+                "INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": hint})
+            request = compiled.create_infer_request()
+
+            def run(x, request=request):
+                request.infer({0: x.contiguous().numpy()})
+                return torch.from_numpy(request.get_output_tensor(0).data.copy())
+            engines[f"openvino {ov.__version__} {hint}"] = (run, convert_s)
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        missing.append("onnxruntime")
+    else:
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = str(Path(tmp) / "lite0.onnx")
+            torch.onnx.export(pooled, example, path, dynamo=False, input_names=["x"],
+                              dynamic_axes={"x": {0: "batch"}})
+            options = ort.SessionOptions()
+            options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+            session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        convert_s = time.perf_counter() - t0
+
+        def run_ort(x):
+            return torch.from_numpy(session.run(None, {"x": x.contiguous().numpy()})[0])
+        engines[f"onnxruntime {ort.__version__}"] = (run_ort, convert_s)
+    return {"engines": engines, "missing": missing}
+
+
+def measure(run: Callable, batches: list[torch.Tensor], reference: torch.Tensor | None,
+            repeat: int) -> dict:
+    run(batches[0])
+    out: list[torch.Tensor] = []
+    seconds = timed(lambda: out.__setitem__(slice(None), [run(b) for b in batches]), repeat)
+    features = torch.cat(out).float()
+    n = len(features)
+    row = {"images_per_s": n / seconds, "gflops": n * LITE0_GFLOPS / seconds}
+    if reference is not None:
+        row["max_abs_diff"] = float((features - reference).abs().max())
+        row["fp16_changed_share"] = float((features.half() != reference.half()).float().mean())
+    return row, features
+
+
+def main(images: int = 256, batch: int = 32, repeat: int = 2) -> dict:
+    threads = torch.get_num_threads()
+    backbone = efficientnet_lite0("pretrained")
+    raw = torch.from_numpy(np.load(DATA)["train_x"][:images]).unsqueeze(1)
+    batches = [backbone.normalize(ToModelInput(backbone.input_size)(raw[s:s + batch]))
+               for s in range(0, images, batch)]
+    peaks = {"fp32": gemm_gflops(torch.float32)}
+    if detect_cpu_bf16():
+        peaks["bf16"] = gemm_gflops(torch.bfloat16)
+    pooled = Pooled(backbone.model).eval()
+    rows, reference = {}, None
+    for name, run in torch_engines(pooled, batches[0]).items():
+        rows[name], features = measure(run, batches, reference, repeat)
+        reference = features if reference is None else reference
+    found = runtime_engines(pooled, batches[0], threads)
+    for name, (run, convert_s) in found["engines"].items():
+        rows[name], _ = measure(run, batches, reference, repeat)
+        rows[name]["convert_s"] = convert_s
+    for row in rows.values():
+        row.update({f"share_of_{k}_peak": row["gflops"] / v for k, v in peaks.items()})
+    base = rows["torch eager channels_last"]["images_per_s"]
+    for row in rows.values():
+        row["speedup"] = row["images_per_s"] / base
+    return {"threads": threads, "images": images, "batch": batch,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "peak_gflops": peaks, "engines": rows, "not_installed": found["missing"]}
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(*[int(a) for a in sys.argv[1:]])))
