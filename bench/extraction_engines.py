@@ -18,6 +18,7 @@ the lock: ``pip install openvino onnxruntime onnx`` into a scratch folder on
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import tempfile
@@ -34,28 +35,20 @@ from bench.throughput import gemm_gflops
 from cl_bench.backbones.efficientnet import efficientnet_lite0
 from cl_bench.engine.environment import detect_cpu_bf16
 from cl_bench.scenarios.transforms import ToModelInput
+from cl_bench.strategies.blocks.first_session_adapt import PreLogits
 
 LITE0_GFLOPS = 0.768
 DATA = Path(__file__).resolve().parents[1] / "cl_bench" / "data" / "fmnist_subset.npz"
 
 
-class Pooled(nn.Module):
-    """The timm model up to its pooled feature: what an engine is given to run."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model.forward_head(self.model.forward_features(x), pre_logits=True)
-
-
-def torch_engines(pooled: Pooled, example: torch.Tensor) -> dict[str, Callable]:
-    def eager(layout):
+def torch_engines(pooled: nn.Module, plain: nn.Module,
+                  example: torch.Tensor) -> dict[str, Callable]:
+    """``pooled`` keeps its weights in channels_last (as ``Backbone`` does), ``plain`` is
+    a copy in the default layout."""
+    def eager(model, layout):
         def run(x):
             with torch.inference_mode():
-                pooled.model.to(memory_format=layout)
-                return pooled(x.contiguous(memory_format=layout))
+                return model(x.contiguous(memory_format=layout))
         return run
 
     with torch.no_grad():
@@ -65,16 +58,16 @@ def torch_engines(pooled: Pooled, example: torch.Tensor) -> dict[str, Callable]:
     def script(x):
         with torch.no_grad():
             return frozen(x.contiguous(memory_format=torch.channels_last))
-    return {"torch eager channels_last": eager(torch.channels_last),
-            "torch eager contiguous": eager(torch.contiguous_format),
+    return {"torch eager channels_last": eager(pooled, torch.channels_last),
+            "torch eager contiguous": eager(plain, torch.contiguous_format),
             "torchscript freeze": script}
 
 
-def runtime_engines(pooled: Pooled, example: torch.Tensor, threads: int) -> dict:
+def runtime_engines(pooled: nn.Module, example: torch.Tensor, threads: int) -> dict:
     """OpenVINO (fp32, and bf16 where the CPU has bf16 units) and ONNX Runtime, each
-    with the seconds its conversion took; an engine that is not installed is named."""
+    with the seconds its conversion took; an engine that is not installed is named.
+    ``pooled``: the model in the default layout."""
     engines, missing = {}, []
-    pooled.model.to(memory_format=torch.contiguous_format)
     try:
         import openvino as ov
     except ImportError:
@@ -139,12 +132,13 @@ def main(images: int = 256, batch: int = 32, repeat: int = 2) -> dict:
     peaks = {"fp32": gemm_gflops(torch.float32)}
     if detect_cpu_bf16():
         peaks["bf16"] = gemm_gflops(torch.bfloat16)
-    pooled = Pooled(backbone.model).eval()
+    pooled = PreLogits(backbone.model).eval()
+    plain = copy.deepcopy(pooled).to(memory_format=torch.contiguous_format)
     rows, reference = {}, None
-    for name, run in torch_engines(pooled, batches[0]).items():
+    for name, run in torch_engines(pooled, plain, batches[0]).items():
         rows[name], features = measure(run, batches, reference, repeat)
         reference = features if reference is None else reference
-    found = runtime_engines(pooled, batches[0], threads)
+    found = runtime_engines(plain, batches[0], threads)
     for name, (run, convert_s) in found["engines"].items():
         rows[name], _ = measure(run, batches, reference, repeat)
         rows[name]["convert_s"] = convert_s
@@ -158,5 +152,20 @@ def main(images: int = 256, batch: int = 32, repeat: int = 2) -> dict:
             "peak_gflops": peaks, "engines": rows, "not_installed": found["missing"]}
 
 
+def arguments(argv: list[str]) -> list[int]:
+    """``[images] [batch]``: whole numbers, images from 1 to the 5,000 embedded training
+    images, batch at least 1; anything else exits 2 with the usage."""
+    try:
+        values = [int(a) for a in argv]
+    except ValueError:
+        values = []
+    if len(argv) > 2 or len(values) != len(argv) or not all(v >= 1 for v in values) or (
+            values and values[0] > 5000):
+        print("usage: python -m bench.extraction_engines [images 1-5000] [batch >= 1]; "
+              f"got {' '.join(argv)!r}", file=sys.stderr)
+        sys.exit(2)
+    return values
+
+
 if __name__ == "__main__":
-    print(json.dumps(main(*[int(a) for a in sys.argv[1:]])))
+    print(json.dumps(main(*arguments(sys.argv[1:]))))

@@ -73,7 +73,7 @@ def mode(model: nn.Module, training: bool) -> Iterator[None]:
         model.eval()
 
 
-class _PreLogits(nn.Module):
+class PreLogits(nn.Module):
     """The final feature of ``model`` as its forward (what ``functional_call`` runs)."""
 
     def __init__(self, model: nn.Module) -> None:
@@ -94,7 +94,7 @@ class FullWeights(nn.Module):
         shared = backbone.model
         head = {id(t) for t in (*shared.get_classifier().parameters(),
                                 *shared.get_classifier().buffers())}
-        self._run = (_PreLogits(shared),)  # a tuple: the shared model is not a submodule
+        self._run = (PreLogits(shared),)  # a tuple: the shared model is not a submodule
         params = [(n, p) for n, p in shared.named_parameters() if id(p) not in head]
         buffers = [(n, b) for n, b in shared.named_buffers() if id(b) not in head]
         self.names = [n for n, _ in params] + [n for n, _ in buffers]
@@ -123,7 +123,7 @@ class BatchNormStats(nn.Module):
     def __init__(self, backbone: Backbone) -> None:
         super().__init__()
         shared = backbone.model
-        self._run = (_PreLogits(shared),)  # a tuple: the shared model is not a submodule
+        self._run = (PreLogits(shared),)  # a tuple: the shared model is not a submodule
         self.names = [n for n, m in shared.named_modules()
                       if isinstance(m, nn.modules.batchnorm._BatchNorm)]
         for i, name in enumerate(self.names):
