@@ -32,10 +32,10 @@ from torch import nn
 
 from bench.common import timed
 from bench.throughput import gemm_gflops
+from cl_bench.backbones.base import PreLogits
 from cl_bench.backbones.efficientnet import efficientnet_lite0
 from cl_bench.engine.environment import detect_cpu_bf16
 from cl_bench.scenarios.transforms import ToModelInput
-from cl_bench.strategies.blocks.first_session_adapt import PreLogits
 
 LITE0_GFLOPS = 0.768
 DATA = Path(__file__).resolve().parents[1] / "cl_bench" / "data" / "fmnist_subset.npz"

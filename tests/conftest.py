@@ -25,6 +25,7 @@ from torch import nn
 from typer.testing import CliRunner
 
 from cl_bench.backbones.base import Backbone, seeded_init
+from cl_bench.backbones.compiled import SWITCH
 from cl_bench.cards import config
 from cl_bench.cards.config import load_method
 from cl_bench.cards.strategy import import_object
@@ -58,6 +59,19 @@ def private_feature_cache(tmp_path_factory):
     """Tests never read or write the user's feature cache."""
     mp = pytest.MonkeyPatch()
     mp.setenv("CL_BENCH_CACHE", str(tmp_path_factory.mktemp("feature_cache")))
+    yield
+    mp.undo()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def eager_frozen_features():
+    """Frozen CNN features in torch eager unless $CL_BENCH_FROZEN_RUNTIME says otherwise:
+    the tests' exact accuracies were measured so, and torch's fp32 CPU kernels give them
+    on AVX2 and AVX512 alike, while OpenVINO picks its kernels per instruction set and its
+    last digits were measured on one kind of CPU only. The compiled runtime has tests of
+    its own (test_compiled_features.py), which set the switch."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv(SWITCH, os.environ.get(SWITCH) or "torch")
     yield
     mp.undo()
 

@@ -105,7 +105,7 @@ def test_store_views_are_cached_one_file_each_and_shared(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(features, "extract", fake_extract(calls))
     backbone = SimpleNamespace(name="fake", weights_digest="0", normalization="none",
-                               input_size=8, dim=2)
+                               input_size=8, dim=2, runtime="torch")
     data = SimpleNamespace(name="fake", fingerprint="f", on_disk=False,
                            train_x=torch.zeros(3, 8, 8, dtype=torch.uint8),
                            test_x=torch.zeros(2, 8, 8, dtype=torch.uint8))

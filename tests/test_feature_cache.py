@@ -114,7 +114,7 @@ def fake_parts(calls: list):
         calls.append(len(images))
         return torch.arange(len(images) * 2, dtype=torch.float32).reshape(-1, 2)
     backbone = SimpleNamespace(name="fake", weights_digest="0", normalization="none",
-                               input_size=8, dim=2)
+                               input_size=8, dim=2, runtime="torch")
     data = SimpleNamespace(name="fake", fingerprint="f", on_disk=False,
                            train_x=torch.zeros(5, 8, 8, dtype=torch.uint8),
                            test_x=torch.zeros(3, 8, 8, dtype=torch.uint8))

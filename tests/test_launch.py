@@ -246,7 +246,7 @@ def test_concurrent_workers_extract_features_once(tmp_path, monkeypatch):
 
     monkeypatch.setattr(features, "extract", slow_extract)
     backbone = SimpleNamespace(name="fake", weights_digest="0", normalization=None,
-                               input_size=8, dim=4)
+                               input_size=8, dim=4, runtime="torch")
     data = SimpleNamespace(name="fake", fingerprint="f", on_disk=False,
                            train_x=torch.zeros(3, 1, 8, 8), test_x=torch.zeros(2, 1, 8, 8))
     stores = [SharedFeatureStore(torch.device("cpu"), progress=False) for _ in range(2)]

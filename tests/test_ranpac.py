@@ -152,7 +152,9 @@ def test_float32_search_is_the_official_arithmetic_and_drops_small_lambdas():
     exact, rounded = ridge_losses(h, y), ridge_losses_float32(h, y)
     assert min(rounded[:4]) > 100 * max(exact[:4])
     assert choose_ridge(h, y) == 1e-8
-    assert choose_ridge(h, y, precision="float32") > 1e-3
+    # none of the four candidates whose float32 losses are round-off (which larger one
+    # wins depends on the CPU's float32 kernels: 1e-3 on an AMD EPYC, larger on others)
+    assert choose_ridge(h, y, precision="float32") >= 1e-4
     with pytest.raises(ValueError, match="float16"):
         choose_ridge(h, y, precision="float16")
 

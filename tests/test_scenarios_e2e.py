@@ -34,6 +34,7 @@ class Flatten:
     """A backbone whose feature is its whole model input: rows compare exactly."""
 
     name, kind, input_size, dim = "flatten", "cnn", SIZE, 3 * SIZE * SIZE
+    runtime = "torch"  # extraction runs its features (compiled.frozen_features)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return x.flatten(1)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 RANDOM_INIT_SEED = 0
+TORCH_RUNTIME = "torch"  # frozen passes in torch eager (Backbone.runtime)
 
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -47,6 +48,18 @@ def seeded_init(seed: int = RANDOM_INIT_SEED) -> Iterator[None]:
         yield
 
 
+class PreLogits(nn.Module):
+    """The final feature of ``model`` as its forward (what ``functional_call`` runs, and
+    what a compiled runtime traces)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.m = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.m.forward_head(self.m.forward_features(x), pre_logits=True)
+
+
 @dataclass
 class Backbone:
     """A frozen timm model plus what is needed to feed it and to record it.
@@ -68,6 +81,11 @@ class Backbone:
     mean: tuple[float, float, float] | None = None
     std: tuple[float, float, float] | None = None
     precision: str = "fp32"  # of the passes that use this backbone (set by the runner)
+    # what runs a run's frozen feature passes (set by the runner): "torch", or a
+    # compiled CPU runtime (:func:`cl_bench.backbones.compiled.frozen_features`, which
+    # keeps its compilation in ``_compiled``); :meth:`features` stays the reference pass
+    runtime: str = TORCH_RUNTIME
+    _compiled: object = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.model.eval().requires_grad_(False)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from cl_bench.cpu_flags import detect_cpu_bf16
 from cl_bench.engine import gpu
 from cl_bench.errors import UserError
 
@@ -94,15 +95,6 @@ def cpu_has_bf16() -> bool:
     ``$CL_BENCH_CPU_BF16`` overrides what the CPU says (:func:`bf16_switch`)."""
     forced = bf16_switch()
     return detect_cpu_bf16() if forced is None else forced
-
-
-def detect_cpu_bf16() -> bool:
-    """Whether this CPU reports AVX512-BF16 or AMX-BF16."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from cl_bench.backbones.base import Backbone, autocast
+from cl_bench.backbones.base import TORCH_RUNTIME, Backbone, autocast
+from cl_bench.backbones.compiled import frozen_features
 from cl_bench.errors import UserError
 from cl_bench.progress import bar as progress_bar
 from cl_bench.scenarios.augment import AugmentedView
@@ -101,7 +102,7 @@ def extract(backbone: Backbone, images: torch.Tensor | FileList, device: torch.d
     with autocast(device, precision):
         for x in batches(images, transform, batch_size, workers):
             x = x.to(device, non_blocking=True)
-            out.append(backbone.features(x).cpu())
+            out.append(frozen_features(backbone, x).cpu())
             bar.update(len(x))
     bar.close()
     return torch.cat(out) if out else torch.empty(0, backbone.dim)
@@ -144,10 +145,13 @@ class FeatureStore:
         """What the features depend on; on a GPU also its kind and architecture
         (``device_key``; absent on the CPU, whose keys stay what they were), so that
         features extracted on the CPU (bf16 AMX, say) are never read by a GPU run, nor
-        the other way round."""
+        the other way round; likewise the compiled runtime that extracts them
+        (``backbone.runtime``; absent for torch eager)."""
         key = (backbone.name, backbone.weights_digest, backbone.normalization,
                data.fingerprint, split, view_transform(data, backbone.input_size, view).id,
                self.precision, f"features-v{FEATURES_VERSION}")
+        if backbone.runtime != TORCH_RUNTIME:
+            key = (*key, ("runtime", backbone.runtime))
         if self.device_key is None:
             return key
         return (*key, tuple(sorted(self.device_key.items())))

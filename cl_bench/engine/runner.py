@@ -26,7 +26,8 @@ from cl_bench.backbones import (
     load_backbone,
     use_weights_normalization,
 )
-from cl_bench.backbones.base import Backbone
+from cl_bench.backbones.base import TORCH_RUNTIME, Backbone
+from cl_bench.backbones.compiled import runtime_for
 from cl_bench.cards.card import Card
 from cl_bench.cards.config import load_method, load_scenario, parse_sets, resolve_backbone
 from cl_bench.cards.places import CHECKOUT
@@ -175,7 +176,13 @@ def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: s
     hashed into its file name. ``scenario``: as the run sees it (:func:`run_scenario`).
     Of ``backbone`` only the attributes recorded here are read (the dry run passes
     one without weights). ``device``: :func:`~cl_bench.engine.environment.device_key`,
-    None on the CPU (absent, so CPU results keep the names they always had)."""
+    None on the CPU (absent, so CPU results keep the names they always had). The backbone
+    block names the compiled runtime of the frozen feature passes of a method that reads
+    them (:func:`~cl_bench.backbones.compiled.runtime_for`; absent for torch eager, so
+    those results keep their names too)."""
+    runtime = runtime_for(backbone.kind, "cpu" if device is None else device["kind"],
+                          precision)
+    reads_features = uses_feature_cache(card)
     return {
         **({"device": device} if device is not None else {}),
         "method": {"name": card.name, **card.params},
@@ -183,7 +190,9 @@ def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: s
         "backbone": {"name": backbone.name, "weights": backbone.weights,
                      "weights_digest": backbone.weights_digest,
                      "input_size": backbone.input_size, "dim": backbone.dim,
-                     "normalization": backbone.normalization, "precision": precision},
+                     "normalization": backbone.normalization, "precision": precision,
+                     **({"runtime": runtime} if reads_features and runtime != TORCH_RUNTIME
+                        else {})},
         "transform": {"train": train_transform(on_disk, backbone.input_size).id,
                       "eval": eval_transform(on_disk, backbone.input_size).id},
         **config_tag(card),
@@ -424,10 +433,14 @@ def load_shared(req: RunRequest, scenario: Card, methods: list[Card], device: to
             card.params["n_tasks"] = len(sizes)
     backbone = load_backbone(req.backbone, req.weights, req.image_size).to(device)
     backbone.precision = precision
+    backbone.runtime = runtime_for(backbone.kind, device.type, precision)
     for card in methods:
         resolve_for_backbone(card, backbone)
-    if precision == "bf16" and not any(trains_backbone(card) for card in methods):
-        backbone.store_matmul_weights_in_bf16()  # same outputs, half the weight memory
+    # same outputs, half the weight memory; not under a compiled runtime, which rounds
+    # the fp32 weights to bf16 once, after folding batch norm into them
+    if precision == "bf16" and backbone.runtime == TORCH_RUNTIME and not any(
+            trains_backbone(card) for card in methods):
+        backbone.store_matmul_weights_in_bf16()
     if scenario.params.get("normalize", "none") == "backbone":
         use_weights_normalization(backbone)
     workers = Loading.for_run(device, data.on_disk).workers
@@ -468,7 +481,10 @@ def describe(req: RunRequest, methods: list[Card], scenario: Card, shared: Share
     lines.append(f"cl-bench: {', '.join(c.name for c in methods)} on {scenario.name} "
                  f"({shared.data.n_classes} classes), backbone {backbone.name} "
                  f"[{backbone.weights}], seeds {', '.join(map(str, req.seeds))}, "
-                 f"{device}/{precision}")
+                 f"{device}/{precision}" + (
+                     f", frozen features through {backbone.runtime}"
+                     if backbone.runtime != TORCH_RUNTIME and any(map(uses_feature_cache,
+                                                                      methods)) else ""))
     return lines
 
 

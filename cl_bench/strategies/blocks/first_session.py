@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from cl_bench.backbones.base import Backbone, autocast
+from cl_bench.backbones.compiled import frozen_features
 from cl_bench.contract import EVAL_BATCH_SIZE, Inputs, MethodSpec, Regrows, Schedule
 from cl_bench.contract.loading import method_loader
 from cl_bench.contract.memory import (
@@ -166,7 +167,7 @@ def features_of(backbones: list[Backbone], images: torch.Tensor) -> torch.Tensor
     parts = []
     for b in backbones:
         with autocast(images.device, b.precision):
-            parts.append(b.features(images).half().float())
+            parts.append(frozen_features(b, images).half().float())
     return torch.cat(parts, dim=1)
 
 

@@ -37,7 +37,7 @@ from torch import nn
 from torch.func import functional_call
 
 from cl_bench.backbones.adapters import AdapterSet, adapted
-from cl_bench.backbones.base import Backbone
+from cl_bench.backbones.base import Backbone, PreLogits
 from cl_bench.errors import UserError
 
 VARIANTS = ("auto", "adapter", "finetune", "bn", "none")
@@ -71,17 +71,6 @@ def mode(model: nn.Module, training: bool) -> Iterator[None]:
         yield
     finally:
         model.eval()
-
-
-class PreLogits(nn.Module):
-    """The final feature of ``model`` as its forward (what ``functional_call`` runs)."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.m = model
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.m.forward_head(self.m.forward_features(x), pre_logits=True)
 
 
 class FullWeights(nn.Module):

@@ -1,0 +1,147 @@
+"""Frozen CNN features through OpenVINO (cl_bench/backbones/compiled.py): equal to torch
+eager fp32 up to round-off, bit-identical across calls and batch sizes, recompiled when
+the weights change, chosen only where it applies, and kept apart from torch eager's
+results and cached features."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from cl_bench.backbones.base import TORCH_RUNTIME
+from cl_bench.backbones.compiled import SWITCH, native_bf16, openvino_version, runtime_for
+from cl_bench.backbones.efficientnet import efficientnet_lite0
+from cl_bench.cards.config import load_method
+from cl_bench.engine.features import FeatureStore
+from cl_bench.engine.runner import resolved_config
+from cl_bench.errors import UserError
+from cl_bench.scenarios.loaders import LOADERS
+
+pytestmark = pytest.mark.skipif(openvino_version() is None, reason="openvino not installed")
+ROOT = Path(__file__).resolve().parents[1]
+SIZE = 64
+OV = f"openvino-{openvino_version()}"
+
+
+@pytest.fixture
+def auto(monkeypatch):
+    monkeypatch.setenv(SWITCH, "auto")
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory) -> dict:
+    """tests/compiled_probe.py's measurements, in a process of its own (see there), with
+    a home folder of its own (nothing may be written there)."""
+    home = tmp_path_factory.mktemp("home")
+    env = {**os.environ, SWITCH: "auto", "HOME": str(home), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "compiled_probe.py")],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return {**json.loads(done.stdout.splitlines()[-1]), "home": sorted(os.listdir(home))}
+
+
+def test_fp32_features_equal_eager_up_to_round_off(probe):
+    found = probe["fp32"]
+    assert probe["runtime"] == OV
+    assert found["dtype"] == "torch.float32" and found["shape"] == [24, 1280]
+    assert not found["identical_to_eager"]  # another runtime did compute them
+    assert found["max_diff_share"] <= 1e-4
+    assert found["fp16_changed_share"] < 0.03  # what the feature store keeps
+
+
+def test_bit_identical_across_calls_and_batches(probe):
+    found = probe["fp32"]
+    assert found["repeat_equal"] and found["chunks_equal"] and found["single_equal"]
+    assert found["compiled_once"]
+
+
+def test_recompiled_when_weights_or_threads_change(probe):
+    found = probe["recompiled"]
+    assert found["new_compilation"] and found["moved"] > 1e-2
+    assert found["max_diff_share"] <= 1e-4  # the new weights' features
+    assert found["threads_after_set_to_1"] == 1
+
+
+def test_conversion_sends_no_telemetry_and_writes_nothing_home(probe):
+    """OpenVINO's converter reports usage over the network (and keeps an id in
+    ~/intel) unless opted out; ours runs with the converter's no-op stand-in."""
+    assert probe["telemetry"] == ["openvino.tools.ovc.telemetry_stub"] * 2
+    assert probe["home"] == []
+
+
+@pytest.mark.skipif(not native_bf16(), reason="the CPU has no bf16 units")
+def test_bf16_hint_computes_in_bf16(probe):
+    """OpenVINO's bf16 replaces torch's bf16 autocast: as far from fp32 as that is (by
+    the smallest cosine similarity of a feature to its fp32 value), and not fp32."""
+    found = probe["bf16"]
+    assert found["max_diff_share"] > 1e-2
+    assert found["similarity"] >= found["autocast_similarity"] - 0.005
+    assert found["similarity"] > 0.98 and found["repeat_equal"]
+
+
+def test_runtime_applies_to_cnns_on_the_cpu(auto, monkeypatch):
+    assert runtime_for("cnn", "cpu", "fp32") == OV
+    assert runtime_for("vit", "cpu", "fp32") == TORCH_RUNTIME
+    assert runtime_for("cnn", "cuda", "fp32") == TORCH_RUNTIME
+    assert runtime_for("cnn", "cpu", "bf16") == (OV if native_bf16() else TORCH_RUNTIME)
+    monkeypatch.setattr("cl_bench.backbones.compiled.native_bf16", lambda: False)
+    assert runtime_for("cnn", "cpu", "bf16") == TORCH_RUNTIME  # torch emulates bf16
+    monkeypatch.setenv(SWITCH, "torch")
+    assert runtime_for("cnn", "cpu", "fp32") == TORCH_RUNTIME
+
+
+def test_switch_values_are_checked(monkeypatch):
+    monkeypatch.setenv(SWITCH, "tensorrt")
+    with pytest.raises(UserError, match="CL_BENCH_FROZEN_RUNTIME='tensorrt' is not a runtime"):
+        runtime_for("cnn", "cpu", "fp32")
+    monkeypatch.setattr("cl_bench.backbones.compiled.openvino_version", lambda: None)
+    monkeypatch.setenv(SWITCH, "auto")
+    assert runtime_for("cnn", "cpu", "fp32") == TORCH_RUNTIME
+    monkeypatch.setenv(SWITCH, "openvino")
+    with pytest.raises(UserError, match="not installed in this environment"):
+        runtime_for("cnn", "cpu", "fp32")
+
+
+def test_runtime_in_cache_key_and_config_only_where_it_runs(auto):
+    backbone, data = efficientnet_lite0("pretrained", SIZE), LOADERS["synthetic"](None)
+    backbone.runtime = OV
+    store = FeatureStore(torch.device("cpu"), progress=False, use_disk=False)
+    compiled_key = store.key(backbone, data, "train")
+    backbone.runtime = TORCH_RUNTIME
+    eager_key = store.key(backbone, data, "train")
+    assert compiled_key == (*eager_key, ("runtime", OV))  # torch keys stay what they were
+    scenario = load_method("simplecil")  # any card: only its name and params are read
+    for method, recorded in (("simplecil", OV), ("ewc", None)):  # ewc trains the images
+        config = resolved_config(load_method(method), scenario, backbone, "fp32", False)
+        assert config["backbone"].get("runtime") == recorded
+
+
+def test_run_records_the_runtime_and_keeps_eager_results_apart(tmp_path):
+    """The same SimpleCIL run through both runtimes (``python -m cl_bench``, see
+    compiled_probe.py for why not in-process): the same accuracies here (fp32 features
+    equal up to round-off), two result files and two cache entries per split."""
+    printed = {}
+    for runtime in ("torch", "auto"):
+        env = {**os.environ, SWITCH: runtime, "CL_BENCH_CACHE": str(tmp_path / "cache"),
+               "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(
+            [sys.executable, "-m", "cl_bench", "run", "--methods", "simplecil", "--scenario",
+             "synthetic", "--image-size", "32", "--precision", "fp32", "--out",
+             str(tmp_path / "out"), "--no-progress"],
+            capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+        assert done.returncode == 0, done.stderr
+        printed[runtime] = done.stdout
+    paths = sorted((tmp_path / "out").glob("runs/synthetic/simplecil/*.json"))
+    assert len(paths) == 2 and len(list((tmp_path / "cache").glob("*/*.npy"))) == 4
+    by_runtime = {json.loads(p.read_text())["config"]["backbone"].get("runtime"):
+                  json.loads(p.read_text()) for p in paths}
+    assert set(by_runtime) == {None, OV}
+    assert by_runtime[None]["acc_matrix"] == by_runtime[OV]["acc_matrix"]
+    assert f"cpu/fp32, frozen features through {OV}" in printed["auto"]
+    assert "frozen features through" not in printed["torch"]
