@@ -5,16 +5,17 @@ The default run's cost is its backbone pass: 6,000 embedded Fashion-MNIST images
 table). Each engine gets the same normalised batches of the embedded training images;
 the figure is images/s (best of ``repeat`` passes), its share of this CPU's fp32
 (and, where the CPU has bf16 units, bf16) matrix-multiply peak measured in the same
-process, and the largest feature difference against today's eager fp32 path with the
-share of features whose fp16 copy (what the feature store keeps) changes.
+process, and the largest feature difference against torch eager fp32 with the share of
+features whose fp16 copy (what the feature store keeps) changes.
 
     python -m bench.extraction_engines [images] [batch]
 
-Engines: torch eager in channels_last (what ``Backbone.features`` runs) and in the
-default layout; a frozen TorchScript graph (``torch.jit.freeze`` +
-``optimize_for_inference``); OpenVINO and ONNX Runtime when importable (neither is in
-the lock: ``pip install openvino onnxruntime onnx`` into a scratch folder on
-``PYTHONPATH``). Prints one JSON line."""
+Engines: torch eager in channels_last (``Backbone.features``, what runs with
+``CL_BENCH_FROZEN_RUNTIME=torch``) and in the default layout; a frozen TorchScript graph
+(``torch.jit.freeze`` + ``optimize_for_inference``); OpenVINO through
+``cl_bench.backbones.compiled.CompiledPass`` (what ``cl-bench run`` extracts with on the
+CPU; in the lock); ONNX Runtime when importable (not in the lock: ``pip install
+onnxruntime onnx`` into a scratch folder on ``PYTHONPATH``). Prints one JSON line."""
 
 from __future__ import annotations
 
@@ -32,9 +33,9 @@ from torch import nn
 
 from bench.common import timed
 from bench.throughput import gemm_gflops
-from cl_bench.backbones.base import PreLogits
+from cl_bench.backbones.base import Backbone, PreLogits
+from cl_bench.backbones.compiled import CompiledPass, native_bf16, openvino_version
 from cl_bench.backbones.efficientnet import efficientnet_lite0
-from cl_bench.engine.environment import detect_cpu_bf16
 from cl_bench.scenarios.transforms import ToModelInput
 
 LITE0_GFLOPS = 0.768
@@ -63,31 +64,22 @@ def torch_engines(pooled: nn.Module, plain: nn.Module,
             "torchscript freeze": script}
 
 
-def runtime_engines(pooled: nn.Module, example: torch.Tensor, threads: int) -> dict:
-    """OpenVINO (fp32, and bf16 where the CPU has bf16 units) and ONNX Runtime, each
-    with the seconds its conversion took; an engine that is not installed is named.
-    ``pooled``: the model in the default layout."""
+def runtime_engines(backbone: Backbone, pooled: nn.Module, example: torch.Tensor,
+                    threads: int) -> dict:
+    """OpenVINO through cl-bench's own compiled pass (fp32, and bf16 where the CPU has
+    bf16 units: what ``cl-bench run`` uses) and ONNX Runtime, each with the seconds its
+    conversion took; an engine that is not installed is named. ``pooled``: the model in
+    the default layout."""
     engines, missing = {}, []
-    try:
-        import openvino as ov
-    except ImportError:
+    version = openvino_version()
+    if version is None:
         missing.append("openvino")
     else:
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            traced = torch.jit.trace(pooled, example, check_trace=False)
-        graph = ov.convert_model(traced, input=[(-1, *example.shape[1:])])
-        convert_s = time.perf_counter() - t0
-        hints = ["f32", "bf16"] if detect_cpu_bf16() else ["f32"]
-        for hint in hints:
-            compiled = ov.Core().compile_model(graph, "CPU", {
-                "INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": hint})
-            request = compiled.create_infer_request()
-
-            def run(x, request=request):
-                request.infer({0: x.contiguous().numpy()})
-                return torch.from_numpy(request.get_output_tensor(0).data.copy())
-            engines[f"openvino {ov.__version__} {hint}"] = (run, convert_s)
+        for precision in ["fp32", "bf16"] if native_bf16() else ["fp32"]:
+            backbone.precision = precision
+            t0 = time.perf_counter()
+            compiled = CompiledPass(backbone, threads)
+            engines[f"openvino {version} {precision}"] = (compiled, time.perf_counter() - t0)
     try:
         import onnxruntime as ort
     except ImportError:
@@ -130,7 +122,7 @@ def main(images: int = 256, batch: int = 32, repeat: int = 2) -> dict:
     batches = [backbone.normalize(ToModelInput(backbone.input_size)(raw[s:s + batch]))
                for s in range(0, images, batch)]
     peaks = {"fp32": gemm_gflops(torch.float32)}
-    if detect_cpu_bf16():
+    if native_bf16():
         peaks["bf16"] = gemm_gflops(torch.bfloat16)
     pooled = PreLogits(backbone.model).eval()
     plain = copy.deepcopy(pooled).to(memory_format=torch.contiguous_format)
@@ -138,7 +130,7 @@ def main(images: int = 256, batch: int = 32, repeat: int = 2) -> dict:
     for name, run in torch_engines(pooled, plain, batches[0]).items():
         rows[name], features = measure(run, batches, reference, repeat)
         reference = features if reference is None else reference
-    found = runtime_engines(plain, batches[0], threads)
+    found = runtime_engines(backbone, plain, batches[0], threads)
     for name, (run, convert_s) in found["engines"].items():
         rows[name], _ = measure(run, batches, reference, repeat)
         rows[name]["convert_s"] = convert_s
