@@ -36,6 +36,7 @@ from cl_bench.engine.checkpoint import KILL_ENV, rng_state, set_rng_state
 from cl_bench.engine.environment import seed_everything
 from cl_bench.engine.recording import Recorder
 from cl_bench.engine.runner import quiet_evaluator
+from cl_bench.scenarios.image_data import ImageData
 from cl_bench.scenarios.loaders import synthetic
 from cl_bench.scenarios.order import task_split
 from cl_bench.scenarios.stream import Stream, build_stream
@@ -93,6 +94,20 @@ def e2e_run(tmp_path_factory, private_feature_cache) -> tuple[Path, object, dict
     records = {json.loads(p.read_text())["method"]: json.loads(p.read_text())
                for p in sorted(out.glob("runs/*/*/*.json"))}
     return out, result, records
+
+
+def balanced_subset(data: ImageData, n_train: int, n_test: int) -> ImageData:
+    """The first images of each class in turn (every class present), so a run sees
+    n_train / n_test images: feature chunks of 32 on CPU leave 1 to 3 at the end."""
+    def take(x, y, n):
+        rank = torch.zeros_like(y)
+        for c in y.unique():
+            rank[y == c] = torch.arange(int((y == c).sum()))
+        idx = torch.argsort(rank * data.n_classes + y)[:n]
+        return x[idx], y[idx]
+    train_x, train_y = take(data.train_x, data.train_y, n_train)
+    test_x, test_y = take(data.test_x, data.test_y, n_test)
+    return ImageData(data.name, train_x, train_y, test_x, test_y, data.class_names)
 
 
 # -------------------------------------------- refusals and card variants

@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import invoke
+from conftest import balanced_subset, invoke
 
 from cl_bench import scenarios
 from cl_bench.engine.environment import resolve_precision
 from cl_bench.engine.features import extract
-from cl_bench.scenarios.image_data import ImageData
 from cl_bench.scenarios.loaders import FMNIST_FILES, FMNIST_SYSTEM_DIR, LOADERS
 from cl_bench.scenarios.transforms import ToModelInput
 from cl_bench.store.feature_cache import read_entry
@@ -92,20 +91,6 @@ def test_model_input_is_unchanged_for_unambiguous_shapes(shape):
                                  align_corners=False, antialias=True)
     got = ToModelInput(SIZE)(x)
     assert torch.equal(got, expected if x.dim() == 4 else expected[0])
-
-
-def balanced_subset(data: ImageData, n_train: int, n_test: int) -> ImageData:
-    """The first images of each class in turn (every class present), so a run sees
-    n_train / n_test images: feature chunks of 32 on CPU leave 1 to 3 at the end."""
-    def take(x, y, n):
-        rank = torch.zeros_like(y)
-        for c in y.unique():
-            rank[y == c] = torch.arange(int((y == c).sum()))
-        idx = torch.argsort(rank * data.n_classes + y)[:n]
-        return x[idx], y[idx]
-    train_x, train_y = take(data.train_x, data.train_y, n_train)
-    test_x, test_y = take(data.test_x, data.test_y, n_test)
-    return ImageData(data.name, train_x, train_y, test_x, test_y, data.class_names)
 
 
 def cached_rows(cache: Path) -> list[int]:
