@@ -1,11 +1,13 @@
-"""What test_compiled_features.py asserts about OpenVINO-compiled features, measured in a
-process of its own (run as a script; prints one JSON object): once OpenVINO is imported,
-a pytest process's later in-process CLI runs (click's CliRunner) lose pytest's captured
-stderr, so the test process never imports it."""
+"""What test_compiled_features.py asserts about OpenVINO-compiled features and runs,
+measured in a process of its own (run as a script with a scratch folder; prints one JSON
+object): once OpenVINO is imported, a pytest process's later in-process CLI runs
+(click's CliRunner) lose pytest's captured stderr, so the test process never imports
+it."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import numpy as np
 import torch
 
 from cl_bench.backbones.base import TORCH_RUNTIME
-from cl_bench.backbones.compiled import frozen_features, native_bf16, runtime_for
+from cl_bench.backbones.compiled import SWITCH, frozen_features, native_bf16, runtime_for
 from cl_bench.backbones.efficientnet import efficientnet_lite0
 from cl_bench.scenarios.transforms import ToModelInput
 
@@ -79,10 +81,35 @@ def bf16(images: torch.Tensor, ov: str) -> dict | None:
             "repeat_equal": torch.equal(frozen_features(backbone, images), compiled)}
 
 
-def main() -> dict:
+def runs(out: Path) -> dict:
+    """The same SimpleCIL run through torch eager and through the compiled runtime (the
+    CLI in this process, with its own feature cache): what each printed, the result
+    files by runtime and the cache entries."""
+    from typer.testing import CliRunner
+
+    from cl_bench.commands.cli import app
+    printed = {}
+    for runtime in ("torch", "auto"):
+        os.environ[SWITCH] = runtime
+        result = CliRunner().invoke(app, [
+            "run", "--methods", "simplecil", "--scenario", "synthetic", "--image-size", "32",
+            "--precision", "fp32", "--out", str(out / "out"), "--no-progress"])
+        printed[runtime] = {"exit_code": result.exit_code, "stdout": result.stdout}
+    records = [json.loads(p.read_text()) for p in (out / "out").glob("runs/*/*/*.json")]
+    return {"printed": printed,
+            "acc_matrix": {str(r["config"]["backbone"].get("runtime")): r["acc_matrix"]
+                           for r in records},
+            "results": len(records),
+            "cache_entries": len(list((out / "cache").glob("*/*.npy")))}
+
+
+def main(out: Path) -> dict:
+    os.environ["CL_BENCH_CACHE"] = str(out / "cache")
+    found = {"cli": runs(out)}
+    os.environ[SWITCH] = "auto"
     ov = runtime_for("cnn", "cpu", "fp32")
     images = ToModelInput(SIZE)(torch.from_numpy(np.load(DATA)["train_x"][:24]).unsqueeze(1))
-    found = {"runtime": ov, "fp32": fp32(images, ov), "bf16": bf16(images, ov)}
+    found.update({"runtime": ov, "fp32": fp32(images, ov), "bf16": bf16(images, ov)})
     found["telemetry"] = [sys.modules[f"openvino.tools.ovc.{m}"].tm.__name__
                           for m in ("convert_impl", "telemetry_utils")]
     found["recompiled"] = recompiled(images, ov)  # last: it leaves one thread
@@ -90,4 +117,4 @@ def main() -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main()))
+    print(json.dumps(main(Path(sys.argv[1]))))
