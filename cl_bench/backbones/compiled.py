@@ -2,16 +2,17 @@
 
 Extracting the frozen features is most of the default run's time, and in torch eager on
 a CPU EfficientNet-Lite0's depthwise convolutions keep it far from the machine's matrix
-peak: 47 images/s at 224 px on 2 AVX512-BF16 cores against 171 through OpenVINO in fp32
+peak: 45 images/s at 224 px on 2 AVX512-BF16 cores against 171 through OpenVINO in fp32
 (``python -m bench.extraction_engines``, figure (g) of ``bench/README.md``). The network
 is traced from the torch model itself, weights included, so there is one definition of
-the backbone; the runtime only schedules its arithmetic otherwise.
+the backbone; the runtime fuses and schedules its arithmetic (batch norm folded into the
+convolutions).
 
 What is kept equal, and tested (``tests/test_compiled_features.py``): in fp32 the
 features agree with torch eager fp32 to 1e-4 of the largest feature; a run's features
 are bit-identical across calls and independent of the batch an image is in. In bf16 the
 runtime's bf16 convolutions replace torch's bf16 autocast: both differ from fp32 by
-bf16's rounding (OpenVINO's less, figure (g)).
+bf16's rounding (OpenVINO's by no more, tested).
 
 Where it applies: CNN backbones (``Backbone.kind == "cnn"``) on the CPU in fp32 or
 bf16. ViTs stay in torch (their passes are matrix products torch already runs near the
