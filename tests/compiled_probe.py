@@ -82,9 +82,10 @@ def bf16(images: torch.Tensor, ov: str) -> dict | None:
 
 
 def runs(out: Path) -> dict:
-    """The same SimpleCIL run through torch eager and through the compiled runtime (the
-    CLI in this process, with its own feature cache): what each printed, the result
-    files by runtime and the cache entries."""
+    """The same SimpleCIL and APER w/ BN runs (APER's adapted CNN stays in torch, its
+    frozen features do not) through torch eager and through the compiled runtime (the
+    CLI in this process, with its own feature cache): what each printed, the accuracy
+    matrices by method and runtime, the result files and the cache entries."""
     from typer.testing import CliRunner
 
     from cl_bench.commands.cli import app
@@ -92,13 +93,14 @@ def runs(out: Path) -> dict:
     for runtime in ("torch", "auto"):
         os.environ[SWITCH] = runtime
         result = CliRunner().invoke(app, [
-            "run", "--methods", "simplecil", "--scenario", "synthetic", "--image-size", "32",
-            "--precision", "fp32", "--out", str(out / "out"), "--no-progress"])
+            "run", "--methods", "simplecil,aper", "--set", "aper.adapt=bn", "--set",
+            "aper.epochs=1", "--scenario", "synthetic", "--image-size", "32", "--precision",
+            "fp32", "--out", str(out / "out"), "--no-progress"])
         printed[runtime] = {"exit_code": result.exit_code, "stdout": result.stdout}
     records = [json.loads(p.read_text()) for p in (out / "out").glob("runs/*/*/*.json")]
     return {"printed": printed,
-            "acc_matrix": {str(r["config"]["backbone"].get("runtime")): r["acc_matrix"]
-                           for r in records},
+            "acc_matrix": {f'{r["method"]} {r["config"]["backbone"].get("runtime")}':
+                           r["acc_matrix"] for r in records},
             "results": len(records),
             "cache_entries": len(list((out / "cache").glob("*/*.npy")))}
 

@@ -124,13 +124,19 @@ def test_runtime_in_cache_key_and_config_only_where_it_runs(auto):
 
 
 def test_run_records_the_runtime_and_keeps_eager_results_apart(probe):
-    """The same SimpleCIL run through both runtimes: the same accuracies here (fp32
-    features equal up to round-off), two result files and two cache entries per split."""
+    """The same SimpleCIL and APER w/ BN runs through both runtimes: the same accuracies
+    here (fp32 features equal up to round-off), a result file per method and runtime,
+    and cache entries per runtime for the frozen features but one set for the adapted
+    CNN's (extracted in torch either way: the second run reads them)."""
     cli = probe["cli"]
     assert {r: cli["printed"][r]["exit_code"] for r in ("torch", "auto")} == {
-        "torch": 0, "auto": 0}
-    assert cli["results"] == 2 and cli["cache_entries"] == 4
-    assert set(cli["acc_matrix"]) == {"None", OV}
-    assert cli["acc_matrix"]["None"] == cli["acc_matrix"][OV]
+        "torch": 0, "auto": 0}, cli["printed"]
+    assert cli["results"] == 4
+    assert set(cli["acc_matrix"]) == {f"{m} {r}" for m in ("simplecil", "aper")
+                                      for r in ("None", OV)}
+    for method in ("simplecil", "aper"):
+        assert cli["acc_matrix"][f"{method} None"] == cli["acc_matrix"][f"{method} {OV}"]
     assert f"cpu/fp32, frozen features through {OV}" in cli["printed"]["auto"]["stdout"]
+    # frozen: 2 splits x 2 runtimes; adapted (+bn): 2 splits, written once, read again
+    assert cli["cache_entries"] == 2 * 2 + 2
     assert "frozen features through" not in cli["printed"]["torch"]["stdout"]

@@ -16,8 +16,9 @@ bf16's rounding (OpenVINO's by no more, tested).
 
 Where it applies: CNN backbones (``Backbone.kind == "cnn"``) on the CPU in fp32 or
 bf16. ViTs stay in torch (their passes are matrix products torch already runs near the
-peak), and so do GPUs. The runtime is part of a result's config (``backbone.runtime``)
-and of the feature-cache key, so results and cached features of the two never mix.
+peak), and so do GPUs and APER's adapted CNNs (``adapted_backbone``). The runtime is
+part of a result's config (``backbone.runtime``) and of the feature-cache key, so
+results and cached features of the two never mix.
 ``$CL_BENCH_FROZEN_RUNTIME``: ``auto`` (default: OpenVINO where it applies and is
 installed), ``openvino`` (the same, refusing to run without it), ``torch`` (eager
 everywhere, as before).

@@ -37,7 +37,7 @@ from torch import nn
 from torch.func import functional_call
 
 from cl_bench.backbones.adapters import AdapterSet, adapted
-from cl_bench.backbones.base import Backbone, PreLogits
+from cl_bench.backbones.base import TORCH_RUNTIME, Backbone, PreLogits
 from cl_bench.errors import UserError
 
 VARIANTS = ("auto", "adapter", "finetune", "bn", "none")
@@ -190,6 +190,9 @@ def weights_digest(frozen: Backbone, variant: str, adaptation: nn.Module) -> str
 
 def adapted_backbone(frozen: Backbone, variant: str, adaptation: nn.Module) -> Backbone:
     """The adapted network as a frozen :class:`Backbone` (eval mode, no gradients) named
-    ``<backbone>+<variant>``, keyed in the feature cache by its own weights digest."""
+    ``<backbone>+<variant>``, keyed in the feature cache by its own weights digest. Its
+    passes run in torch whatever runs the frozen one's: they substitute tensors through
+    ``functional_call``, which a compiled runtime's tracer cannot follow."""
     return replace(frozen, name=f"{frozen.name}+{variant}", model=_AsModel(adaptation),
-                   weights_digest=weights_digest(frozen, variant, adaptation))
+                   weights_digest=weights_digest(frozen, variant, adaptation),
+                   runtime=TORCH_RUNTIME)
