@@ -36,11 +36,12 @@ class ChildRun:
     peak_rss_gb: float
 
 
-def run_child(cmd: list[str], what: str) -> ChildRun:
-    """Run ``cmd`` as its own process, so that its peak RSS is its workload's alone."""
+def run_child(cmd: list[str], what: str, cwd: str | None = None) -> ChildRun:
+    """Run ``cmd`` (in ``cwd``) as its own process, so that its peak RSS is its
+    workload's alone."""
     with tempfile.TemporaryFile(mode="w+") as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, cwd=cwd)
         out = proc.stdout.read()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0

@@ -1,6 +1,6 @@
 """The performance harness: every figure as a ratio measured in one process run.
 
-    python -m bench.run            # all seven figures, about 17 minutes on 2 cores
+    python -m bench.run            # all eight figures, about 20 minutes on 2 cores
     python -m bench.run b c        # a subset
 
 (a) second invocation vs first (feature cache), target >= 5x
@@ -18,17 +18,25 @@
 (g) frozen EfficientNet-Lite0 extraction (the default run's backbone pass) through
     torch eager, TorchScript, OpenVINO and ONNX Runtime: images/s, share of this CPU's
     matmul peak, largest feature difference against eager fp32
+(h) our DualPrompt and CODA-Prompt vs LAMDA-PILOT's on (d)'s shape, each in its own
+    process: time and memory (the issue's targets: <= 0.5x and <= 0.6x); needs a
+    LAMDA-PILOT checkout ($CL_BENCH_PILOT, default ../LAMDA-PILOT beside this
+    repository; bench/parity.md says which commit) and runs it with (d)'s
+    bench/.venv-avalanche
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 from bench.common import run_child
 
 BENCH = Path(__file__).resolve().parent
+PILOT_FILES = ("models/dualprompt.py", "models/coda_prompt.py", "exps/dualprompt.json",
+               "exps/coda_prompt.json", "trainer.py")
 
 
 def figure_d() -> dict:
@@ -46,11 +54,60 @@ def figure_d() -> dict:
     out = {"avalanche": {**peer.result, "wall_s": peer.wall_s, "peak_rss_gb": peer.peak_rss_gb},
            "ours": []}
     for blocks in ("0", "8"):
-        ours = run_child([sys.executable, "-m", "bench.l2p_shape", "auto", blocks], "our L2P")
-        out["ours"].append({**ours.result, "wall_s": ours.wall_s,
-                            "peak_rss_gb": ours.peak_rss_gb,
-                            "time_ratio": ours.result["seconds"] / peer.result["seconds"],
-                            "memory_ratio": ours.peak_rss_gb / peer.peak_rss_gb})
+        out["ours"].append(ours_against("l2p", blocks, peer))
+    return out
+
+
+def ours_against(method: str, blocks: str, peer) -> dict:
+    """Our ``method`` on the shape of bench.prompt_shape in its own process, with its
+    time and peak RSS as ratios of the peer's (``peer``: a finished ChildRun)."""
+    ours = run_child([sys.executable, "-m", "bench.prompt_shape", method, "auto", blocks],
+                     f"our {method}")
+    return {**ours.result, "wall_s": ours.wall_s, "peak_rss_gb": ours.peak_rss_gb,
+            "time_ratio": ours.result["seconds"] / peer.result["seconds"],
+            "memory_ratio": ours.peak_rss_gb / peer.peak_rss_gb}
+
+
+def pilot_checkout() -> Path:
+    """The LAMDA-PILOT checkout (h) runs, or SystemExit's message naming what to do."""
+    root = Path(os.environ.get("CL_BENCH_PILOT", BENCH.parent.parent / "LAMDA-PILOT"))
+    missing = [f for f in PILOT_FILES if not (root / f).is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"no LAMDA-PILOT checkout at {root} (missing {', '.join(missing)}); clone it "
+            "there at the commit bench/parity.md names, or point $CL_BENCH_PILOT at one")
+    return root
+
+
+def figure_h() -> dict:
+    """LAMDA-PILOT's DualPrompt and CODA-Prompt (in bench/.venv-avalanche, in a scratch
+    copy of its checkout with bench/parity/patch_pc.py's edits, which at ViT-B/16 change
+    nothing but let CODA-Prompt train on the CPU) and ours on (d)'s shape, each in its
+    own process, ours with the card defaults and with checkpoint_blocks 8."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from bench.parity.patch_pc import patch as patch_pc
+    from bench.peer_venv import PeerVenvError, peer_python
+    try:
+        root, python = pilot_checkout(), peer_python()
+    except (FileNotFoundError, PeerVenvError) as e:
+        print(f"(h) not measured: {e}", file=sys.stderr)
+        return {"not_measured": str(e)}
+    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                            text=True).stdout.strip() or "not a git checkout"
+    out = {"pilot": str(root), "pilot_commit": commit}
+    scratch = Path(tempfile.mkdtemp(prefix="pilot-"))
+    shutil.copytree(root, scratch / "pilot", ignore=shutil.ignore_patterns(".git"))
+    patch_pc(scratch / "pilot")
+    for method in ("dualprompt", "coda-prompt"):
+        peer = run_child([str(python), str(BENCH / "pilot_prompt_shape.py"), method],
+                         f"LAMDA-PILOT's {method}", cwd=str(scratch / "pilot"))
+        out[method] = {"pilot": {**peer.result, "wall_s": peer.wall_s,
+                                 "peak_rss_gb": peer.peak_rss_gb},
+                       "ours": [ours_against(method, blocks, peer) for blocks in ("0", "8")]}
+    shutil.rmtree(scratch)
     return out
 
 
@@ -65,7 +122,7 @@ def main(which: list[str]) -> dict:
     )
     figures = {"a": features_reuse.main, "b": tosca_eval.main, "c": loop_overhead.main,
                "d": figure_d, "e": throughput.main, "f": threads_loaded.main,
-               "g": extraction_engines.main}
+               "g": extraction_engines.main, "h": figure_h}
     results = {}
     for key in which or list(figures):
         results[key] = figures[key]()

@@ -45,11 +45,12 @@ class ToModelInput:
         if single:
             x = x[None]  # a batch of one
         x = x.float().div_(255.0)
-        if x.shape[1] == 1:
-            x = x.expand(-1, 3, -1, -1)
         if x.shape[-1] != self.size or x.shape[-2] != self.size:
+            # per channel, so a greyscale image is resized once, before it is repeated
             x = F.interpolate(x, size=(self.size, self.size), mode="bilinear",
                               align_corners=False, antialias=True)
+        if x.shape[1] == 1:
+            x = x.expand(-1, 3, -1, -1)
         return x[0] if single else x
 
 

@@ -1,0 +1,32 @@
+"""bench (d) and (h)'s harness: our side takes exactly the prompt methods it is written
+for, and (h) without a LAMDA-PILOT checkout says what is missing and how to get it
+instead of failing (the figures themselves are measured, never asserted)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import prompt_shape
+from bench import run as bench_run
+
+
+def test_prompt_shape_arguments():
+    assert prompt_shape.arguments(["l2p"]) == ("l2p", "auto", 0)
+    assert prompt_shape.arguments(["coda-prompt", "fp32", "8"]) == ("coda-prompt", "fp32", 8)
+    for bad in ([], ["tosca"], ["l2p", "auto", "0", "extra"]):
+        with pytest.raises(SystemExit, match="usage: python -m bench.prompt_shape"):
+            prompt_shape.arguments(bad)
+
+
+def test_figure_h_without_a_checkout_names_what_is_missing(tmp_path, monkeypatch, capsys):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "dualprompt.py").write_text("")
+    monkeypatch.setenv("CL_BENCH_PILOT", str(tmp_path))
+    out = bench_run.figure_h()
+    assert set(out) == {"not_measured"}
+    message = out["not_measured"]
+    assert f"no LAMDA-PILOT checkout at {tmp_path}" in message
+    assert ("missing models/coda_prompt.py, exps/dualprompt.json, exps/coda_prompt.json, "
+            "trainer.py") in message
+    assert "bench/parity.md" in message and "$CL_BENCH_PILOT" in message
+    assert "(h) not measured: " + message in capsys.readouterr().err
