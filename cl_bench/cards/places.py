@@ -4,6 +4,8 @@ file is read."""
 
 from __future__ import annotations
 
+import copy
+from functools import lru_cache
 from pathlib import Path
 
 import yaml
@@ -19,10 +21,26 @@ BENCHMARKS_DIR = (_PACKAGED or ROOT) / "benchmarks"
 BASELINES_DIR = _PACKAGED / "baselines" if _PACKAGED else ROOT / "results" / "baselines"
 
 
+@lru_cache(maxsize=256)
+def _parsed(text: str) -> object:
+    """``yaml.safe_load(text)``, by libyaml where PyYAML has it. A card is read many
+    times in one process (every lookup of a card's kind and needs reads its file); the
+    parse is kept per text, so an edited file is parsed again. A text libyaml refuses
+    is parsed again by PyYAML's own parser, whose error (and its message) is raised."""
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is not None:
+        try:
+            return yaml.load(text, Loader=loader)  # noqa: S506 -- a safe loader
+        except yaml.YAMLError:
+            pass
+    return yaml.safe_load(text)
+
+
 def read_yaml(path: Path) -> dict:
-    """Parse a YAML mapping, turning syntax errors into a one-paragraph error."""
+    """Parse a YAML mapping, turning syntax errors into a one-paragraph error. The
+    caller gets its own copy: it may change what it gets."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = copy.deepcopy(_parsed(path.read_text(encoding="utf-8")))
     except UnicodeDecodeError as e:
         raise UserError(f"{path} is not UTF-8 text (byte {e.object[e.start]:#04x} at offset "
                         f"{e.start}). Save the card as UTF-8 and run again.") from None
