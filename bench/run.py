@@ -98,16 +98,16 @@ def figure_h() -> dict:
     commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                             text=True).stdout.strip() or "not a git checkout"
     out = {"pilot": str(root), "pilot_commit": commit}
-    scratch = Path(tempfile.mkdtemp(prefix="pilot-"))
-    shutil.copytree(root, scratch / "pilot", ignore=shutil.ignore_patterns(".git"))
-    patch_pc(scratch / "pilot")
-    for method in ("dualprompt", "coda-prompt"):
-        peer = run_child([str(python), str(BENCH / "pilot_prompt_shape.py"), method],
-                         f"LAMDA-PILOT's {method}", cwd=str(scratch / "pilot"))
-        out[method] = {"pilot": {**peer.result, "wall_s": peer.wall_s,
-                                 "peak_rss_gb": peer.peak_rss_gb},
-                       "ours": [ours_against(method, blocks, peer) for blocks in ("0", "8")]}
-    shutil.rmtree(scratch)
+    with tempfile.TemporaryDirectory(prefix="pilot-") as scratch:
+        copy = Path(scratch) / "pilot"
+        shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".git"))
+        patch_pc(copy)
+        for method in ("dualprompt", "coda-prompt"):
+            peer = run_child([str(python), str(BENCH / "pilot_prompt_shape.py"), method],
+                             f"LAMDA-PILOT's {method}", cwd=str(copy))
+            out[method] = {"pilot": {**peer.result, "wall_s": peer.wall_s,
+                                     "peak_rss_gb": peer.peak_rss_gb},
+                           "ours": [ours_against(method, b, peer) for b in ("0", "8")]}
     return out
 
 

@@ -51,7 +51,8 @@ def test_a_run_logged_to_a_file_has_no_carriage_returns(tmp_path):
     with log.open("w") as sink:
         done = subprocess.run([sys.executable, "-m", "cl_bench", "run", "--out",
                                str(tmp_path / "out"), "--scenario", "synthetic", "--methods",
-                               "tosca", "--precision", "fp32", "--set", "tosca.epochs=2"],
+                               "tosca", "--precision", "fp32", "--set", "tosca.epochs=2",
+                               "--image-size", "64"],  # what is logged, not the features
                               stdout=sink, stderr=subprocess.STDOUT,
                               env={**os.environ, "CL_BENCH_CACHE": str(tmp_path / "cache")})
     text = log.read_text()
