@@ -31,6 +31,7 @@ from cl_bench.engine.environment import resolve_precision  # noqa: E402
 from cl_bench.engine.features import FeatureStore  # noqa: E402
 from cl_bench.engine.recording import Recorder  # noqa: E402
 from cl_bench.engine.runner import quiet_evaluator  # noqa: E402
+from cl_bench.errors import UserError  # noqa: E402
 from cl_bench.scenarios.stream import build_stream  # noqa: E402
 
 METHODS = ("l2p", "dualprompt", "coda-prompt")
@@ -73,11 +74,23 @@ def main(method: str, precision: str = "auto", checkpoint_blocks: int = 0) -> di
 
 
 def arguments(argv: list[str]) -> tuple[str, str, int]:
+    """``METHOD [precision] [checkpoint_blocks]``, each checked before anything runs;
+    anything else exits 2 with what is wrong and the usage."""
+    problem = None
     if not argv or argv[0] not in METHODS or len(argv) > 3:
-        raise SystemExit(f"usage: python -m bench.prompt_shape {{{','.join(METHODS)}}} "
-                         "[precision] [checkpoint_blocks]")
+        problem = f"got {' '.join(argv)!r}"
+    elif len(argv) > 2 and not argv[2].isdigit():
+        problem = f"checkpoint_blocks {argv[2]!r} is not an integer >= 0"
+    else:
+        try:
+            resolve_precision(argv[1] if len(argv) > 1 else "auto", torch.device("cpu"))
+        except UserError as e:
+            problem = str(e)
+    if problem:
+        print(f"{problem}\nusage: python -m bench.prompt_shape {{{','.join(METHODS)}}} "
+              "[precision] [checkpoint_blocks >= 0]", file=sys.stderr)
+        sys.exit(2)
     return argv[0], argv[1] if len(argv) > 1 else "auto", int(argv[2]) if len(argv) > 2 else 0
-
 
 if __name__ == "__main__":
     print(json.dumps(main(*arguments(sys.argv[1:]))))

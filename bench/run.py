@@ -69,7 +69,8 @@ def ours_against(method: str, blocks: str, peer) -> dict:
 
 
 def pilot_checkout() -> Path:
-    """The LAMDA-PILOT checkout (h) runs, or SystemExit's message naming what to do."""
+    """The LAMDA-PILOT checkout (h) runs; FileNotFoundError naming what is missing and
+    what to do when there is none."""
     root = Path(os.environ.get("CL_BENCH_PILOT", BENCH.parent.parent / "LAMDA-PILOT"))
     missing = [f for f in PILOT_FILES if not (root / f).is_file()]
     if missing:

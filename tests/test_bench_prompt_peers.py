@@ -10,13 +10,19 @@ from bench import prompt_shape
 from bench import run as bench_run
 
 
-def test_prompt_shape_arguments():
+def test_prompt_shape_arguments(capsys):
     assert prompt_shape.arguments(["l2p"]) == ("l2p", "auto", 0)
     assert prompt_shape.arguments(["coda-prompt", "fp32", "8"]) == ("coda-prompt", "fp32", 8)
-    for bad in ([], ["tosca"], ["l2p", "auto", "0", "extra"]):
-        with pytest.raises(SystemExit, match="usage: python -m bench.prompt_shape"):
+    for bad, why in (([], "got ''"), (["tosca"], "got 'tosca'"),
+                     (["l2p", "auto", "0", "extra"], "got 'l2p auto 0 extra'"),
+                     (["l2p", "auto", "-1"], "checkpoint_blocks '-1' is not an integer >= 0"),
+                     (["l2p", "auto", "x"], "checkpoint_blocks 'x' is not an integer >= 0"),
+                     (["l2p", "bogus"], 'Unknown precision "bogus"')):
+        with pytest.raises(SystemExit) as stop:
             prompt_shape.arguments(bad)
-
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert why in err and "usage: python -m bench.prompt_shape" in err
 
 def test_figure_h_without_a_checkout_names_what_is_missing(tmp_path, monkeypatch, capsys):
     (tmp_path / "models").mkdir()
