@@ -148,23 +148,57 @@ def test_requeued_job_resumes_from_its_checkpoint(slurm_cluster, probe, start_gr
     assert record["acc_matrix"] == records(tmp_path / "plain")[("probe", 3)]["acc_matrix"]
 
 
-def limit(job: str, minutes: int, start_now: bool = False) -> None:
-    """Change the time limit of a job's unfinished tasks (root may, on any job): the
-    tests shorten a running job's limit once it is past its start-up, instead of
-    waiting out a long one (an array with a finished task refuses a job-wide update)."""
-    extra = ["StartTime=now"] if start_now else []
-    listed = subprocess.run(["squeue", "-h", "-j", job, "-o", "%i"], capture_output=True,
+def tasks_of(job: str) -> dict[str, int]:
+    """Seconds run so far by each unfinished task of a job (a plain job: itself; an
+    array: `<job>_<i>`), picked from the whole queue by array job id (`squeue -j` once
+    listed none of a job's tasks here while one of them was running)."""
+    listed = subprocess.run(["squeue", "-h", "-o", "%i %F %M"], capture_output=True,
                             text=True, check=True)
-    for task in listed.stdout.split():
+    found = {}
+    for task, array, used in (line.split() for line in listed.stdout.splitlines()):
+        if array == job:
+            days, _, clock = used.rpartition("-")  # [days-][hours:]minutes:seconds
+            seconds = 0
+            for part in clock.split(":"):
+                seconds = seconds * 60 + int(part)
+            found[task] = seconds + 86400 * int(days or 0)
+    return found
+
+
+def limit(job: str, minutes: int, start_now: bool = False) -> None:
+    """Change the time limit of a job's unfinished tasks (root may, on any job; an
+    array with a finished task refuses a job-wide update)."""
+    extra = ["StartTime=now"] if start_now else []
+    for task in tasks_of(job):
         subprocess.run(["scontrol", "update", f"JobId={task}", f"TimeLimit={minutes}", *extra],
                        check=True)
 
 
+def end_soon(job: str) -> None:
+    """Cut a running job's limit so that it ends 60-120 s from now, instead of waiting
+    out its --slurm-time 5. That is more than the 75 s before its limit at which the job
+    asked for submitit's USR2, so SLURM's periodic check (every 30 s) sends the signal
+    before the limit kills the job. A flat one-minute limit raced: on a slow machine a
+    job held past its first minute was past its new limit when it got it, and SLURM
+    killed it at its next check, USR2 or not (its run then has no failure record)."""
+    tasks = tasks_of(job)
+    assert tasks, f"job {job} has no unfinished task"
+    for task, seconds in tasks.items():
+        subprocess.run(["scontrol", "update", f"JobId={task}", f"TimeLimit={seconds // 60 + 2}"],
+                       check=True)
+
+
+def job_logs(out: Path) -> str:
+    """What submitit's jobs wrote to stderr, for a failed assertion to show."""
+    return "\n".join(f"{p}:\n{p.read_text()[-3000:]}"
+                     for p in sorted(out.glob("runs/_submitit/*/*.err")))
+
+
 def test_time_limit_requeues_or_reports_timeout(slurm_cluster, probe, start_grid, tmp_path):
     """Two grids at once, each with one run held at its second task until its job's
-    limit is cut to one minute: with --slurm-requeue the job is signalled before the
-    limit, requeues itself, resumes from its checkpoint and finishes; without it, the
-    run times out, status says so, the other run of its grid finishes, and the same
+    limit is cut to end a minute or two later: with --slurm-requeue the job is signalled
+    before the limit, requeues itself, resumes from its checkpoint and finishes; without
+    it, the run times out, status says so, the other run of its grid finishes, and the same
     command reruns only the one that timed out."""
     kept, lost = tmp_path / "kept", tmp_path / "lost"
     requeued = start_grid(kept, "--seeds", "4", "--launcher", "slurm", "--slurm-requeue",
@@ -174,8 +208,8 @@ def test_time_limit_requeues_or_reports_timeout(slurm_cluster, probe, start_grid
                        *FP32, log=tmp_path / "lost.log", PROBE_HOLD_TASK="1@5")
     wait_until(lambda: sorted(s for s, _ in holds(probe)) == ["4", "5"], "seeds 4 and 5 to hold")
     kept_job, lost_job = (job_of((tmp_path / f"{g}.log").read_text()) for g in ("kept", "lost"))
-    limit(kept_job, 1)
-    limit(lost_job, 1)
+    end_soon(kept_job)
+    end_soon(lost_job)
     wait_until(lambda: pending(kept_job), "seed 4's job to requeue itself")
     limit(kept_job, 5, start_now=True)
     assert timed.wait(WAIT_S) == 1, (tmp_path / "lost.log").read_text()
@@ -184,7 +218,8 @@ def test_time_limit_requeues_or_reports_timeout(slurm_cluster, probe, start_grid
     assert records(kept)[("probe", 4)]["timing"]["resumed_from_task"] == 1
     assert "REQUEUED" in sacct_states(kept_job)
     status = status_of(lost)
-    assert "timed out: the SLURM job reached its --slurm-time" in status, status
+    assert "timed out: the SLURM job reached its --slurm-time" in status, (
+        status + job_logs(lost))
     assert status.splitlines()[-1] == "2 runs: 1 done, 0 running, 1 failed, 0 pending", status
     again = invoke("run", "--out", str(lost), *GRID, "--seeds", "5,6", "--launcher", "slurm",
                    "--slurm-time", "5", *FP32)
