@@ -158,7 +158,7 @@ def test_the_features_version_is_part_of_the_key(monkeypatch):
     _, backbone, data = fake_parts([])
     store = FeatureStore(CPU, progress=False)
     before = store.path(store.key(backbone, data, "train"))
-    assert store.key(backbone, data, "train")[-1] == f"features-v{features.FEATURES_VERSION}"
+    assert f"features-v{features.FEATURES_VERSION}" in store.key(backbone, data, "train")
     monkeypatch.setattr(features, "FEATURES_VERSION", features.FEATURES_VERSION + 1)
     after = store.path(store.key(backbone, data, "train"))
     assert after != before and after.parent == before.parent

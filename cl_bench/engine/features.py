@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from cl_bench.backbones.base import TORCH_RUNTIME, Backbone, autocast
 from cl_bench.backbones.compiled import frozen_features
+from cl_bench.cpu_flags import cpu_kind
 from cl_bench.errors import UserError
 from cl_bench.progress import bar as progress_bar
 from cl_bench.scenarios.augment import AugmentedView
@@ -142,16 +143,22 @@ class FeatureStore:
 
     def key(self, backbone: Backbone, data: ImageData, split: str,
             view: int | None = None) -> tuple:
-        """What the features depend on; on a GPU also its kind and architecture
-        (``device_key``; absent on the CPU, whose keys stay what they were), so that
-        features extracted on the CPU (bf16 AMX, say) are never read by a GPU run, nor
-        the other way round; likewise the compiled runtime that extracts them
-        (``backbone.runtime``; absent for torch eager)."""
+        """What the features depend on. Also what computes them: the compiled runtime
+        (``backbone.runtime``; absent for torch eager); on the CPU its kind
+        (:func:`~cl_bench.cpu_flags.cpu_kind`: AMX, AVX512-BF16, AVX512, AVX2), whose
+        kernels round differently (the default run's bf16 numbers differ between AMX
+        and AVX512-BF16), so that a cache shared by the nodes of a mixed cluster gives
+        each kind its own features and a run's numbers never depend on which node
+        extracted first; on a GPU its kind and architecture (``device_key``), so that
+        features extracted on the CPU are never read by a GPU run, nor the other way
+        round."""
         key = (backbone.name, backbone.weights_digest, backbone.normalization,
                data.fingerprint, split, view_transform(data, backbone.input_size, view).id,
                self.precision, f"features-v{FEATURES_VERSION}")
         if backbone.runtime != TORCH_RUNTIME:
             key = (*key, ("runtime", backbone.runtime))
+        if self.device.type == "cpu":
+            key = (*key, ("cpu", cpu_kind()))
         if self.device_key is None:
             return key
         return (*key, tuple(sorted(self.device_key.items())))

@@ -1,0 +1,61 @@
+"""The CPU's kind (which units its kernels are chosen for) from /proc/cpuinfo's flags,
+and the feature cache keyed by it: bf16 features of an AMX CPU and of an AVX512-BF16
+one differ (the default run prints different numbers), so a cache shared between them
+must give each its own entries."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_feature_cache import fake_parts
+
+from cl_bench import cpu_flags
+from cl_bench.engine import features
+from cl_bench.engine.features import FeatureStore
+
+SAPPHIRE = "flags : fpu sse2 avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8"
+GENOA = "flags : fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni"
+SKYLAKE = "flags : fpu sse2 avx2 avx512f avx512cd"
+ZEN2 = "flags : fpu sse2 avx avx2 fma"
+
+
+@pytest.mark.parametrize(("flags", "kind"), [
+    (SAPPHIRE, "amx"), (GENOA, "avx512_bf16"), (SKYLAKE, "avx512"), (ZEN2, "avx2"),
+    ("flags : fpu sse2", "baseline"), ("", "baseline"),
+    ("flags : avx2 avx512_bf16x", "avx2")])  # whole flags only, never a prefix
+def test_the_kind_is_the_most_capable_unit_the_cpu_reports(flags, kind):
+    assert cpu_flags.cpu_kind(flags) == kind
+
+
+@pytest.mark.parametrize(("flags", "bf16"), [(SAPPHIRE, True), (GENOA, True),
+                                             (SKYLAKE, False), (ZEN2, False)])
+def test_bf16_units_are_amx_or_avx512_bf16(monkeypatch, flags, bf16):
+    monkeypatch.setattr(cpu_flags, "_flags", lambda: flags)
+    assert cpu_flags.detect_cpu_bf16() is bf16
+
+
+def test_each_cpu_kind_extracts_its_own_features(tmp_path, monkeypatch):
+    """One cache, two kinds of CPU: the second kind extracts again rather than read the
+    first's features; each kind then reads its own entry."""
+    monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path))
+    calls = []
+    extract, backbone, data = fake_parts(calls)
+    monkeypatch.setattr(features, "extract", extract)
+    keys, hits = {}, {}
+    for kind in ("avx512_bf16", "amx", "avx512_bf16", "amx"):
+        monkeypatch.setattr(features, "cpu_kind", lambda kind=kind: kind)
+        store = FeatureStore(torch.device("cpu"), precision="bf16", progress=False)
+        store.get(backbone, data, "train")
+        keys[kind], hits[kind] = store.key(backbone, data, "train"), store.hits
+    assert calls == [5, 5] and hits == {"avx512_bf16": 1, "amx": 1}
+    assert keys["amx"][-1] == ("cpu", "amx") and keys["avx512_bf16"][:-1] == keys["amx"][:-1]
+    assert len(list(tmp_path.rglob("*.npy"))) == 2
+
+
+def test_a_gpu_key_names_the_gpu_not_the_cpu(monkeypatch):
+    _, backbone, data = fake_parts([])
+    gpu = {"kind": "cuda", "arch": "sm_90", "deterministic": "strict"}
+    key = FeatureStore(torch.device("cuda"), progress=False, device_key=gpu).key(
+        backbone, data, "train")
+    assert key[-1] == tuple(sorted(gpu.items()))
+    assert not any(isinstance(part, tuple) and part[0] == "cpu" for part in key)
