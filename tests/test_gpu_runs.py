@@ -13,6 +13,7 @@ import torch
 
 from cl_bench import api
 from cl_bench.commands.accuracy_gate import Measured, compare, environment_notes
+from cl_bench.cpu_flags import cpu_kind
 from cl_bench.engine import environment, runner
 from cl_bench.engine.out_of_memory import OutOfMemory, out_of_memory_named
 from cl_bench.store.records import Result
@@ -161,6 +162,7 @@ def test_a_result_records_its_device(tmp_path):
     assert isinstance(result, Result)
     record = json.loads(result.path.read_text())
     assert record["env"]["device_kind"] == "cpu"
+    assert record["env"]["cpu_kind"] == cpu_kind()  # amx and avx512_bf16 round bf16 apart
     assert record["env"]["determinism"] == {"mode": "strict", "asked": "strict",
                                             "device": "cpu"}
     assert set(record["memory"]) == {"peak_rss_bytes", "cuda_max_allocated_bytes",
