@@ -18,6 +18,7 @@ from cl_bench.backbones.base import TORCH_RUNTIME
 from cl_bench.backbones.compiled import SWITCH, native_bf16, openvino_version, runtime_for
 from cl_bench.backbones.efficientnet import efficientnet_lite0
 from cl_bench.cards.config import load_method
+from cl_bench.cpu_flags import cpu_kind
 from cl_bench.engine.features import FeatureStore
 from cl_bench.engine.runner import resolved_config
 from cl_bench.errors import UserError
@@ -116,7 +117,8 @@ def test_runtime_in_cache_key_and_config_only_where_it_runs(auto):
     compiled_key = store.key(backbone, data, "train")
     backbone.runtime = TORCH_RUNTIME
     eager_key = store.key(backbone, data, "train")
-    assert compiled_key == (*eager_key, ("runtime", OV))  # torch keys stay what they were
+    cpu = ("cpu", cpu_kind())  # the CPU's kind closes every CPU key (tests/test_cpu_kind.py)
+    assert eager_key[-1] == cpu and compiled_key == (*eager_key[:-1], ("runtime", OV), cpu)
     scenario = load_method("simplecil")  # any card: only its name and params are read
     for method, recorded in (("simplecil", OV), ("ewc", None)):  # ewc trains the images
         config = resolved_config(load_method(method), scenario, backbone, "fp32", False)
