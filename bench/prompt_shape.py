@@ -92,5 +92,6 @@ def arguments(argv: list[str]) -> tuple[str, str, int]:
         sys.exit(2)
     return argv[0], argv[1] if len(argv) > 1 else "auto", int(argv[2]) if len(argv) > 2 else 0
 
+
 if __name__ == "__main__":
     print(json.dumps(main(*arguments(sys.argv[1:]))))

@@ -24,6 +24,7 @@ def test_prompt_shape_arguments(capsys):
         err = capsys.readouterr().err
         assert why in err and "usage: python -m bench.prompt_shape" in err
 
+
 def test_figure_h_without_a_checkout_names_what_is_missing(tmp_path, monkeypatch, capsys):
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "dualprompt.py").write_text("")
