@@ -142,3 +142,23 @@ def test_run_records_the_runtime_and_keeps_eager_results_apart(probe):
     # frozen: 2 splits x 2 runtimes; adapted (+bn): 2 splits, written once, read again
     assert cli["cache_entries"] == 2 * 2 + 2
     assert "frozen features through" not in cli["printed"]["torch"]["stdout"]
+
+
+def test_runtime_failures_become_a_user_error_with_the_way_around():
+    """OpenVINO's failures (its infer requests raise RuntimeError, its converter its own
+    exception types) name the backbone, the precision, the cause and the fixes; any other
+    exception passes unchanged."""
+    from cl_bench.backbones.compiled import runtime_errors
+    conversion_failure = type("OpConversionFailure", (Exception,),
+                              {"__module__": "openvino._pyopenvino"})
+    for error in (RuntimeError("Exception from src/node.cpp:823:\n[CPU] Convolution node "
+                               "with name 'Multiply_1' object is not initialized\n"),
+                  conversion_failure("Model wasn't fully converted.")):
+        with pytest.raises(UserError) as caught, runtime_errors("efficientnet_lite0", "bf16"):
+            raise error
+        message = str(caught.value)
+        assert "efficientnet_lite0" in message and "in bf16" in message
+        assert f"{SWITCH}=torch" in message and "--precision fp32" in message
+        assert str(error).strip().splitlines()[-1].strip() in message
+    with pytest.raises(ValueError), runtime_errors("efficientnet_lite0", "fp32"):
+        raise ValueError("not OpenVINO's")

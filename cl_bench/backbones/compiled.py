@@ -102,6 +102,26 @@ def _openvino():
     return openvino
 
 
+@contextlib.contextmanager
+def runtime_errors(name: str, precision: str) -> Iterator[None]:
+    """OpenVINO's own failures (a ``RuntimeError`` or one of its own exceptions: a node
+    its CPU plugin cannot set up, as when ``ONEDNN_MAX_CPU_ISA`` caps oneDNN below the
+    units OpenVINO read from the CPU; an operation it cannot convert) as a
+    :class:`UserError` naming the way around them."""
+    try:
+        yield
+    except Exception as e:
+        if not (isinstance(e, RuntimeError) or type(e).__module__.startswith("openvino")):
+            raise
+        detail = " ".join(line.strip() for line in str(e).splitlines()[-2:] if line.strip())
+        raise UserError(
+            f"OpenVINO {openvino_version()} could not run {name}'s frozen feature "
+            f"pass on this CPU in {precision} ({detail}). Extract in torch eager instead with "
+            f"{SWITCH}=torch (slower; in fp32 the same features up to float round-off), "
+            "or run with --precision fp32; if ONEDNN_MAX_CPU_ISA or another oneDNN variable "
+            "is set, unset it. Nothing was cached.") from None
+
+
 def _state_versions(model: torch.nn.Module) -> tuple[int, ...]:
     """The version counters of every parameter and buffer: any in-place change to the
     weights (an optimizer step, batch-norm statistics) moves one."""
@@ -138,11 +158,14 @@ class CompiledPass:
         with torch.no_grad(), traced_in_fp32(), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch.jit.trace's notice
             traced = torch.jit.trace(plain, torch.zeros(1, 3, size, size), check_trace=False)
-            graph = ov.convert_model(traced, input=[(-1, 3, size, size)])
-        compiled = ov.Core().compile_model(graph, "CPU", {
-            "INFERENCE_PRECISION_HINT": self.hint, "INFERENCE_NUM_THREADS": threads,
-            "NUM_STREAMS": 1, "ENABLE_CPU_PINNING": False})
-        self.request = compiled.create_infer_request()
+            with runtime_errors(backbone.name, backbone.precision):
+                graph = ov.convert_model(traced, input=[(-1, 3, size, size)])
+        with runtime_errors(backbone.name, backbone.precision):
+            compiled = ov.Core().compile_model(graph, "CPU", {
+                "INFERENCE_PRECISION_HINT": self.hint, "INFERENCE_NUM_THREADS": threads,
+                "NUM_STREAMS": 1, "ENABLE_CPU_PINNING": False})
+            self.request = compiled.create_infer_request()
+        self.name, self.precision = backbone.name, backbone.precision
 
     def fits(self, backbone: Backbone, threads: int) -> bool:
         """Whether this compilation still computes ``backbone``'s features as asked."""
@@ -152,7 +175,8 @@ class CompiledPass:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """(B, dim) float32 features of normalised images ``x`` (B, 3, size, size)."""
-        self.request.infer({0: x.float().contiguous().numpy()})
+        with runtime_errors(self.name, self.precision):
+            self.request.infer({0: x.float().contiguous().numpy()})
         return torch.from_numpy(self.request.get_output_tensor(0).data.copy())
 
 
