@@ -120,6 +120,9 @@ OWN_LOADERS = {
     "cl_bench/engine/features.py": "the feature store: its own generator, workers from the "
                                    "engine, a deterministic transform",
     "cl_bench/scenarios/decoded_tests.py": "the decode-once pass: its own generator",
+    "cl_bench/strategies/blocks/gathered_batches.py": "Avalanche's training loader over "
+                                                      "features in memory: its sampler, "
+                                                      "generator and pinning, no workers",
 }
 
 

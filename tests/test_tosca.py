@@ -437,3 +437,57 @@ def test_add_l1_gradient_sign_and_missing_gradient():
     add_l1_gradient([a, b], 0.25)
     assert a.grad.tolist() == [0.25, 0.5, 0.75]
     assert b.grad.tolist() == [0.25, -0.25]
+
+
+class AvalancheLoaderTosca(Tosca):
+    """TOSCA reading its training batches through Avalanche 0.6's own loader."""
+
+    def make_train_dataloader(self, **kwargs) -> None:
+        super(Tosca, self).make_train_dataloader(**kwargs)
+
+
+def test_gathered_batches_are_avalanches_bit_for_bit(data):
+    """The gathered loader draws and yields what Avalanche's task-balanced loader does:
+    the same batches over three epochs, and the global generator left in the same
+    state (the sampler's permutations and the loader's base seeds)."""
+    from avalanche.benchmarks.utils.data_loader import TaskBalancedDataLoader
+
+    from cl_bench.strategies.blocks.gathered_batches import GatheredTaskBalancedLoader
+    dataset = data.stream.train[1].dataset.train()
+    epochs = {}
+    for cls in (TaskBalancedDataLoader, GatheredTaskBalancedLoader):
+        torch.manual_seed(7)
+        loader = cls(dataset, oversample_small_groups=True, batch_size=5, shuffle=True)
+        epochs[cls] = ([[list(b) for b in loader] for _ in range(3)], torch.get_rng_state())
+    (theirs, their_state), (ours, our_state) = epochs.values()
+    assert len(ours) == 3 and len(ours[0]) == math.ceil(len(dataset) / 5)
+    for their_epoch, our_epoch in zip(theirs, ours, strict=True):
+        for their_batch, our_batch in zip(their_epoch, our_epoch, strict=True):
+            assert len(their_batch) == len(our_batch) == 3  # x, y, task label
+            for a, b in zip(their_batch, our_batch, strict=True):
+                assert a.dtype == b.dtype and torch.equal(a, b)
+    assert not torch.equal(theirs[0][0][1], theirs[1][0][1])  # epochs are reshuffled
+    assert torch.equal(their_state, our_state)
+
+
+def test_tosca_trains_on_gathered_batches_as_on_avalanches(data):
+    """A three-task run through the gathered loader equals one through Avalanche's own,
+    every parameter and loss bit for bit; with augment_views the epoch's views come
+    through Avalanche's loader."""
+    from cl_bench.strategies.blocks.gathered_batches import GatheredTaskBalancedLoader
+    params = dict(load_method("tosca").params, epochs=2)
+    ours, our_losses = trained_state(Tosca, params, data)
+    theirs, their_losses = trained_state(AvalancheLoaderTosca, params, data)
+    assert our_losses == their_losses and len(our_losses) > 10
+    for k in ours:
+        assert torch.equal(ours[k], theirs[k]), k
+    loaders = []
+
+    class Loaders(Tosca):
+        def make_train_dataloader(self, **kwargs) -> None:
+            super().make_train_dataloader(**kwargs)
+            loaders.append(type(self.dataloader))
+    run(Loaders, params, data, lambda s, i, d: None)
+    run(Loaders, dict(params, augment_views=2), data, lambda s, i, d: None)
+    assert loaders[:3] == [GatheredTaskBalancedLoader] * 3
+    assert len(loaders) == 6 and GatheredTaskBalancedLoader not in loaders[3:]

@@ -22,6 +22,7 @@ from cl_bench.backbones.base import Backbone
 from cl_bench.contract import AUGMENT_VIEWS, EVAL_BATCH_SIZE, Inputs, MethodSpec, Regrows, Schedule
 from cl_bench.contract.memory import FLOAT, Allocation, Workload
 from cl_bench.errors import UserError
+from cl_bench.strategies.blocks.gathered_batches import GatheredTaskBalancedLoader
 from cl_bench.strategies.blocks.heads import CosineClassifier, set_prototypes
 from cl_bench.strategies.blocks.luca import SELECTION, LuCA, select_module
 from cl_bench.strategies.blocks.per_task import PerTaskTemplate
@@ -144,6 +145,22 @@ class Tosca(PerTaskTemplate):
         if self.is_training:
             model.add_task(max(self.experience.dataset.targets.uniques) + 1)
         return model.to(self.device)
+
+    def make_train_dataloader(self, num_workers=0, shuffle=True, pin_memory=None,
+                              persistent_workers=False, drop_last=False, **kwargs) -> None:
+        """Avalanche's task-balanced loader, its batches gathered from the experience's
+        features read once (:mod:`~cl_bench.strategies.blocks.gathered_batches`); with
+        ``augment_views`` an epoch's samples are that epoch's views, read per epoch by
+        Avalanche's own loader."""
+        if self.params.get(AUGMENT_VIEWS.key) or num_workers:
+            return super().make_train_dataloader(
+                num_workers=num_workers, shuffle=shuffle, pin_memory=pin_memory,
+                persistent_workers=persistent_workers, drop_last=drop_last, **kwargs)
+        args = self._obtain_common_dataloader_parameters(
+            batch_size=self.train_mb_size, num_workers=0, shuffle=shuffle,
+            pin_memory=pin_memory, persistent_workers=persistent_workers, drop_last=drop_last)
+        self.dataloader = GatheredTaskBalancedLoader(self.adapted_dataset,
+                                                     oversample_small_groups=True, **args)
 
     def routing(self) -> torch.Tensor | None:
         """The lowest-entropy module per sample of the last evaluated batch."""
