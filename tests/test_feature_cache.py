@@ -239,3 +239,28 @@ def test_run_recomputes_a_damaged_entry_and_gets_the_clean_numbers(clean_run, tm
     assert read_entry(path).shape == (80, 1280)  # whole again
     info = invoke("cache", "info").stdout.splitlines()
     assert not any(line.startswith("damaged") for line in info) and "(0 damaged" in info[-1]
+
+
+def test_extraction_keeps_no_tensor_per_batch(monkeypatch):
+    """Each batch's features are copied into the one result array and released before
+    the next batch: kept small tensors between large transient image buffers fragment
+    the heap (the default run grew by 3 GB over its 5,000 images). The result is the
+    batches' features in order, in their dtype."""
+    import weakref
+    alive: list[weakref.ref] = []
+    seen_alive: list[int] = []
+
+    def fake_pass(backbone, x):
+        seen_alive.append(sum(r() is not None for r in alive))
+        f = x.flatten(1)[:, :3].to(torch.bfloat16) * 2
+        alive.append(weakref.ref(f))
+        return f
+
+    monkeypatch.setattr(features, "frozen_features", fake_pass)
+    backbone = SimpleNamespace(input_size=4, dim=3)
+    images = torch.arange(10 * 16, dtype=torch.float32).reshape(10, 1, 4, 4)
+    out = features.extract(backbone, images, CPU, transform=lambda x: x, batch_size=3,
+                           progress=False)
+    assert seen_alive == [0, 0, 0, 0]  # four batches, none kept while the next runs
+    assert out.dtype == torch.bfloat16 and out.shape == (10, 3)
+    assert torch.equal(out, (images.flatten(1)[:, :3] * 2).to(torch.bfloat16))
