@@ -175,8 +175,9 @@ class CompiledPass:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """(B, dim) float32 features of normalised images ``x`` (B, 3, size, size)."""
+        images = x.float().contiguous().numpy()  # torch's errors stay torch's
         with runtime_errors(self.name, self.precision):
-            self.request.infer({0: x.float().contiguous().numpy()})
+            self.request.infer({0: images})
         return torch.from_numpy(self.request.get_output_tensor(0).data.copy())
 
 

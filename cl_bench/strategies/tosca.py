@@ -180,8 +180,8 @@ class Tosca(PerTaskTemplate):
         """The loss's backward pass, then the L1 term's gradient ``l1 * sign(theta)``
         added to each parameter's gradient by hand. It is bit for bit what autograd adds
         through ``|theta|`` (``l1 * sign`` is exact, and the sum of two gradients does
-        not depend on their order; tested), at a fifth less time per step: no graph
-        through the parameters' absolute values."""
+        not depend on their order; tested), with no graph through the parameters' absolute
+        values: 11-17 % less time per step, measured standalone."""
         super().backward()
         if self.is_training:
             add_l1_gradient(self.model.luca[-1].parameters(), self.params["l1"])

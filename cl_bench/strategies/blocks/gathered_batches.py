@@ -25,11 +25,10 @@ def _as_is(batch):
 
 class Rows(Dataset):
     """The samples of ``datasets`` (concatenated, as Avalanche's loader indexes them),
-    collated once by the first dataset's ``collate_fn``; ``__getitems__`` gathers a
-    batch by index, what ``torch.utils.data.DataLoader`` calls when it is defined."""
+    collated once by ``collate`` (the loader's); ``__getitems__`` gathers a batch by
+    index, what ``torch.utils.data.DataLoader`` calls when it is defined."""
 
-    def __init__(self, datasets: list) -> None:
-        collate = datasets[0].collate_fn
+    def __init__(self, datasets: list, collate) -> None:
         parts = [collate([d[i] for i in range(len(d))]) for d in datasets if len(d)]
         self.fields = [torch.cat(field) for field in zip(*parts, strict=True)]
 
@@ -53,7 +52,7 @@ class GatheredTaskBalancedLoader(TaskBalancedDataLoader):
 
     def _make_pytorch_loader(self, datasets, batch_sampler) -> DataLoader:
         if self._rows is None:
-            self._rows = Rows(datasets)
+            self._rows = Rows(datasets, self.loader_kwargs["collate_fn"])
         return DataLoader(self._rows, batch_sampler=batch_sampler, collate_fn=_as_is,
                           num_workers=0, pin_memory=bool(self.loader_kwargs.get("pin_memory")),
                           generator=self.loader_kwargs.get("generator"))
