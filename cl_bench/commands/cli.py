@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from cl_bench.commands.quick_exit import exit_quickly
 from cl_bench.errors import UserError, refuse_long_names
 
 app = typer.Typer(
@@ -451,7 +452,12 @@ def list_(what: Annotated[str, typer.Argument(help="methods | scenarios | backbo
 
 
 def main() -> None:
-    app()
+    """The `cl-bench` entry point: the command, then a quick exit (`quick_exit`)."""
+    try:
+        app()
+    except SystemExit as done:
+        exit_quickly(done.code)
+    exit_quickly(0)
 
 
 if __name__ == "__main__":
