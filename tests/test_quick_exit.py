@@ -1,6 +1,7 @@
-"""The entry point's quick exit: what shutdown does that matters still happens
-(non-daemon threads finish, atexit handlers run, buffered output arrives, the status is
-sys.exit's), the interpreter's teardown does not, except under a tracer or profiler."""
+"""The entry point's quick exit: what shutdown does before its teardown still happens
+(non-daemon threads finish, an executor left open lets its idle worker go, atexit
+handlers run, buffered output arrives, the status is sys.exit's), the interpreter's
+teardown does not, except under a tracer or profiler."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from cl_bench.commands.quick_exit import status_of
 
 SCRIPT = textwrap.dedent("""
     import atexit, os, sys, threading, time
+    from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
     from cl_bench.commands.quick_exit import exit_quickly
 
@@ -35,6 +37,8 @@ SCRIPT = textwrap.dedent("""
         (folder / "thread").write_text("finished")
 
     threading.Thread(target=late).start()
+    pool = ThreadPoolExecutor(1)  # left open: its idle worker is woken at shutdown
+    pool.submit(int).result()
     if sys.argv[2] == "traced":
         sys.settrace(lambda *a: None)
     sys.stdout.write("buffered, no newline")
@@ -45,7 +49,7 @@ SCRIPT = textwrap.dedent("""
 @pytest.mark.parametrize("mode", ["plain", "traced"])
 def test_exit_keeps_threads_handlers_output_and_status(tmp_path, mode):
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path), mode, "3"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 3, done.stderr
     assert done.stdout == "buffered, no newline"
     assert (tmp_path / "atexit").read_text() == "ran"

@@ -5,9 +5,10 @@ module and freeing millions of objects one by one) takes 1.3-1.4 s on a 2-core X
 in every `cl-bench` process: the default run, each command a test starts, each run
 killed and resumed. Nothing in it is work of ours: results, checkpoints and feature
 files are written atomically and closed before a command returns. So the entry point
-does what shutdown does that matters (waits for threads that are not daemons, runs
-the `atexit` handlers: logging, multiprocessing, temporary folders; flushes the
-standard streams) and then ends the process with `os._exit`.
+does what shutdown does before its teardown, in its order (`threading._shutdown`:
+executors' threads woken and every non-daemon thread joined; the `atexit` handlers:
+logging, multiprocessing, temporary folders; the standard streams flushed) and then
+ends the process with `os._exit`.
 
 Under a profiler or a tracer (cProfile, pdb, coverage's trace function) the normal
 shutdown is kept, so that what they write at the end is written.
@@ -38,9 +39,7 @@ def exit_quickly(code: object) -> NoReturn:
     if sys.gettrace() is not None or sys.getprofile() is not None:
         sys.exit(code)
     status = status_of(code)
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    threading._shutdown()  # as shutdown: wakes executors' threads, joins non-daemon ones
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
