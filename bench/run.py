@@ -1,6 +1,6 @@
 """The performance harness: every figure as a ratio measured in one process run.
 
-    python -m bench.run            # all eight figures, about 20 minutes on 2 cores
+    python -m bench.run            # all nine figures, about 20 minutes on 2 cores
     python -m bench.run b c        # a subset
 
 (a) second invocation vs first (feature cache), target >= 5x
@@ -23,6 +23,8 @@
     LAMDA-PILOT checkout ($CL_BENCH_PILOT, default ../LAMDA-PILOT beside this
     repository; bench/parity.md says which commit) and runs it with (d)'s
     bench/.venv-avalanche
+(i) the end of a `cl-bench` process: CPython's teardown after importing the run's
+    stack vs the entry point's quick exit (seconds each, medians of alternated children)
 """
 
 from __future__ import annotations
@@ -117,13 +119,14 @@ def main(which: list[str]) -> dict:
         extraction_engines,
         features_reuse,
         loop_overhead,
+        process_exit,
         threads_loaded,
         throughput,
         tosca_eval,
     )
     figures = {"a": features_reuse.main, "b": tosca_eval.main, "c": loop_overhead.main,
                "d": figure_d, "e": throughput.main, "f": threads_loaded.main,
-               "g": extraction_engines.main, "h": figure_h}
+               "g": extraction_engines.main, "h": figure_h, "i": process_exit.main}
     results = {}
     for key in which or list(figures):
         results[key] = figures[key]()
