@@ -5,6 +5,7 @@ teardown does not, except under a tracer or profiler."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -48,8 +49,9 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.mark.parametrize("mode", ["plain", "traced"])
 def test_exit_keeps_threads_handlers_output_and_status(tmp_path, mode):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a pipe buffers
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path), mode, "3"],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 3, done.stderr
     assert done.stdout == "buffered, no newline"
     assert (tmp_path / "atexit").read_text() == "ran"
