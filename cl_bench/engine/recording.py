@@ -67,7 +67,7 @@ class Recorder(Bookkeeping, Stateful, SupervisedPlugin):
     def before_eval_exp(self, strategy, **kwargs) -> None:
         """One array per field for the whole evaluation, filled batch by batch: small
         tensors kept per batch between the batches' large image buffers fragment the
-        C heap, and the process grew by about 0.6 MB per batch (ViT-Tiny, 224 px,
+        C heap, and the process grew by 0.6-0.8 MB per batch (ViT-Tiny, 224 px,
         batch 8), which a run's recorded peak memory would have counted."""
         self._t0 = time.perf_counter()
         n = len(strategy.experience.dataset)
