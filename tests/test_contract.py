@@ -153,6 +153,19 @@ def test_drive_per_task_trains_then_evaluates_each_task_and_reports_it():
     assert done == [(1, 2), (2, 4), (3, 6)]
 
 
+def test_drive_gives_evaluation_its_own_loader_arguments():
+    """Training reads files through a worker; evaluation, of test images held in
+    memory, gets its own arguments (no worker)."""
+    fake = Fake()
+    train, test = {"num_workers": 1}, {"num_workers": 0}
+    drive(fake, STREAM, loader_args=train, eval_args=test)
+    assert fake.calls == [("train", "t0", train), ("eval", "s0", test), ("train", "t1", train),
+                          ("eval", "s1", test), ("train", "t2", train), ("eval", "s2", test)]
+    joint = FakeJoint()
+    drive(joint, STREAM, loader_args=train, eval_args=test)
+    assert [c[2] for c in joint.calls] == [train, test, test, test]
+
+
 def test_drive_resumes_after_the_tasks_a_checkpoint_holds():
     fake, done = Fake(), []
     drive(fake, STREAM, start=2, after_task=done.append)

@@ -241,8 +241,9 @@ def test_an_on_disk_run_decodes_each_test_image_once_not_per_evaluation(
         tmp_path, monkeypatch):
     """Three tasks of one class, two methods: with the test set decoded once, each test
     image is decoded twice in all (the decode check, then once for every method and
-    evaluation); read from its file at each evaluation, as before, it is decoded once
-    per evaluation that sees its class. The accuracies are the same."""
+    evaluation), and evaluations, which read tensors, fork no loader worker; read from
+    its file at each evaluation, as before, it is decoded once per evaluation that sees
+    its class, through the training's worker. The accuracies are the same."""
     monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path / "cache"))
     root = make_tree(tmp_path / "tree", ["a", "b", "c"], n_train=3, n_test=2)
     log = tmp_path / "decoded.log"
@@ -254,6 +255,14 @@ def test_an_on_disk_run_decodes_each_test_image_once_not_per_evaluation(
         return decode(path)
 
     monkeypatch.setattr(transforms, "decode", counted)
+    loaders = []  # (training, evaluation) loader arguments of each run's drive
+    drive = runner.drive
+
+    def recorded(strategy, stream, **kwargs):
+        loaders.append((kwargs["loader_args"], kwargs["eval_args"]))
+        return drive(strategy, stream, **kwargs)
+
+    monkeypatch.setattr(runner, "drive", recorded)
     args = ["--scenario", "imagefolder", "--data-root", str(root),
             "--backbone", "vit_tiny_patch16_224", "--weights", "random", "--image-size", "32",
             "--precision", "fp32", "--no-progress", "--set", "scenario.init_cls=1",
@@ -272,10 +281,13 @@ def test_an_on_disk_run_decodes_each_test_image_once_not_per_evaluation(
     tests = sorted(str(p) for p in (root / "test").rglob("*.jpg"))
     once, records = run(tmp_path / "once", "finetune,ewc")
     assert {p: once[p] for p in tests} == {p: 2 for p in tests}  # the check, then once
+    one, none = {"num_workers": 1, "pin_memory": False}, {"num_workers": 0, "pin_memory": False}
+    assert loaders == [(one, none)] * 2
 
     monkeypatch.setattr(runner, "eval_inputs", lambda data, size, progress: (
         data.test_x, eval_transform(True, size)))  # the files, as before
     per_evaluation, before = run(tmp_path / "files", "finetune")  # no check: remembered
+    assert loaders[2:] == [(one, one)]
     order = records["finetune"]["class_names"]
     for p in tests:
         evaluations = 3 - order.index(Path(p).parent.name)  # tasks that have seen its class

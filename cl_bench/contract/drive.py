@@ -35,7 +35,7 @@ class AdaptedStream:
 
 def drive(strategy: Method, stream: Stream | AdaptedStream, *, start: int = 0,
           after_task: Callable[[int], None] | None = None, evaluate: bool = True,
-          loader_args: dict | None = None) -> None:
+          loader_args: dict | None = None, eval_args: dict | None = None) -> None:
     """Run ``strategy`` over ``stream`` as its ``spec.schedule`` says.
 
     ``PER_TASK``: for each task i from ``start`` (the tasks a checkpoint already
@@ -47,9 +47,11 @@ def drive(strategy: Method, stream: Stream | AdaptedStream, *, start: int = 0,
     images, everything else runs on the features of the backbones the strategy names
     after task 1 (or, resumed, after its adapted weights were restored).
     ``evaluate=False`` trains only (``cl-bench account``); ``loader_args`` go to
-    every ``train`` and ``eval`` call (data loader workers).
+    every ``train`` call and ``eval_args`` (by default ``loader_args``) to every
+    ``eval`` call (data loader workers: none where the test set is in memory).
     """
     loader_args = loader_args or {}
+    eval_args = loader_args if eval_args is None else eval_args
     if isinstance(stream, AdaptedStream):
         _drive_adapted(strategy, stream, start, after_task, evaluate, loader_args)
         return
@@ -58,12 +60,12 @@ def drive(strategy: Method, stream: Stream | AdaptedStream, *, start: int = 0,
             raise ValueError(f"a joint method is trained once; it cannot start at task {start}")
         strategy.train(stream.train, eval_streams=[], **loader_args)
         for seen in stream.seen_test if evaluate else ():
-            strategy.eval(seen, **loader_args)
+            strategy.eval(seen, **eval_args)
         return
     for i in range(start, len(stream.train)):
         strategy.train(stream.train[i], eval_streams=[], **loader_args)
         if evaluate:
-            strategy.eval(stream.seen_test[i], **loader_args)
+            strategy.eval(stream.seen_test[i], **eval_args)
         if after_task is not None:
             after_task(i + 1)
 

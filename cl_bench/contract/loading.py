@@ -10,10 +10,12 @@ job on a shared node does not own. On the CPU the model's own passes use every c
 and one of them costs far more than decoding an image, so one worker overlaps the
 decoding and more would only take memory.
 
-Data in memory (tensors, cached features) is read with no worker at all: indexing a
-tensor costs less than sending a batch between processes, and the main process draws
-every random number in the order it always did, so in-memory runs (every test, CI)
-give the numbers they always gave. Images on disk are always read by at least one
+Data in memory (tensors, cached features, and the test images of a run on disk, which
+are decoded once and kept: :mod:`cl_bench.scenarios.decoded_tests`, so every evaluation
+reads tensors) is read with no worker at all: indexing a tensor costs less than sending
+a batch between processes, and far less than forking the run's process for each
+evaluation; and the main process draws every random number in the order it always did,
+so in-memory runs (every test, CI) give the numbers they always gave. Images on disk are always read by at least one
 worker, and the random training crop of image i is drawn from a generator seeded with
 the loader's base seed (one draw of the run's generator per pass) and i
 (:class:`cl_bench.scenarios.transforms.FileTransform`), so the crops are the same
@@ -21,8 +23,8 @@ whichever worker, and however many workers, decode it: an on-disk run gives the 
 numbers on a 2-core CPU and on a 32-core GPU node. For the same reason workers are not
 persistent: a persistent worker keeps the base seed of the loader's first pass, and
 every epoch would crop every image the same way; a fresh pass forks fresh workers,
-which costs little next to decoding. Deterministic transforms (every evaluation, the
-feature store) give the same bits with any count.
+which costs little next to decoding a training set. Deterministic transforms (the
+evaluation, the feature store, a method's own passes) give the same bits with any count.
 
 The engine sets the run's :class:`Loading` once per run (:func:`configure_loading`);
 a method that iterates a dataset itself, outside Avalanche's loop, does it through
@@ -87,6 +89,10 @@ class Loading:
             kwargs |= {"prefetch_factor": PREFETCH_FACTOR}
         return kwargs
 
+    def in_memory(self) -> Loading:
+        """These settings for data held in memory: no worker (pinning as before)."""
+        return replace(self, workers=0)
+
     def strategy_kwargs(self) -> dict:
         """Keywords of an Avalanche strategy's ``train`` and ``eval`` calls: the loader
         settings Avalanche 0.6's ``make_train_dataloader`` and ``make_eval_dataloader``
@@ -121,6 +127,6 @@ def method_loader(dataset, batch_size: int, shuffle: bool = False, *, in_memory:
     dataset holds tensors (features), which are read with no worker whatever the run
     reads its images from. No generator is given, so the loader draws its base seed
     from the global generator, as a plain ``DataLoader`` always did."""
-    settings = replace(current_loading(), workers=0) if in_memory else current_loading()
+    settings = current_loading().in_memory() if in_memory else current_loading()
     return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=collate_fn,
                       **settings.dataloader_kwargs())

@@ -269,12 +269,14 @@ class MethodInputs:
     """What a method is driven over, as its declared inputs call for: ``stream``
     (images or features), ``driven`` (the stream, or an adapted method's
     :class:`AdaptedStream` around it), the plugins and loader arguments they need, and
-    the cached query of a method that reads one."""
+    the cached query of a method that reads one. ``loader_args`` go to training,
+    ``eval_args`` to evaluation (no worker where the test images are in memory)."""
 
     stream: Stream
     driven: Stream | AdaptedStream
     plugins: list
     loader_args: dict
+    eval_args: dict
     test_query: torch.Tensor | None
 
 
@@ -287,7 +289,7 @@ def method_inputs(spec: MethodSpec, card: Card, scenario: Card, data: ImageData,
     # the run's loader settings (a method's own loaders read them): files only when
     # the method reads the images on disk, not their cached features
     loading = configure_loading(store.device, data.on_disk and inputs is not Inputs.FEATURES)
-    loader_args = {}
+    loader_args = eval_args = {}
     train_query = test_query = None
     plugins = []
     if inputs is Inputs.FEATURES:
@@ -304,6 +306,10 @@ def method_inputs(spec: MethodSpec, card: Card, scenario: Card, data: ImageData,
         loader_args = loading.strategy_kwargs()
         if inputs is not Inputs.ADAPTED_FEATURES:  # an adapted method is tested on features
             test_x, eval_tf = eval_inputs(data, backbone.input_size, store.progress)
+        if isinstance(test_x, torch.Tensor):  # test images in memory (decoded once): no worker
+            eval_args = loading.in_memory().strategy_kwargs()
+        else:
+            eval_args = loader_args
         if inputs is Inputs.IMAGES_WITH_QUERY:
             # the query is the frozen feature of the image as the model sees it: cached
             # for test images, and for training images when training does not augment
@@ -317,7 +323,7 @@ def method_inputs(spec: MethodSpec, card: Card, scenario: Card, data: ImageData,
     driven = stream if inputs is not Inputs.ADAPTED_FEATURES else AdaptedStream(
         stream, backbone, functools.partial(features_stream, store, data, order, sizes,
                                             scenario.params["test_shuffle"], seed))
-    return MethodInputs(stream, driven, plugins, loader_args, test_query)
+    return MethodInputs(stream, driven, plugins, loader_args, eval_args, test_query)
 
 
 @dataclass
@@ -354,6 +360,7 @@ def train_and_evaluate(cls: type, card: Card, data: ImageData, backbone: Backbon
     extract_threads = torch.get_num_threads()  # backbone passes: the configured count
     with threads(1 if features_only else None) as train_threads:
         drive(strategy, inputs.driven, start=checkpoint.done, loader_args=inputs.loader_args,
+              eval_args=inputs.eval_args,
               after_task=lambda done: checkpoint.save(strategy, done,
                                                       time.perf_counter() - t_start))
     return Driven(strategy, recorder, train_flops, checkpoint,
