@@ -47,6 +47,7 @@ def fp32(images: torch.Tensor, ov: str) -> dict:
         "chunks_equal": torch.equal(chunks, compiled),
         "single_equal": torch.equal(frozen_features(backbone, images[5:6]), compiled[5:6]),
         "compiled_once": backbone._compiled is first,
+        "streams": len(first.requests), "threads": torch.get_num_threads(),
     }
 
 
@@ -63,7 +64,8 @@ def recompiled(images: torch.Tensor, ov: str) -> dict:
                                        / after.abs().max())}
     torch.set_num_threads(1)
     frozen_features(backbone, images[:2])
-    return {**changed, "threads_after_set_to_1": backbone._compiled.threads}
+    return {**changed, "threads_after_set_to_1": backbone._compiled.threads,
+            "streams_after_set_to_1": len(backbone._compiled.requests)}
 
 
 def bf16(images: torch.Tensor, ov: str) -> dict | None:

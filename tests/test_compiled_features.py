@@ -58,16 +58,20 @@ def test_fp32_features_equal_eager_up_to_round_off(probe):
 
 
 def test_bit_identical_across_calls_and_batches(probe):
+    """24 images are 3 slices over the streams in turn (one stream per thread, at most
+    2); chunks of 7 are one slice each, and one image one slice of its own: the same
+    features, bit for bit."""
     found = probe["fp32"]
     assert found["repeat_equal"] and found["chunks_equal"] and found["single_equal"]
     assert found["compiled_once"]
+    assert found["streams"] == min(found["threads"], 2)
 
 
 def test_recompiled_when_weights_or_threads_change(probe):
     found = probe["recompiled"]
     assert found["new_compilation"] and found["moved"] > 1e-2
     assert found["max_diff_share"] <= 1e-4  # the new weights' features
-    assert found["threads_after_set_to_1"] == 1
+    assert found["threads_after_set_to_1"] == found["streams_after_set_to_1"] == 1
 
 
 def test_conversion_sends_no_telemetry_and_writes_nothing_home(probe):
