@@ -15,9 +15,10 @@ are decoded once and kept: :mod:`cl_bench.scenarios.decoded_tests`, so every eva
 reads tensors) is read with no worker at all: indexing a tensor costs less than sending
 a batch between processes, and far less than forking the run's process for each
 evaluation; and the main process draws every random number in the order it always did,
-so in-memory runs (every test, CI) give the numbers they always gave. Images on disk are always read by at least one
-worker, and the random training crop of image i is drawn from a generator seeded with
-the loader's base seed (one draw of the run's generator per pass) and i
+so in-memory runs (every test, CI) give the numbers they always gave. Training images on
+disk are always read by at least one worker, and the random training crop of image i is
+drawn from a generator seeded with the loader's base seed (one draw of the run's
+generator per pass) and i
 (:class:`cl_bench.scenarios.transforms.FileTransform`), so the crops are the same
 whichever worker, and however many workers, decode it: an on-disk run gives the same
 numbers on a 2-core CPU and on a 32-core GPU node. For the same reason workers are not
