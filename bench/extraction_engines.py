@@ -14,7 +14,8 @@ Engines: torch eager in channels_last (``Backbone.features``, what runs with
 ``CL_BENCH_FROZEN_RUNTIME=torch``) and in the default layout; a frozen TorchScript graph
 (``torch.jit.freeze`` + ``optimize_for_inference``); OpenVINO through
 ``cl_bench.backbones.compiled.CompiledPass`` (what ``cl-bench run`` extracts with on the
-CPU; in the lock); ONNX Runtime when importable (not in the lock: ``pip install
+CPU; in the lock), as it runs (two streams, slices of 8) and in its earlier layout (one
+stream over the whole batch); ONNX Runtime when importable (not in the lock: ``pip install
 onnxruntime onnx`` into a scratch folder on ``PYTHONPATH``). Prints one JSON line."""
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from bench.throughput import gemm_gflops
 from cl_bench.backbones.base import Backbone, PreLogits
 from cl_bench.backbones.compiled import CompiledPass, native_bf16, openvino_version
 from cl_bench.backbones.efficientnet import efficientnet_lite0
+from cl_bench.engine.environment import bf16_switch
 from cl_bench.scenarios.transforms import ToModelInput
 
 LITE0_GFLOPS = 0.768
@@ -64,6 +66,17 @@ def torch_engines(pooled: nn.Module, plain: nn.Module,
             "torchscript freeze": script}
 
 
+# cl-bench's pass as it runs (streams and slices: cl_bench.backbones.compiled), and the
+# layout it had before: one stream over the whole batch
+LAYOUTS = {"": {}, ", one stream over the batch": {"streams": 1, "slice_size": None}}
+
+
+def bf16_rows() -> bool:
+    """bf16 rows where the CPU has bf16 units, unless ``CL_BENCH_CPU_BF16=0`` asks for an
+    fp32-only machine (as when oneDNN is held to AVX2 with ``ONEDNN_MAX_CPU_ISA``)."""
+    return native_bf16() and bf16_switch() is not False
+
+
 def runtime_engines(backbone: Backbone, pooled: nn.Module, example: torch.Tensor,
                     threads: int) -> dict:
     """OpenVINO through cl-bench's own compiled pass (fp32, and bf16 where the CPU has
@@ -75,11 +88,13 @@ def runtime_engines(backbone: Backbone, pooled: nn.Module, example: torch.Tensor
     if version is None:
         missing.append("openvino")
     else:
-        for precision in ["fp32", "bf16"] if native_bf16() else ["fp32"]:
+        for precision in ["fp32", "bf16"] if bf16_rows() else ["fp32"]:
             backbone.precision = precision
-            t0 = time.perf_counter()
-            compiled = CompiledPass(backbone, threads)
-            engines[f"openvino {version} {precision}"] = (compiled, time.perf_counter() - t0)
+            for layout, options in LAYOUTS.items():
+                t0 = time.perf_counter()
+                compiled = CompiledPass(backbone, threads, **options)
+                engines[f"openvino {version} {precision}{layout}"] = (
+                    compiled, time.perf_counter() - t0)
     try:
         import onnxruntime as ort
     except ImportError:
@@ -122,7 +137,7 @@ def main(images: int = 256, batch: int = 32, repeat: int = 2) -> dict:
     batches = [backbone.normalize(ToModelInput(backbone.input_size)(raw[s:s + batch]))
                for s in range(0, images, batch)]
     peaks = {"fp32": gemm_gflops(torch.float32)}
-    if native_bf16():
+    if bf16_rows():
         peaks["bf16"] = gemm_gflops(torch.bfloat16)
     pooled = PreLogits(backbone.model).eval()
     plain = copy.deepcopy(pooled).to(memory_format=torch.contiguous_format)

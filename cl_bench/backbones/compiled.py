@@ -42,8 +42,9 @@ from cl_bench.errors import UserError
 
 SWITCH = "CL_BENCH_FROZEN_RUNTIME"
 # the pass runs in STREAMS streams that split the threads, each computing SLICE images
-# at a time: on 2 cores, 8-16 % more images/s than one stream over 32 (bf16 with AMX,
-# AVX512 and AVX2 fp32), with the same features bit for bit (bench/README.md (g))
+# at a time: on 2 cores 4-16 % more images/s than one stream over a batch of 32 (bf16
+# with AMX, fp32 with AVX512 or AVX2 kernels), the same features bit for bit
+# (bench/README.md (g))
 STREAMS, SLICE = 2, 8
 CHOICES = ("auto", "openvino", TORCH_RUNTIME)
 HINTS = {"fp32": "f32", "bf16": "bf16"}  # the run's precision -> OpenVINO's precision hint
@@ -148,9 +149,11 @@ def traced_in_fp32() -> Iterator[None]:
 
 class CompiledPass:
     """``backbone``'s frozen feature pass (normalised images in, features out) compiled
-    for this CPU at the backbone's precision with ``threads`` threads."""
+    for this CPU at the backbone's precision with ``threads`` threads, run by up to
+    ``streams`` streams ``slice_size`` images at a time (None: the whole batch)."""
 
-    def __init__(self, backbone: Backbone, threads: int) -> None:
+    def __init__(self, backbone: Backbone, threads: int, streams: int = STREAMS,
+                 slice_size: int | None = SLICE) -> None:
         ov = _openvino()
         self.model, self.threads = backbone.model, threads
         self.hint, self.state = HINTS[backbone.precision], _state_versions(backbone.model)
@@ -164,7 +167,7 @@ class CompiledPass:
             traced = torch.jit.trace(plain, torch.zeros(1, 3, size, size), check_trace=False)
             with runtime_errors(backbone.name, backbone.precision):
                 graph = ov.convert_model(traced, input=[(-1, 3, size, size)])
-        streams = min(threads, STREAMS)
+        streams, self.slice_size = min(threads, streams), slice_size
         with runtime_errors(backbone.name, backbone.precision):
             compiled = ov.Core().compile_model(graph, "CPU", {
                 "INFERENCE_PRECISION_HINT": self.hint, "INFERENCE_NUM_THREADS": threads,
@@ -180,10 +183,11 @@ class CompiledPass:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """(B, dim) float32 features of normalised images ``x`` (B, 3, size, size): slices
-        of :data:`SLICE` images handed to the streams in turn, each stream starting its
-        next slice once its last one is read."""
+        of the batch handed to the streams in turn, each stream starting its next slice
+        once its last one is read."""
         images = x.float().contiguous().numpy()  # torch's errors stay torch's
-        slices = [images[s:s + SLICE] for s in range(0, len(images), SLICE)]
+        step = self.slice_size or len(images)
+        slices = [images[s:s + step] for s in range(0, len(images), step)]
         out: list[torch.Tensor] = []
         with runtime_errors(self.name, self.precision):
             for k, part in enumerate(slices):
