@@ -81,8 +81,12 @@ def test_loader_settings_per_device_and_data(monkeypatch):
         "num_workers": 7, "pin_memory": True, "prefetch_factor": 2}
     # Avalanche 0.6's loader factories drop what they do not name: no prefetch_factor
     assert gpu_disk.strategy_kwargs() == {"num_workers": 7, "pin_memory": True}
-    # an evaluation of test images held in memory: no worker, pinned as the run is
+    # data in memory: no worker, pinned as the run is
     assert gpu_disk.in_memory().strategy_kwargs() == {"num_workers": 0, "pin_memory": True}
+    # an evaluation of test images in memory: the GPU keeps its workers, the CPU has none
+    assert gpu_disk.evaluation_in_memory() == gpu_disk
+    assert Loading.for_run("cpu", on_disk=True).evaluation_in_memory() == Loading(
+        workers=0, pin_memory=False)
     assert Loading.for_run("cpu", on_disk=False).strategy_kwargs() == {
         "num_workers": 0, "pin_memory": False}
 

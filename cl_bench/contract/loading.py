@@ -10,13 +10,14 @@ job on a shared node does not own. On the CPU the model's own passes use every c
 and one of them costs far more than decoding an image, so one worker overlaps the
 decoding and more would only take memory.
 
-Data in memory (tensors, cached features, and the test images of a run on disk, which
-are decoded once and kept: :mod:`cl_bench.scenarios.decoded_tests`, so every evaluation
-reads tensors) is read with no worker at all: indexing a tensor costs less than sending
-a batch between processes, and far less than forking the run's process for each
-evaluation; and the main process draws every random number in the order it always did,
-so in-memory runs (every test, CI) give the numbers they always gave. Training images on
-disk are always read by at least one worker, and the random training crop of image i is
+Data in memory (tensors, cached features) is read with no worker at all: indexing a
+tensor costs less than sending a batch between processes, and the main process draws
+every random number in the order it always did, so in-memory runs (every test, CI)
+give the numbers they always gave. So, on the CPU, are the test images of a run on
+disk, which are decoded once and kept (:mod:`cl_bench.scenarios.decoded_tests`): a
+worker would cost a fork of the run's process at every evaluation
+(:meth:`Loading.evaluation_in_memory`). Training images on disk are always read by at
+least one worker, and the random training crop of image i is
 drawn from a generator seeded with the loader's base seed (one draw of the run's
 generator per pass) and i
 (:class:`cl_bench.scenarios.transforms.FileTransform`), so the crops are the same
@@ -93,6 +94,14 @@ class Loading:
     def in_memory(self) -> Loading:
         """These settings for data held in memory: no worker (pinning as before)."""
         return replace(self, workers=0)
+
+    def evaluation_in_memory(self) -> Loading:
+        """The settings of an evaluation whose test images are in memory (uint8, decoded
+        once): on the CPU no worker, since forking the run's process for each evaluation
+        costs more than the division by 255 it would overlap; on a GPU (the run pins its
+        batches exactly there) the run's workers, which convert and collate each batch
+        while the GPU computes the last one."""
+        return self if self.pin_memory else self.in_memory()
 
     def strategy_kwargs(self) -> dict:
         """Keywords of an Avalanche strategy's ``train`` and ``eval`` calls: the loader

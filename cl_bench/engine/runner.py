@@ -270,7 +270,8 @@ class MethodInputs:
     (images or features), ``driven`` (the stream, or an adapted method's
     :class:`AdaptedStream` around it), the plugins and loader arguments they need, and
     the cached query of a method that reads one. ``loader_args`` go to training,
-    ``eval_args`` to evaluation (no worker where the test images are in memory)."""
+    ``eval_args`` to evaluation (on the CPU no worker where the test images are in
+    memory)."""
 
     stream: Stream
     driven: Stream | AdaptedStream
@@ -306,8 +307,8 @@ def method_inputs(spec: MethodSpec, card: Card, scenario: Card, data: ImageData,
         loader_args = loading.strategy_kwargs()
         if inputs is not Inputs.ADAPTED_FEATURES:  # an adapted method is tested on features
             test_x, eval_tf = eval_inputs(data, backbone.input_size, store.progress)
-        if isinstance(test_x, torch.Tensor):  # test images in memory (decoded once): no worker
-            eval_args = loading.in_memory().strategy_kwargs()
+        if isinstance(test_x, torch.Tensor):  # test images in memory (decoded once)
+            eval_args = loading.evaluation_in_memory().strategy_kwargs()
         else:
             eval_args = loader_args
         if inputs is Inputs.IMAGES_WITH_QUERY:
