@@ -15,7 +15,13 @@ import pytest
 import torch
 
 from cl_bench.backbones.base import TORCH_RUNTIME
-from cl_bench.backbones.compiled import SWITCH, native_bf16, openvino_version, runtime_for
+from cl_bench.backbones.compiled import (
+    SWITCH,
+    CompiledPass,
+    native_bf16,
+    openvino_version,
+    runtime_for,
+)
 from cl_bench.backbones.efficientnet import efficientnet_lite0
 from cl_bench.cards.config import load_method
 from cl_bench.cpu_flags import cpu_kind
@@ -166,3 +172,11 @@ def test_runtime_failures_become_a_user_error_with_the_way_around():
         assert str(error).strip().splitlines()[-1].strip() in message
     with pytest.raises(ValueError), runtime_errors("efficientnet_lite0", "fp32"):
         raise ValueError("not OpenVINO's")
+
+
+@pytest.mark.parametrize("layout", [(0, 2, 8), (2, 0, 8), (2, 2, 0), (2, 2, -1)])
+def test_a_pass_layout_below_one_is_refused_before_compiling(layout):
+    """threads, streams or slice size below 1 (no request to run, or an empty slice) is
+    refused before anything is traced or compiled."""
+    with pytest.raises(ValueError, match="at least 1"):
+        CompiledPass(None, *layout)

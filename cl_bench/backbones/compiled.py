@@ -154,6 +154,9 @@ class CompiledPass:
 
     def __init__(self, backbone: Backbone, threads: int, streams: int = STREAMS,
                  slice_size: int | None = SLICE) -> None:
+        if threads < 1 or streams < 1 or (slice_size is not None and slice_size < 1):
+            raise ValueError(f"threads, streams and slice_size must be at least 1; got "
+                             f"{threads}, {streams}, {slice_size}")
         ov = _openvino()
         self.model, self.threads = backbone.model, threads
         self.hint, self.state = HINTS[backbone.precision], _state_versions(backbone.model)

@@ -48,7 +48,7 @@ def drive(strategy: Method, stream: Stream | AdaptedStream, *, start: int = 0,
     after task 1 (or, resumed, after its adapted weights were restored).
     ``evaluate=False`` trains only (``cl-bench account``); ``loader_args`` go to
     every ``train`` call and ``eval_args`` (by default ``loader_args``) to every
-    ``eval`` call (data loader workers: none where the test set is in memory).
+    ``eval`` call (data loader workers and pinning: :mod:`cl_bench.contract.loading`).
     """
     loader_args = loader_args or {}
     eval_args = loader_args if eval_args is None else eval_args

@@ -17,9 +17,8 @@ give the numbers they always gave. So, on the CPU, are the test images of a run 
 disk, which are decoded once and kept (:mod:`cl_bench.scenarios.decoded_tests`): a
 worker would cost a fork of the run's process at every evaluation
 (:meth:`Loading.evaluation_in_memory`). Training images on disk are always read by at
-least one worker, and the random training crop of image i is
-drawn from a generator seeded with the loader's base seed (one draw of the run's
-generator per pass) and i
+least one worker, and the random training crop of image i is drawn from a generator
+seeded with the loader's base seed (one draw of the run's generator per pass) and i
 (:class:`cl_bench.scenarios.transforms.FileTransform`), so the crops are the same
 whichever worker, and however many workers, decode it: an on-disk run gives the same
 numbers on a 2-core CPU and on a 32-core GPU node. For the same reason workers are not
