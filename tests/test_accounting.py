@@ -21,13 +21,17 @@ def vit_flops(name: str, size: int = 224) -> int:
 
 
 def analytic_vit_flops(d: int, depth: int, heads: int, patch: int = 16, size: int = 224,
-                       mlp: int = 4, extra_tokens: int = 0) -> int:
-    """2 x MACs: patch embedding, qkv, QK^T, AV, proj, MLP (no norms/softmax)."""
+                       mlp: int = 4, extra_tokens: int = 0, last_rows: int | None = None) -> int:
+    """2 x MACs: patch embedding, qkv, QK^T, AV, proj, MLP (no norms/softmax).
+    ``last_rows``: the last block's queries, projection and MLP on that many rows
+    (qkv on every token)."""
     n = (size // patch) ** 2 + 1 + extra_tokens
     embed = (size // patch) ** 2 * 3 * patch * patch * d
-    per_block = n * d * 3 * d + 2 * n * n * d + n * d * d + 2 * n * d * mlp * d
+
+    def block(rows: int) -> int:
+        return n * d * 3 * d + 2 * rows * n * d + rows * d * d + 2 * rows * d * mlp * d
     assert heads * (d // heads) == d
-    return 2 * (embed + depth * per_block)
+    return 2 * (embed + (depth - 1) * block(n) + block(n if last_rows is None else last_rows))
 
 
 def test_vit_base_is_35_13_gflops_with_attention():
@@ -111,9 +115,11 @@ def prompt_methods():
 
 
 def test_l2p_is_query_pass_plus_prompted_pass_with_25_more_tokens(prompt_methods):
+    """The prompted pass's last block runs on the [CLS] and the 25 prompt rows only."""
     l2p = prompt_methods["l2p"]
     query = analytic_vit_flops(192, 12, 3)
-    prompted = analytic_vit_flops(192, 12, 3, extra_tokens=25)
+    prompted = analytic_vit_flops(192, 12, 3, extra_tokens=25, last_rows=26)
+    assert prompted < analytic_vit_flops(192, 12, 3, extra_tokens=25) * 0.95
     assert l2p["inference_gflops_per_image"] * 1e9 == pytest.approx(query + prompted, rel=1e-3)
     assert l2p["inference_gflops_per_image"] * 1e9 > query + prompted  # + key match + head
 

@@ -124,7 +124,8 @@ def test_method_hooks_count_their_dominant_allocations():
     alignment samples; L2P's pool; TOSCA's views and modules; Finetune's SGD momentum
     over the trained copy; and what each training step keeps for its backward pass
     (batch x tokens x blocks that gradients flow through: adapters from the second
-    block on, L2P's 25 prompt tokens through all twelve, Finetune's trained blocks)."""
+    block on, L2P's 25 prompt tokens through all twelve, the last on the rows it
+    reads, Finetune's trained blocks)."""
     per_set = 12 * (2 * 768 * 64 + 64 + 768) * 4
     adapted = 48 * 197 * 11 * FROZEN
     assert own("ranpac", adapt="adapter") == [
@@ -136,7 +137,11 @@ def test_method_hooks_count_their_dominant_allocations():
     assert own("mos")[1:] == [("batch_size", adapted), ("ca_storage", 200 * 768 * 768 * 4),
                               ("ca_samples", 48 * 5 * 200 * 768 * 4)]
     assert own("l2p") == [("pool_size or the prompt length", 10 * 5 * 1 * 768 * 4 * 3),
-                          ("batch_size", 16 * (197 + 25) * 12 * FROZEN)]
+                          # the last block: every token's norm1 input and qkv (4 x 768),
+                          # the rest for the [CLS] and the 25 prompt rows only
+                          ("batch_size", 16 * ((197 + 25) * 11 * FROZEN
+                                               + (197 + 25) * 4 * 768 * 4
+                                               + 26 * (FROZEN - 4 * 768 * 4)))]
     assert own("l2p", optimizer="sgd", momentum=0.0)[0][1] == 10 * 5 * 1 * 768 * 4
     assert own("dualprompt")[1] == ("batch_size", 24 * 197 * 11 * FROZEN)
     assert own("finetune") == [("optimizer", 85_798_656 * 4),

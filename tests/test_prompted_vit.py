@@ -8,6 +8,7 @@ import timm
 import torch
 from torch.testing import assert_close
 
+from cl_bench.backbones.adapters import AdapterSet
 from cl_bench.backbones.base import Backbone
 from cl_bench.backbones.prompted import PromptedViT, prefix_attention
 
@@ -176,3 +177,71 @@ def test_checkpointing_is_off_without_gradients(vit):
 def test_checkpoint_blocks_beyond_the_depth_is_refused(vit):
     with pytest.raises(ValueError, match="between 0 and the depth 12"):
         PromptedViT(vit, checkpoint_blocks=13)
+
+
+def read_rows(vit, lean: bool, *, last_prefix: bool = False, adapter: bool = False,
+              checkpoint_blocks: int = 0):
+    """[CLS] and prompt outputs of a pass with prompts and a block-1 prefix (and, when
+    asked, a prefix and an adapter on the last block), their gradients for a loss on
+    those rows, and the shape of ``tokens``."""
+    x, d = images(vit), vit.embed_dim
+    g = torch.Generator().manual_seed(6)
+    prompts = torch.randn(3, 4, d, generator=g).requires_grad_()
+    prefixes = {1: tuple(torch.randn(3, 2, d, generator=g).requires_grad_() for _ in "kv")}
+    if last_prefix:
+        prefixes[11] = tuple(torch.randn(3, 3, d, generator=g).requires_grad_() for _ in "kv")
+    adapters = None
+    if adapter:
+        torch.manual_seed(7)
+        adapters = AdapterSet(d, 8, [11]).eval()  # no dropout: both passes alike
+        torch.nn.init.normal_(adapters[11].up.weight)  # a fresh adapter adds exactly 0
+    leaves = [prompts, *(t for pair in prefixes.values() for t in pair),
+              *(adapters.parameters() if adapters is not None else [])]
+    out = PromptedViT(vit, checkpoint_blocks=checkpoint_blocks)(
+        x, prompts=prompts, prefixes=prefixes, adapters=adapters, lean_tail=lean)
+    (out.cls.square().sum() + out.prompts.mean(1).square().sum()).backward()
+    grads = [t.grad for t in leaves]
+    return out.cls.detach(), out.prompts.detach(), grads, out.tokens.shape
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("case", [{}, {"last_prefix": True}, {"adapter": True},
+                                  {"checkpoint_blocks": 12}])
+def test_lean_tail_gives_the_rows_read_and_their_gradients(vit, fused, case):
+    """The last block on the [CLS] and prompt rows alone: the same outputs and gradients
+    up to float32 round-off (the rows' matrix products sum in another order), for a
+    last-block prefix, adapter and checkpointing too; ``tokens`` holds those 5 rows."""
+    was = [blk.attn.fused_attn for blk in vit.blocks]
+    for blk in vit.blocks:
+        blk.attn.fused_attn = fused
+    try:
+        full, lean = read_rows(vit, False, **case), read_rows(vit, True, **case)
+    finally:
+        for blk, f in zip(vit.blocks, was, strict=True):
+            blk.attn.fused_attn = f
+    assert full[3] == (3, 1 + 4 + vit.patch_embed.num_patches, vit.embed_dim)
+    assert lean[3] == (3, 5, vit.embed_dim)
+    assert_close(lean[0], full[0], rtol=1e-5, atol=1e-5)
+    assert_close(lean[1], full[1], rtol=1e-5, atol=1e-5)
+    assert len(lean[2]) == len(full[2]) and all(g is not None for g in lean[2])
+    for a, b in zip(lean[2], full[2], strict=True):
+        assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert all("forward" not in blk.__dict__ and "forward" not in blk.attn.__dict__
+               for blk in vit.blocks)
+
+
+def test_lean_tail_computes_the_last_block_on_the_rows_read_only(vit):
+    """The last block's MLP sees the 5 rows read (of 1 + 4 + patches); the block before
+    it every row."""
+    x, d = images(vit), vit.embed_dim
+    prompts = torch.randn(3, 4, d, generator=torch.Generator().manual_seed(8))
+    seen = {}
+    handles = [vit.blocks[i].mlp.register_forward_hook(
+        lambda m, args, out, i=i: seen.__setitem__(i, args[0].shape[1])) for i in (10, 11)]
+    try:
+        with torch.no_grad():
+            PromptedViT(vit)(x, prompts=prompts, lean_tail=True)
+    finally:
+        for h in handles:
+            h.remove()
+    assert seen == {10: 1 + 4 + vit.patch_embed.num_patches, 11: 5}

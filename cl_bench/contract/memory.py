@@ -85,19 +85,26 @@ def saved_per_token(work: Workload, trains_blocks: bool) -> int:
 
 
 def backward_pass(work: Workload, params: dict, first: int, extra_tokens: int = 0,
-                  trains_blocks: bool = False) -> Allocation:
+                  trains_blocks: bool = False, read_rows: int | None = None) -> Allocation:
     """What autograd keeps for the backward pass of one training batch
     (``params["batch_size"]``) through the ViT: :func:`saved_per_token` for every
     token of every block from ``first`` on (the first block whose input carries
     gradients: 0 for prompts inserted as tokens or a trained backbone; the block
     after the first prefix or adapter, whose own input carries none), except the
     first ``checkpoint_blocks``, which are recomputed in the backward pass instead.
-    ``extra_tokens``: the tokens a method adds to the sequence (L2P's prompts). Each
-    element at :attr:`Workload.activation_bytes`. 0 on a CNN (no blocks counted)."""
+    ``extra_tokens``: the tokens a method adds to the sequence (L2P's prompts).
+    ``read_rows``: the last block runs on those rows only (``PromptedViT``'s
+    ``lean_tail``) and keeps norm1's input and the qkv output for every token (4 d)
+    but the rest (2 d + h) for those rows. Each element at
+    :attr:`Workload.activation_bytes`. 0 on a CNN (no blocks counted)."""
     batch = capped(params["batch_size"], work.train_images // work.n_tasks)
     kept = max(0, work.blocks - max(first, params.get("checkpoint_blocks", 0)))
     tokens = work.tokens + extra_tokens
-    nbytes = batch * tokens * saved_per_token(work, trains_blocks) * kept * work.activation_bytes
+    per_token = saved_per_token(work, trains_blocks)
+    elements = tokens * per_token * kept
+    if read_rows is not None and kept and not trains_blocks:
+        elements -= (tokens - read_rows) * (per_token - 4 * work.dim)
+    nbytes = batch * elements * work.activation_bytes
     return Allocation(f"what its backward pass keeps ({kept} ViT blocks x {tokens} tokens)",
                       nbytes, "batch_size", backward=True)
 

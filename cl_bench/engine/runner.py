@@ -199,11 +199,19 @@ def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: s
     }
 
 
+class QuietEvaluation(EvaluationPlugin):
+    """An evaluator with no metrics and no loggers, whose callbacks return at once
+    (Avalanche's would make a logging view of the experience at every one)."""
+
+    def _update_metrics_and_loggers(self, strategy, callback: str) -> None:
+        return None
+
+
 def quiet_evaluator() -> EvaluationPlugin:
     """No Avalanche metrics or loggers: the Recorder plugin records what we report."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return EvaluationPlugin(loggers=[])
+        return QuietEvaluation(loggers=[])
 
 
 def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,

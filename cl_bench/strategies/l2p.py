@@ -49,7 +49,7 @@ class L2PNet(PromptModel):
         idx = self.keys.match(q, p["top_k"], p["batchwise"])
         if self.training:
             self.regularizer = -p["pull_weight"] * self.keys.pull(q, idx)
-        out = self.vit(x, prompts=self.prompts[idx].flatten(1, 2))
+        out = self.vit(x, prompts=self.prompts[idx].flatten(1, 2), lean_tail=True)
         return out.prompts.mean(dim=1)
 
 
@@ -63,6 +63,7 @@ class L2P(PromptStrategy):
     def memory(cls, params: dict, work: Workload) -> list[Allocation]:
         """The prompt pool, and what the backward pass keeps: the top_k x length
         prompt tokens enter the first block, so gradients flow through every block, each
-        over the longer sequence."""
+        over the longer sequence; the last block runs on the [CLS] and prompt rows."""
         prompts = params["top_k"] * params["length"]
-        return [prompt_pool(params, work), backward_pass(work, params, 0, prompts)]
+        return [prompt_pool(params, work),
+                backward_pass(work, params, 0, prompts, read_rows=1 + prompts)]
