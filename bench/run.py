@@ -41,10 +41,15 @@ PILOT_FILES = ("models/dualprompt.py", "models/coda_prompt.py", "exps/dualprompt
                "exps/coda_prompt.json", "trainer.py")
 
 
+# ours in (d) and (h): the card defaults, then activation checkpointing of the first 8
+# and of all 12 blocks (the least memory; the same numbers, more time)
+CHECKPOINT_BLOCKS = ("0", "8", "12")
+
+
 def figure_d() -> dict:
     """Avalanche 0.6.0's LearningToPrompt (in its own environment, see bench.peer_venv)
-    and ours on the same shape, each in its own process: ours with the card defaults,
-    then with activation checkpointing of the first 8 of 12 blocks."""
+    and ours on the same shape, each in its own process: ours at each of
+    ``CHECKPOINT_BLOCKS``."""
     from bench.peer_venv import PeerVenvError, peer_python
     try:
         python = peer_python()
@@ -55,7 +60,7 @@ def figure_d() -> dict:
                      "Avalanche's LearningToPrompt")
     out = {"avalanche": {**peer.result, "wall_s": peer.wall_s, "peak_rss_gb": peer.peak_rss_gb},
            "ours": []}
-    for blocks in ("0", "8"):
+    for blocks in CHECKPOINT_BLOCKS:
         out["ours"].append(ours_against("l2p", blocks, peer))
     return out
 
@@ -86,7 +91,7 @@ def figure_h() -> dict:
     """LAMDA-PILOT's DualPrompt and CODA-Prompt (in bench/.venv-avalanche, in a scratch
     copy of its checkout with bench/parity/patch_pc.py's edits, which at ViT-B/16 change
     nothing but let CODA-Prompt train on the CPU) and ours on (d)'s shape, each in its
-    own process, ours with the card defaults and with checkpoint_blocks 8."""
+    own process, ours at each of ``CHECKPOINT_BLOCKS``."""
     import shutil
     import subprocess
     import tempfile
@@ -110,7 +115,7 @@ def figure_h() -> dict:
                              f"LAMDA-PILOT's {method}", cwd=str(copy))
             out[method] = {"pilot": {**peer.result, "wall_s": peer.wall_s,
                                      "peak_rss_gb": peer.peak_rss_gb},
-                           "ours": [ours_against(method, b, peer) for b in ("0", "8")]}
+                           "ours": [ours_against(method, b, peer) for b in CHECKPOINT_BLOCKS]}
     return out
 
 
