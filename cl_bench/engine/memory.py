@@ -3,7 +3,7 @@
 Some settings scale memory far past a machine: RanPAC's ``M`` (its Gram matrix is
 M x M in float64: 12.8 GB at M = 40,000), the image size (one 100,000-pixel image is
 120 GB in float32), a scenario's class count, a training batch through a ViT (L2P at
-batch 128 keeps 10.5 GB for its backward pass in fp32). Left to run, such a setting
+batch 128 keeps 10.0 GB for its backward pass in fp32). Left to run, such a setting
 swaps the machine to a halt or fails in the allocator with a traceback, after a
 ``.failed`` record is written. Here the dominant allocations of each run are estimated
 from the resolved cards, the scenario card and the backbone's architecture (built on

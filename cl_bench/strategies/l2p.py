@@ -14,7 +14,8 @@ with M = 10, L = 5, lambda = 0.1. Everything but the pool, the keys and the
 head is frozen; trainable at D = 768: 10 x 5 x 768 + 10 x 768 = 46,080 + head.
 There is no task-specific prompt: selection is by key matching in training too
 (and, with ``batchwise: true``, by batch vote in both phases, as the official
-code has it).
+code has it). The prompted pass runs its last block on the [CLS] and prompt rows
+only (``PromptedViT``'s ``lean_tail``): f reads nothing else.
 """
 
 from __future__ import annotations
