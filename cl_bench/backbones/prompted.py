@@ -182,7 +182,8 @@ class PromptedViT(nn.Module):
                 stack.enter_context(self._checkpointed(active, adapters, rows))
             else:
                 stack.enter_context(adapted(self.vit.blocks, adapters))
-                for index in range(self.depth):
+                changed = set(active) | ({self.depth - 1} if lean_tail else set())
+                for index in sorted(changed):
                     stack.enter_context(self._injected(index, active.get(index), None, rows))
             tokens = self.vit.forward_features(x)
         return PromptedOutput(tokens, tokens[:, 0], tokens[:, start:start + n_prompts])
