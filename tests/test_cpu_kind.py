@@ -1,5 +1,5 @@
 """The CPU's kind (which units its kernels are chosen for) from /proc/cpuinfo's flags,
-and the feature cache keyed by it: bf16 features of an AMX CPU and of an AVX512-BF16
+held to oneDNN's ISA cap where one is set, and the feature cache keyed by it: bf16 features of an AMX CPU and of an AVX512-BF16
 one differ (the default run prints different numbers), so a cache shared between them
 must give each its own entries."""
 
@@ -24,14 +24,55 @@ ZEN2 = "flags : fpu sse2 avx avx2 fma"
     ("flags : fpu sse2", "baseline"), ("", "baseline"),
     ("flags : avx2 avx512_bf16x", "avx2")])  # whole flags only, never a prefix
 def test_the_kind_is_the_most_capable_unit_the_cpu_reports(flags, kind):
-    assert cpu_flags.cpu_kind(flags) == kind
+    assert cpu_flags.cpu_kind(flags, environ={}) == kind
 
 
 @pytest.mark.parametrize(("flags", "bf16"), [(SAPPHIRE, True), (GENOA, True),
                                              (SKYLAKE, False), (ZEN2, False)])
 def test_bf16_units_are_amx_or_avx512_bf16(monkeypatch, flags, bf16):
+    for var in cpu_flags.ISA_CAPS:
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(cpu_flags, "_flags", lambda: flags)
     assert cpu_flags.detect_cpu_bf16() is bf16
+
+
+@pytest.mark.parametrize(("cap", "sapphire", "zen2"), [
+    ("AVX2", "avx2", "avx2"), ("avx2_vnni_2", "avx2", "avx2"),
+    ("AVX512_CORE", "avx512", "avx2"), ("AVX512_CORE_VNNI", "avx512", "avx2"),
+    ("AVX512_CORE_BF16", "avx512_bf16", "avx2"), ("AVX10_1_512", "avx512_bf16", "avx2"),
+    ("AVX512_CORE_AMX", "amx", "avx2"), ("AVX10_1_512_AMX_FP16", "amx", "avx2"),
+    ("SSE41", "baseline", "baseline"), ("AVX", "baseline", "baseline"),
+    ("ALL", "amx", "avx2"), ("DEFAULT", "amx", "avx2"), ("", "amx", "avx2"),
+    ("NOT_AN_ISA", "amx", "avx2")])  # oneDNN ignores a name it does not know
+def test_onednn_isa_cap_holds_the_kind_below_the_cpu(cap, sapphire, zen2):
+    """A cap lowers the kind to what oneDNN may dispatch to, never raises it."""
+    for var in cpu_flags.ISA_CAPS:
+        assert cpu_flags.cpu_kind(SAPPHIRE, environ={var: cap}) == sapphire
+        assert cpu_flags.cpu_kind(ZEN2, environ={var: cap}) == zen2
+
+
+def test_onednn_reads_its_own_name_before_the_old_one():
+    both = {"ONEDNN_MAX_CPU_ISA": "ALL", "DNNL_MAX_CPU_ISA": "AVX2"}
+    assert cpu_flags.cpu_kind(SAPPHIRE, environ=both) == "amx"
+    assert cpu_flags.cpu_kind(SAPPHIRE, environ={"ONEDNN_MAX_CPU_ISA": "",
+                                                 "DNNL_MAX_CPU_ISA": "AVX2"}) == "avx2"
+
+
+def test_an_amx_cpu_held_to_avx2_has_no_bf16_units_and_keys_as_avx2(monkeypatch):
+    """``--precision auto`` then picks fp32 and OpenVINO is not asked for bf16; the
+    features are cached as an AVX2 CPU's."""
+    from cl_bench.backbones.compiled import native_bf16
+    from cl_bench.engine.environment import cpu_has_bf16
+
+    monkeypatch.delenv("CL_BENCH_CPU_BF16", raising=False)
+    monkeypatch.setattr(cpu_flags, "_flags", lambda: SAPPHIRE)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert (cpu_flags.detect_cpu_bf16(), cpu_has_bf16(), native_bf16()) == (False,) * 3
+    _, backbone, data = fake_parts([])
+    key = FeatureStore(torch.device("cpu"), progress=False).key(backbone, data, "train")
+    assert key[-1] == ("cpu", "avx2")
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    assert (cpu_flags.detect_cpu_bf16(), cpu_has_bf16(), native_bf16()) == (True,) * 3
 
 
 def test_each_cpu_kind_extracts_its_own_features(tmp_path, monkeypatch):

@@ -93,7 +93,8 @@ def native_bf16() -> bool:
     """Whether OpenVINO runs bf16 natively on this CPU: AVX512-BF16 or AMX. Where it
     does not, its bf16 hint silently computes in fp32, so a bf16 run stays in torch,
     which emulates bf16 (what ``CL_BENCH_CPU_BF16=1`` asks for on such a CPU). Read
-    from the CPU's flags, not from OpenVINO, so that choosing a runtime imports nothing."""
+    from the CPU's flags and oneDNN's ISA cap (:func:`~cl_bench.cpu_flags.cpu_kind`), not
+    from OpenVINO, so that choosing a runtime imports nothing."""
     return detect_cpu_bf16()
 
 
