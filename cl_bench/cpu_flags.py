@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 # from the most capable down: the first flag this CPU reports names its kind
@@ -46,7 +47,7 @@ def isa_cap(value: str) -> str | None:
     return None
 
 
-def cpu_kind(flags: str | None = None, environ: dict | None = None) -> str:
+def cpu_kind(flags: str | None = None, environ: Mapping[str, str] | None = None) -> str:
     """The units this CPU's kernels are chosen for (oneDNN and OpenVINO dispatch on
     them): ``amx`` (AMX-BF16 tiles), ``avx512_bf16``, ``avx512``, ``avx2`` or
     ``baseline``: the most capable unit the CPU reports, or less where

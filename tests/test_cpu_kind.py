@@ -1,7 +1,7 @@
 """The CPU's kind (which units its kernels are chosen for) from /proc/cpuinfo's flags,
-held to oneDNN's ISA cap where one is set, and the feature cache keyed by it: bf16 features of an AMX CPU and of an AVX512-BF16
-one differ (the default run prints different numbers), so a cache shared between them
-must give each its own entries."""
+held to oneDNN's ISA cap where one is set, and the feature cache keyed by it: bf16
+features of an AMX CPU and of an AVX512-BF16 one differ (the default run prints different
+numbers), so a cache shared between them must give each its own entries."""
 
 from __future__ import annotations
 
