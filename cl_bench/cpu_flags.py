@@ -59,10 +59,16 @@ def cpu_kind(flags: str | None = None, environ: Mapping[str, str] | None = None)
     variables to read the cap from (``os.environ`` when not given)."""
     words = set((_flags() if flags is None else flags).split())
     kind = next((kind for flag, kind in KINDS if flag in words), "baseline")
-    env = os.environ if environ is None else environ
-    value = next((env[var] for var in ISA_CAPS if env.get(var)), "")  # oneDNN's order
-    cap = isa_cap(value)
+    cap = isa_cap(isa_cap_setting(environ) or "")
     return kind if cap is None else min(kind, cap, key=RANK.__getitem__)
+
+
+def isa_cap_setting(environ: Mapping[str, str] | None = None) -> str | None:
+    """The value oneDNN reads its cap from: ``ONEDNN_MAX_CPU_ISA``, else
+    ``DNNL_MAX_CPU_ISA`` (oneDNN's order), ``None`` when neither is set (a run records
+    it beside the kind)."""
+    env = os.environ if environ is None else environ
+    return next((env[var] for var in ISA_CAPS if env.get(var)), None)
 
 
 def detect_cpu_bf16() -> bool:

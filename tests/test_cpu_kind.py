@@ -60,19 +60,27 @@ def test_onednn_reads_its_own_name_before_the_old_one():
 
 def test_an_amx_cpu_held_to_avx2_has_no_bf16_units_and_keys_as_avx2(monkeypatch):
     """``--precision auto`` then picks fp32 and OpenVINO is not asked for bf16; the
-    features are cached as an AVX2 CPU's."""
+    features are cached as an AVX2 CPU's; the run's ``env`` records the kind and the cap."""
     from cl_bench.backbones.compiled import native_bf16
+    from cl_bench.engine import environment
     from cl_bench.engine.environment import cpu_has_bf16
 
-    monkeypatch.delenv("CL_BENCH_CPU_BF16", raising=False)
+    for var in ("CL_BENCH_CPU_BF16", *cpu_flags.ISA_CAPS):
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(cpu_flags, "_flags", lambda: SAPPHIRE)
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     assert (cpu_flags.detect_cpu_bf16(), cpu_has_bf16(), native_bf16()) == (False,) * 3
     _, backbone, data = fake_parts([])
     key = FeatureStore(torch.device("cpu"), progress=False).key(backbone, data, "train")
     assert key[-1] == ("cpu", "avx2")
+    env = environment.versions(torch.device("cpu"), None)
+    assert (env["cpu_kind"], env["cpu_isa_cap"], env["cpu_bf16"]["detected"]) == (
+        "avx2", "AVX2", False)
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
     assert (cpu_flags.detect_cpu_bf16(), cpu_has_bf16(), native_bf16()) == (True,) * 3
+    env = environment.versions(torch.device("cpu"), None)
+    assert (env["cpu_kind"], env["cpu_isa_cap"], env["cpu_bf16"]["detected"]) == (
+        "amx", None, True)
 
 
 def test_each_cpu_kind_extracts_its_own_features(tmp_path, monkeypatch):

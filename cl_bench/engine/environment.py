@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cl_bench.cpu_flags import cpu_kind, detect_cpu_bf16
+from cl_bench.cpu_flags import cpu_kind, detect_cpu_bf16, isa_cap_setting
 from cl_bench.engine import gpu
 from cl_bench.errors import UserError
 
@@ -251,6 +251,7 @@ def versions(device: torch.device, root: Path | None) -> dict:
         f"cpu ({torch.get_num_threads()} threads)", "git": git_commit(root),
         "device_kind": device.type, **gpu_versions(device),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(), "cpu_kind": cpu_kind(),
+        "cpu_isa_cap": isa_cap_setting(),
         "cpu_bf16": {"detected": detect_cpu_bf16(), "switch": bf16_switch()},
         "packages": dependency_versions(),
     }
