@@ -26,25 +26,26 @@ def _flags() -> str:
         return ""
 
 
+# oneDNN's ``cpu_isa_t`` names (oneDNN developer guide, "CPU Dispatcher Control"), each
+# with the most capable kind it lets oneDNN dispatch to; ALL and DEFAULT are no cap
+ISA_NAMES = {
+    "SSE41": "baseline", "AVX": "baseline",
+    "AVX2": "avx2", "AVX2_VNNI": "avx2", "AVX2_VNNI_2": "avx2",
+    "AVX512_CORE": "avx512", "AVX512_CORE_VNNI": "avx512",
+    "AVX512_CORE_BF16": "avx512_bf16", "AVX512_CORE_FP16": "avx512_bf16",
+    "AVX10_1_512": "avx512_bf16", "AVX10_2_512": "avx512_bf16",
+    "AVX512_CORE_AMX": "amx", "AVX10_1_512_AMX": "amx", "AVX512_CORE_AMX_FP16": "amx",
+    "AVX10_1_512_AMX_FP16": "amx", "AVX10_2_512_AMX_2": "amx",
+}
+
+
 def isa_cap(value: str) -> str | None:
     """The most capable kind a ``ONEDNN_MAX_CPU_ISA`` value lets oneDNN (and OpenVINO's
-    CPU plugin, which reads it too) dispatch to; ``None``: no cap (``ALL``, ``DEFAULT``,
-    empty, or a name oneDNN does not know, which it ignores). The names are oneDNN's
-    (its ``cpu_isa_t``): ``*AMX*`` keeps the tiles; ``AVX10_*`` and
-    ``AVX512_CORE_BF16``/``_FP16`` keep AVX512-BF16; other ``AVX512*`` keep AVX512;
-    ``AVX2*`` AVX2; ``SSE41`` and ``AVX`` less than AVX2."""
-    name = value.strip().upper()
-    if "AMX" in name:
-        return "amx"
-    if name.startswith("AVX10") or name in ("AVX512_CORE_BF16", "AVX512_CORE_FP16"):
-        return "avx512_bf16"
-    if name.startswith("AVX512"):
-        return "avx512"
-    if name.startswith("AVX2"):
-        return "avx2"
-    if name in ("SSE41", "AVX"):
-        return "baseline"
-    return None
+    CPU plugin, which reads it too) dispatch to (:data:`ISA_NAMES`; the name in any
+    case, as oneDNN takes it); ``None``: no cap, for ``ALL``, ``DEFAULT``, empty, or any
+    other text, which oneDNN ignores (measured on its verbose output: `` AVX2`` with a
+    space or ``AVX2_FOO`` leave it at the CPU's own units)."""
+    return ISA_NAMES.get(value.upper())
 
 
 def cpu_kind(flags: str | None = None, environ: Mapping[str, str] | None = None) -> str:

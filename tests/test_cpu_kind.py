@@ -43,7 +43,8 @@ def test_bf16_units_are_amx_or_avx512_bf16(monkeypatch, flags, bf16):
     ("AVX512_CORE_AMX", "amx", "avx2"), ("AVX10_1_512_AMX_FP16", "amx", "avx2"),
     ("SSE41", "baseline", "baseline"), ("AVX", "baseline", "baseline"),
     ("ALL", "amx", "avx2"), ("DEFAULT", "amx", "avx2"), ("", "amx", "avx2"),
-    ("NOT_AN_ISA", "amx", "avx2")])  # oneDNN ignores a name it does not know
+    ("NOT_AN_ISA", "amx", "avx2"), (" AVX2", "amx", "avx2"), ("AVX2_FOO", "amx", "avx2"),
+    ("avx10_2_512_amx_2", "amx", "avx2")])  # oneDNN ignores a name it does not know
 def test_onednn_isa_cap_holds_the_kind_below_the_cpu(cap, sapphire, zen2):
     """A cap lowers the kind to what oneDNN may dispatch to, never raises it."""
     for var in cpu_flags.ISA_CAPS:
