@@ -179,19 +179,22 @@ def _warn(path: Path, why: str) -> None:
 
 @refuse_long_names
 def load_results(folder: str | Path = "results", *, scenarios: Iterable[str] = (),
-                 methods: Iterable[str] = (), on_skip: Skipped | None = None
-                 ) -> pd.DataFrame:
+                 methods: Iterable[str] = (), on_skip: Skipped | None = None,
+                 allow_stale: bool = False) -> pd.DataFrame:
     """Every finished run in a results folder, one row each (the columns of
     :meth:`Result.row` and the report's ``label``), sorted by scenario, method,
     configuration and seed; optionally only some scenarios or methods.
 
     A file that is not a valid record is left out with a :class:`SkippedResultWarning`
-    (or ``on_skip(path, why)``); a folder without finished runs is a UserError."""
+    (or ``on_skip(path, why)``); a folder without finished runs is a UserError, and so
+    is a stale result (of other code or packages) unless ``allow_stale``, which keeps it
+    with its ``stale`` column saying what changed and ``[stale]`` in its label."""
     from cl_bench.reporting.report import load_runs
     say = arguments.callback("on_skip", on_skip) or _warn
     runs, skipped = load_runs(arguments.folder("folder", folder, 'folder="results"'),
                               arguments.names("scenarios", scenarios, 'scenarios=["fmnist"]'),
-                              arguments.names("methods", methods, 'methods=["tosca"]'))
+                              arguments.names("methods", methods, 'methods=["tosca"]'),
+                              arguments.flag("allow_stale", allow_stale))
     for path, why in skipped:
         say(path, why)
     return runs
@@ -201,11 +204,12 @@ def load_results(folder: str | Path = "results", *, scenarios: Iterable[str] = (
 def report(folder: str | Path = "results", out: str | Path = "reports/latest", *,
            formats: str | Iterable[str] | None = None, images: str | Iterable[str] | None = None,
            scenarios: Iterable[str] = (), methods: Iterable[str] = (),
-           on_skip: Skipped | None = None) -> list[Path]:
+           on_skip: Skipped | None = None, allow_stale: bool = False) -> list[Path]:
     """Write the report of a results folder into ``out`` (its report files replaced), as
     ``cl-bench report`` does: ``formats`` of md, tex, csv, html and plot ``images`` png,
     svg (None: all of them; empty: none). Returns the files written. Invalid result
-    files are skipped as in :func:`load_results`."""
+    files are skipped and stale ones refused (unless ``allow_stale``) as in
+    :func:`load_results`."""
     from cl_bench.input_checks import writable_dir
     from cl_bench.reporting.report import FORMATS, IMAGE_FORMATS, write_report
     folder = arguments.folder("folder", folder, 'folder="results"')
@@ -218,7 +222,8 @@ def report(folder: str | Path = "results", out: str | Path = "reports/latest", *
                              'images=["png"]'))
     say = arguments.callback("on_skip", on_skip) or _warn
     writable_dir(out, "--out")
-    written, skipped = write_report(folder, out, *selected, *kinds)
+    written, skipped = write_report(folder, out, *selected, *kinds,
+                                    allow_stale=arguments.flag("allow_stale", allow_stale))
     for path, why in skipped:
         say(path, why)
     return written

@@ -206,10 +206,13 @@ def status(
     out: Annotated[Path, typer.Option(help="Results folder (what `cl-bench run --out` "
                                            "wrote).")] = Path("results"),
 ) -> None:
-    """Every run in a results folder: done, running (pid, host, SLURM job), failed (with the
-    error's last line), invalid (a result file that is damaged or not a result, with what is
-    wrong; `cl-bench run` computes it again) or pending (planned by a grid, or interrupted),
-    and a one-line summary. Reads only the folder: no data, backbone or scheduler needed.
+    """Every run in a results folder: done, stale (a result of other code or package
+    versions than those installed now, with what changed; `cl-bench run` computes it
+    again), running (pid, host, SLURM job), failed (with the error's last line), invalid (a
+    result file that is damaged or not a result, with what is wrong; `cl-bench run`
+    computes it again) or pending (planned by a grid, or interrupted), and a one-line
+    summary. Reads only the folder and the installed code: no data, backbone or scheduler
+    needed.
 
     Example: cl-bench status --out results
     """
@@ -387,18 +390,23 @@ def report(
     images: Annotated[str, typer.Option(
         help="Plot files to write: png,svg | png | svg | none (the HTML embeds its own).")]
         = "png,svg",
+    allow_stale: Annotated[bool, typer.Option(
+        "--allow-stale", help="Also show results made by other code or package versions "
+                              "than those installed now, marked [stale] (refused otherwise; "
+                              "`cl-bench status` says what changed).")] = False,
     cards: Cards = None,
 ) -> None:
     """Tables and plots from result files: per scenario, methods x accuracy (mean +- std
     over seeds), forgetting, parameters, GFLOPs and train time, published numbers beside
-    the measured ones; runs that differ in protocol or backbone are separate rows.
+    the measured ones; runs that differ in protocol or backbone are separate rows. A
+    result of other code than the installed one is stale: re-run to recompute it.
 
     Example: cl-bench report --results results --out reports/latest --scenarios fmnist
     """
     from cl_bench import api
     written = api.report(
         results, out, formats=format_, images=[] if images.strip() == "none" else images,
-        scenarios=_csv(scenarios), methods=_csv(methods),
+        scenarios=_csv(scenarios), methods=_csv(methods), allow_stale=allow_stale,
         on_skip=lambda path, why: typer.echo(f"warning: skipped {path}: {why}", err=True))
     typer.echo(f"wrote {len(written)} files to {out}:")
     for path in written:

@@ -1,31 +1,32 @@
-"""``cl-bench run --dry-run``: the plan of a command, without data, weights or network.
+"""``cl-bench run --dry-run``: the plan of a command, without weights, training or network.
 
 For every run it prints the method, seed, result path and whether the run is done,
-running, failed or pending, under a line per scenario with the backbone, weights,
-protocol, device and precision; below each run, every resolved setting that differs
-from the cards' own values, with where it comes from (the protocol, ``--set``, or
-the stream, as CODA-Prompt's task count); then the sources of the paper settings.
-Bad input it can see without loading data is refused as a run refuses it: a data
-root that lacks the scenario's folders, a class order or task split that cannot be
-(against the class count, where the card states it).
+stale (a result of other code or packages, computed again), running, failed or pending,
+under a line per scenario with the backbone, weights, protocol, device and precision;
+below each run, every resolved setting that differs from the cards' own values, with
+where it comes from (the protocol, ``--set``, or the stream, as CODA-Prompt's task
+count); then the sources of the paper settings. Bad input it can see is refused as a
+run refuses it: a data root that lacks the scenario's folders, a class order or task
+split that cannot be (against the class count, where the card states it).
 
 The result path is the hash of the run's resolved config (:func:`runner.resolved_config`),
-which names the backbone by what a loaded one would report. Here it is built
-without weights: timm creates the architecture on the ``meta`` device (shapes, no
-values, no download), which gives the feature width, input size and the weights'
-normalisation; the weights are named and digested as the loaders do it (a pinned
-tag by its name, a local file by its bytes). Two things a dry run may lack make a
-path unknown, shown with the reason instead of a guess: a ``--weights`` file that
-is absent on this machine, and the class count of a dataset whose card does not
-state it (only needed by a method that sizes itself by the task count).
+which names the data by its identity and the backbone by what a loaded one would
+report. The data is read as a run reads it (the small in-memory datasets, or the names,
+sizes and times of image files; nothing is decoded). The backbone is built without
+weights: timm creates the architecture on the ``meta`` device (shapes, no values, no
+download), which gives the feature width, input size and the weights' normalisation;
+the weights are named and digested as the loaders do it (a pinned tag by its name, a
+local file by its bytes). Three things a dry run may lack make a path unknown, shown
+with the reason instead of a guess: a ``--weights`` file that is absent on this
+machine, data that ``--download`` has not fetched yet, and the class count of a dataset
+whose card does not state it (only needed by a method that sizes itself by the task
+count).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-
-import torch
 
 from cl_bench.backbones import use_weights_normalization
 from cl_bench.backbones.planned import Unknown, planned_backbone
@@ -38,16 +39,15 @@ from cl_bench.cards.protocol import (
     run_scenario,
 )
 from cl_bench.cards.resolve import resolve_for_backbone
-from cl_bench.commands.launch import LaunchOptions, worker_target
+from cl_bench.commands.launch import LaunchOptions, Target, check_plan_memory, worker_target
 from cl_bench.engine.environment import device_key, resolve_device, resolve_precision
-from cl_bench.engine.memory import check_memory
 from cl_bench.engine.runner import RunRequest, check_request, resolved_config
-from cl_bench.scenarios import check_class_order
+from cl_bench.errors import UserError
+from cl_bench.scenarios import check_class_order, load_data
+from cl_bench.scenarios.image_data import ImageData
 from cl_bench.scenarios.footprint import class_count
 from cl_bench.scenarios.order import check_split, task_split
 from cl_bench.store import results
-
-FILE_DATASETS = ("imagefolder",)  # loaders whose images stay files on disk (FileList)
 
 
 def check_stream(scenario: Card) -> None:
@@ -75,12 +75,28 @@ def size_by_stream(methods: list[Card], scenario: Card) -> None:
 
 
 def run_state(path: Path) -> str:
-    if results.is_done(path):
+    there = results.found(path).state
+    if there == "done":
         return "done"
     lock = results.probe_lock(path)
     if lock and lock.held:
         return "running"
+    if there == "stale":
+        return "stale"
     return "failed" if results.read_failure(path) else "pending"
+
+
+def data_of(req: RunRequest, scenario: Card) -> ImageData:
+    """The dataset as a run loads it (file names and sizes of images on disk, nothing
+    decoded), whose identity is part of every result path; :class:`Unknown` while a
+    dataset that ``--download`` fetches is not there yet."""
+    try:
+        return load_data(scenario, req.data_root, download=False)
+    except UserError:
+        if req.download:
+            raise Unknown(f"the {scenario.name} data is not downloaded yet (--download "
+                          "fetches it when the run starts)") from None
+        raise
 
 
 def show(value: Any) -> str:
@@ -102,20 +118,21 @@ def origins(req: RunRequest, card: Card, scenario: Card) -> dict[str, str]:
     return out
 
 
-def plan_request(req: RunRequest, device: str, precision: str, here: bool = True,
-                 device_key: dict | None = None) -> tuple[list[str], list[str]]:
+def plan_request(req: RunRequest, target: Target, here: bool = True
+                 ) -> tuple[list[str], list[str]]:
     """The lines of one scenario's plan, and the state of each of its runs. ``here``:
     the runs would run on this machine (in this process or local workers), so its
-    memory is checked as the run checks it; SLURM nodes' memory is not known here."""
+    memory is checked as the run checks it; of SLURM jobs, only the GPU memory of the
+    type the plan counts on (:func:`~cl_bench.commands.launch.check_plan_memory`)."""
+    device, precision, device_key = target.device, target.precision, target.device_key
     methods, scenario = check_request(req)
     check_stream(scenario)
-    if here:
-        check_memory(methods, scenario, req.backbone, req.image_size, torch.device(device).type,
-                     precision=precision)
+    check_plan_memory(methods, scenario, req, target, here)
     head = (f"{scenario.name}: backbone {req.backbone}, weights {{}}, protocol {req.protocol}, "
             f"{device}/{precision}, seeds {', '.join(map(str, req.seeds))}")
     try:
         size_by_stream(methods, scenario)
+        data = data_of(req, scenario)
         backbone = planned_backbone(req.backbone, req.weights, req.image_size)
         if scenario.params.get("normalize", "none") == "backbone":
             use_weights_normalization(backbone)
@@ -126,7 +143,6 @@ def plan_request(req: RunRequest, device: str, precision: str, here: bool = True
         backbone, lines = None, [head.format(req.weights or "pinned"), f"  result paths "
                                  f"unknown: {e}"]
     states = []
-    on_disk = scenario.params["dataset"] in FILE_DATASETS
     for seed in req.seeds:
         for card in methods:
             mine = run_scenario(card, scenario)
@@ -136,7 +152,7 @@ def plan_request(req: RunRequest, device: str, precision: str, here: bool = True
             else:
                 path = results.run_path(req.out, scenario.name, card.name, seed,
                                         resolved_config(card, mine, backbone, precision,
-                                                        on_disk, device_key))
+                                                        data, device_key))
                 states.append(run_state(path))
                 lines.append(f"  {states[-1]:8s} {card.name} seed {seed}  {path}")
             where = resolved.get(card.name, {}) | origins(req, card, scenario)
@@ -158,29 +174,27 @@ def sources(methods: list[str]) -> list[str]:
     return lines
 
 
-def target(req: RunRequest, opts: LaunchOptions) -> tuple[str, str, dict | None]:
-    """(device, precision, device key) of the request's runs, decided as the launcher
+def target(req: RunRequest, opts: LaunchOptions) -> Target:
+    """Device, precision and device key of the request's runs, decided as the launcher
     decides them (all are part of every result path)."""
     if opts.launcher is not None:
-        found = worker_target(req, opts)
-        return found.device, found.precision, found.device_key
+        return worker_target(req, opts)
     device = resolve_device(req.device)
-    return (device.type, resolve_precision(req.precision, device),
-            device_key(device, req.deterministic))
+    return Target(device.type, resolve_precision(req.precision, device), None,
+                  device_key(device, req.deterministic))
 
 
 def dry_run(reqs: list[RunRequest], opts: LaunchOptions) -> list[str]:
     """The plan of every request, as ``cl-bench run`` with ``opts`` would run it."""
-    lines, states = ["dry run: nothing is loaded, trained or written"], []
+    lines, states = ["dry run: nothing is trained or written"], []
     for req in reqs:
-        device, precision, key = target(req, opts)
-        more, found = plan_request(req, device, precision, here=opts.launcher != "slurm",
-                                   device_key=key)
+        more, found = plan_request(req, target(req, opts), here=opts.launcher != "slurm")
         lines, states = lines + more, states + found
     if any(req.protocol == "paper" for req in reqs):
         lines += ["paper settings and their sources:",
                   *sources(list(dict.fromkeys(m for req in reqs for m in req.methods)))]
-    counts = {s: states.count(s) for s in ("done", "running", "failed", "pending", "unknown")}
+    counts = {s: states.count(s) for s in ("done", "stale", "running", "failed", "pending",
+                                           "unknown")}
     lines.append(f"{len(states)} runs planned: " + ", ".join(
         f"{n} {s}" for s, n in counts.items() if n or s in ("done", "pending")))
     return lines

@@ -177,6 +177,11 @@ class RunCheckpoint:
             self._discard(f"it is damaged: {e}")
             return None
         key = saved.get("key") if isinstance(saved, dict) else None
+        if isinstance(key, dict) and key != self.key and {
+                **key, "code": self.key.get("code")} == self.key:
+            self._discard(f"it was made by other code (code {key.get('code')}, now "
+                          f"{self.key.get('code')})")
+            return None
         if key != self.key:
             self._discard(f"it is another run's (key {key}, expected {self.key})")
             return None

@@ -257,11 +257,36 @@ def versions(device: torch.device, root: Path | None) -> dict:
     }
 
 
+CLEAR_REFS = Path("/proc/self/clear_refs")  # "5" resets the process's peak RSS (Linux)
+PROC_STATUS = Path("/proc/self/status")
+_rss_reset = False  # whether the last reset_peak_memory reset the resident-set peak
+
+
 def reset_peak_memory(device: torch.device) -> None:
-    """Start a run's CUDA peak from what is allocated now, so that each record of a grid
-    carries its own run's peak, not the largest of the runs before it in the process."""
+    """Start a run's peaks from what is resident (and, on a GPU, allocated) now, so that
+    each record of a grid carries its own run's peak, not the largest of the runs before
+    it in the process. The resident-set peak is reset through ``/proc/self/clear_refs``
+    (Linux); where that cannot be written the record says its peak is the process's."""
+    global _rss_reset
+    try:
+        CLEAR_REFS.write_text("5")
+        _rss_reset = True
+    except OSError:
+        _rss_reset = False
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+
+
+def run_peak_rss() -> int | None:
+    """The resident-set peak since :func:`reset_peak_memory` (``VmHWM``), in bytes; None
+    where the kernel does not show it."""
+    try:
+        for line in PROC_STATUS.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def gpu_versions(device: torch.device) -> dict:
@@ -273,11 +298,15 @@ def gpu_versions(device: torch.device) -> dict:
 
 
 def peak_memory(device: torch.device) -> dict:
-    """Peak RSS of this process (bytes; the OS keeps one peak per process, so in a grid
-    it is the largest so far) and, on GPU, CUDA's max allocated and reserved since
-    :func:`reset_peak_memory` at the run's start."""
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """Peak RSS of the run (bytes, since :func:`reset_peak_memory` at the run's start;
+    ``peak_rss_scope`` "run"), or of the process so far where the kernel cannot reset it
+    ("process": in a grid, the largest so far), and, on GPU, CUDA's max allocated and
+    reserved since the run's start."""
+    rss = run_peak_rss() if _rss_reset else None
+    scope = "run" if rss is not None else "process"
+    if rss is None:
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     cuda = device.type == "cuda"
-    return {"peak_rss_bytes": rss,
+    return {"peak_rss_bytes": rss, "peak_rss_scope": scope,
             "cuda_max_allocated_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
             "cuda_max_reserved_bytes": torch.cuda.max_memory_reserved(device) if cuda else None}

@@ -80,7 +80,9 @@ from cl_bench.scenarios.image_data import ImageData
 from cl_bench.scenarios.order import task_split, tasks_of
 from cl_bench.scenarios.stream import Stream, build_stream
 from cl_bench.scenarios.transforms import eval_transform, train_transform
+from cl_bench.source_identity import code_block
 from cl_bench.store import results
+from cl_bench.store.feature_cache import entry_write_problem
 from cl_bench.store.filelock import held
 from cl_bench.store.protocol_block import protocol_block
 
@@ -152,7 +154,8 @@ def resolve_cards(req: RunRequest) -> tuple[list[Card], Card]:
 def check_request(req: RunRequest) -> tuple[list[Card], Card]:
     """Everything checkable before data and backbone load: cards, settings and their
     bounds, image size, the data's place and the class order's form, and the folders
-    the runs will write (results, feature cache)."""
+    the runs will write (results; the feature cache where it is still to be made: one
+    that exists is read, and written where it can be, :class:`FeatureStore`)."""
     from cl_bench.engine.features import cache_dir
     from cl_bench.input_checks import check_image_size, check_seeds, writable_dir
     check_seeds(req.seeds)
@@ -161,7 +164,7 @@ def check_request(req: RunRequest) -> tuple[list[Card], Card]:
     locate_data(scenario, req.data_root, req.download)
     check_class_order(scenario, None)  # its fit to the class count: when data is loaded
     writable_dir(req.out, "--out")
-    if any(uses_feature_cache(card) for card in methods):
+    if any(uses_feature_cache(card) for card in methods) and not cache_dir().is_dir():
         writable_dir(cache_dir(), "The feature cache ($CL_BENCH_CACHE)")
     return methods, scenario
 
@@ -171,9 +174,11 @@ def uses_feature_cache(card: Card) -> bool:
 
 
 def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: str,
-                    on_disk: bool, device: dict | None = None) -> dict:
+                    data: ImageData, device: dict | None = None) -> dict:
     """Everything that changes a run's numbers (and a non-default protocol's name);
     hashed into its file name. ``scenario``: as the run sees it (:func:`run_scenario`).
+    ``data``: the loaded dataset, whose :attr:`~ImageData.identity` names its contents
+    (another data root, or other files in it, is another result).
     Of ``backbone`` only the attributes recorded here are read (the dry run passes
     one without weights). ``device``: :func:`~cl_bench.engine.environment.device_key`,
     None on the CPU (absent, so CPU results keep the names they always had). The backbone
@@ -187,14 +192,15 @@ def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: s
         **({"device": device} if device is not None else {}),
         "method": {"name": card.name, **card.params},
         "scenario": {"name": scenario.name, **scenario.params},
+        "data": data.identity,
         "backbone": {"name": backbone.name, "weights": backbone.weights,
                      "weights_digest": backbone.weights_digest,
                      "input_size": backbone.input_size, "dim": backbone.dim,
                      "normalization": backbone.normalization, "precision": precision,
                      **({"runtime": runtime} if reads_features and runtime != TORCH_RUNTIME
                         else {})},
-        "transform": {"train": train_transform(on_disk, backbone.input_size).id,
-                      "eval": eval_transform(on_disk, backbone.input_size).id},
+        "transform": {"train": train_transform(data.on_disk, backbone.input_size).id,
+                      "eval": eval_transform(data.on_disk, backbone.input_size).id},
         **config_tag(card),
     }
 
@@ -226,12 +232,13 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     order = scenario_order(scenario, data.n_classes, seed)
     sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
     cls = strategy_of(card)
+    code = code_block(cls)  # the source as the run starts: its modules are imported by now
     before, hits = store.seconds, store.hits
     with out_of_memory_named(card, device):  # extraction included
         inputs = method_inputs(spec_of(cls), card, scenario, data, backbone, store, order,
                                sizes, seed)
         done = train_and_evaluate(cls, card, data, backbone, device, progress, result, seed,
-                                  inputs, t_start)
+                                  inputs, t_start, code["digest"])
     features_s = store.seconds - before  # an adapted backbone's features: during the drive
     uses_features = spec_of(cls).inputs in (Inputs.FEATURES, Inputs.ADAPTED_FEATURES) or (
         inputs.test_query is not None)
@@ -243,8 +250,9 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
         "scenario": scenario.name,
         "seed": seed,
         "status": "done",
-        "config": resolved_config(card, scenario, backbone, store.precision, data.on_disk,
+        "config": resolved_config(card, scenario, backbone, store.precision, data,
                                   store.device_key),
+        "code": code,
         "class_order": order,
         "class_names": [data.class_names[c] for c in order],
         "tasks": [[order[p] for p in t] for t in tasks_of(sizes)],
@@ -348,9 +356,10 @@ class Driven:
 
 def train_and_evaluate(cls: type, card: Card, data: ImageData, backbone: Backbone,
                        device: torch.device, progress: bool, result: Path | None, seed: int,
-                       inputs: MethodInputs, t_start: float) -> Driven:
+                       inputs: MethodInputs, t_start: float, code: str) -> Driven:
     """Build the strategy (or restore it from the run's checkpoint) and drive it over
-    its stream, saving a checkpoint after each task when it is :class:`Resumable`."""
+    its stream, saving a checkpoint after each task when it is :class:`Resumable`
+    (``code``: the digest of the run's code; a checkpoint of other code is not resumed)."""
     features_only = spec_of(cls).inputs is Inputs.FEATURES
 
     def build() -> tuple:
@@ -364,7 +373,7 @@ def train_and_evaluate(cls: type, card: Card, data: ImageData, backbone: Backbon
     # a strategy that cannot save its state is not checkpointed: a killed run starts over
     checkpoint = RunCheckpoint(result if issubclass(cls, Resumable) else None,
                                {"method": card.name, "seed": seed,
-                                "tasks": len(inputs.stream.train)})
+                                "tasks": len(inputs.stream.train), "code": code})
     strategy, recorder, train_flops = checkpoint.start(build)
     extract_threads = torch.get_num_threads()  # backbone passes: the configured count
     with threads(1 if features_only else None) as train_threads:
@@ -410,13 +419,15 @@ class SharedFeatureStore(FeatureStore):
     """The feature cache for concurrent workers: one process extracts a missing key
     while the others wait on its lock and then read the file, instead of all of them
     extracting the same features at once. (Cache files are written atomically, so
-    this saves work; it is not needed for correctness.)"""
+    this saves work; it is not needed for correctness.) A cache that cannot be written
+    is read without a lock: nothing is written there to wait for."""
 
     def _load(self, backbone: Backbone, data: ImageData, split: str,
               view: int | None) -> torch.Tensor:
-        if not self.use_disk:
+        path = self.path(self.key(backbone, data, split, view))
+        if not self.use_disk or entry_write_problem(path) is not None:
             return super()._load(backbone, data, split, view)
-        with held(self.path(self.key(backbone, data, split, view)).with_suffix(".lock")):
+        with held(path.with_suffix(".lock")):
             return super()._load(backbone, data, split, view)
 
 
@@ -441,9 +452,10 @@ def load_shared(req: RunRequest, scenario: Card, methods: list[Card], device: to
     decode or a class order that does not fit the data fails here, before any run."""
     from cl_bench.engine.features import cache_dir
     data = load_data(scenario, req.data_root, req.download)
-    check_decodes(data, cache_dir() / "decoded", req.progress)
     scenario_order(scenario, data.n_classes, req.seeds[0])
     sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
+    # last of the data's checks: it remembers a dataset that passed, and a refusal writes nothing
+    check_decodes(data, cache_dir() / "decoded", req.progress)
     for card in methods:
         if card.params.get("n_tasks") == 0:  # "0: the stream's number of tasks" (CODA-Prompt)
             card.params["n_tasks"] = len(sizes)
@@ -475,13 +487,13 @@ class PlannedRun:
 
 
 def plan_runs(req: RunRequest, methods: list[Card], scenario: Card, backbone: Backbone,
-              precision: str, on_disk: bool, device: dict | None = None) -> list[PlannedRun]:
+              precision: str, data: ImageData, device: dict | None = None) -> list[PlannedRun]:
     """Every method x seed of the request with its result path, seed-major (``device``:
     :func:`~cl_bench.engine.environment.device_key` of the device the runs go to)."""
     return [PlannedRun(card, seed, results.run_path(
                 req.out, scenario.name, card.name, seed,
                 resolved_config(card, run_scenario(card, scenario), backbone, precision,
-                                on_disk, device)), run_scenario(card, scenario))
+                                data, device)), run_scenario(card, scenario))
             for seed in req.seeds for card in methods]
 
 
@@ -534,17 +546,20 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print,
     shared = load_shared(req, scenario, methods, device, precision)
     for line in describe(req, methods, scenario, shared, device_label(device), precision):
         echo(line)
-    runs = plan_runs(req, methods, scenario, shared.backbone, precision, shared.data.on_disk,
+    runs = plan_runs(req, methods, scenario, shared.backbone, precision, shared.data,
                      shared.store.device_key)
     results.check_run_files(req.out, [r.path for r in runs])
     results.write_grid(req.out, [r.path for r in runs])
     out = []
     for run in runs:
         name, seed, path = run.card.name, run.seed, run.path
-        if results.is_done(path):
+        there = results.found(path)
+        if there.state == "done":
             echo(f"  skip {name} seed {seed}: finished ({path})")
-            out.append(results.load(path))
+            out.append(there.record)
             continue
+        if there.state == "stale":
+            echo(f"  stale {name} seed {seed}: {'; '.join(there.why)}; computing it again")
         try:
             attempt = results.run_once(path, functools.partial(
                 run_one, run.card, run.scenario, shared.data, shared.backbone, shared.store, seed,
@@ -579,7 +594,7 @@ def preflight(reqs: list[RunRequest]) -> None:
         check_memory(methods, scenario, req.backbone, req.image_size, device.type,
                      device=device, precision=precision)
         shared = load_shared(req, scenario, methods, device, precision)
-        runs = plan_runs(req, methods, scenario, shared.backbone, precision, shared.data.on_disk,
+        runs = plan_runs(req, methods, scenario, shared.backbone, precision, shared.data,
                          shared.store.device_key)
         results.check_run_files(req.out, [r.path for r in runs])
 

@@ -58,6 +58,9 @@ PAPER_LEGEND = ("[paper]", "run with --protocol paper: each method as its publis
                            "were measured (its card's paper: block); the published numbers "
                            "stand beside these rows only. Rows without a mark ran the fair "
                            "protocol (the default).")
+STALE_MARK = " [stale]"
+STALE_LEGEND = ("a result of other code or package versions than those installed now "
+                "(shown with --allow-stale); `cl-bench status` says what changed.")
 LEGEND_AFTER = (
     (ORDERED_TEST, "test batches follow the class order (scenario.test_shuffle=false) "
                    "instead of being shuffled."),
@@ -71,11 +74,12 @@ LEGEND_AFTER = (
 )
 
 
-def load_runs(results_dir: Path, scenarios: Iterable[str] = (),
-              methods: Iterable[str] = ()) -> tuple[pd.DataFrame, list[tuple[Path, str]]]:
+def load_runs(results_dir: Path, scenarios: Iterable[str] = (), methods: Iterable[str] = (),
+              allow_stale: bool = False) -> tuple[pd.DataFrame, list[tuple[Path, str]]]:
     """Finished runs under ``results_dir/runs`` as one row each, labelled; also the
     files skipped (not a valid record: torn, damaged, foreign, of another schema), each
-    with why."""
+    with why. A stale result (of other code or packages, :mod:`cl_bench.store.staleness`)
+    is refused unless ``allow_stale``, which labels it ``[stale]``."""
     scenarios, methods = list(scenarios), list(methods)
     rows, skipped = [], []
     for path in results.find(results_dir):
@@ -99,8 +103,22 @@ def load_runs(results_dir: Path, scenarios: Iterable[str] = (),
         if wanted:
             runs = runs[runs[column].isin(wanted)]
     runs = runs.sort_values(["scenario", "method", "config", "seed"]).reset_index(drop=True)
+    stale = runs["stale"] != ""
+    if stale.any() and not allow_stale:
+        raise stale_refusal(runs[stale], results_dir)
     runs["label"] = _labels(runs)
+    runs.loc[stale, "label"] = runs.loc[stale, "label"] + STALE_MARK
     return runs, skipped
+
+
+def stale_refusal(stale: pd.DataFrame, results_dir: Path) -> UserError:
+    first = stale.iloc[0]
+    return UserError(
+        f"{len(stale)} result(s) in {results_dir} are stale: made by other code or package "
+        f"versions than those installed now, e.g. {first.scenario}/{first.method} seed "
+        f"{first.seed}: {first.stale}. Run the same `cl-bench run` command again to compute "
+        "them with the current code (`cl-bench status` lists every stale run), or pass "
+        "--allow-stale to show them, marked [stale].")
 
 
 def _labels(runs: pd.DataFrame) -> pd.Series:
@@ -131,7 +149,8 @@ def legend(runs: pd.DataFrame) -> list[tuple[str, str]]:
     for recorded in runs["protocol_meanings"]:
         for key, meaning in recorded.items():
             meanings.setdefault(key, meaning + ".")
-    return [PAPER_LEGEND, *sorted(meanings.items()), *LEGEND_AFTER]
+    stale = [("[stale]", STALE_LEGEND)] if runs["stale"].ne("").any() else []
+    return [PAPER_LEGEND, *sorted(meanings.items()), *LEGEND_AFTER, *stale]
 
 
 def _base_label(row, several_backbones: bool, several_devices: bool = False) -> str:
@@ -341,10 +360,10 @@ def package_note(runs: pd.DataFrame) -> str | None:
 
 def write_report(results_dir: Path, out: Path, scenarios: Iterable[str] = (),
                  methods: Iterable[str] = (), formats: Iterable[str] = FORMATS,
-                 image_formats: Iterable[str] = IMAGE_FORMATS
+                 image_formats: Iterable[str] = IMAGE_FORMATS, allow_stale: bool = False
                  ) -> tuple[list[Path], list[tuple[Path, str]]]:
     """Write the report into ``out``; returns (files written, result files skipped and
-    why)."""
+    why). Stale results: as :func:`load_runs`."""
     from cl_bench.reporting import plots
     formats, image_formats = list(formats), list(image_formats)
     for name in formats:
@@ -356,7 +375,7 @@ def write_report(results_dir: Path, out: Path, scenarios: Iterable[str] = (),
     if not formats and not image_formats:
         raise UserError("Nothing to write: give --format (md,tex,csv,html) or --images "
                         "(png,svg).")
-    runs, skipped = load_runs(results_dir, scenarios, methods)
+    runs, skipped = load_runs(results_dir, scenarios, methods, allow_stale)
     table = aggregate(runs)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

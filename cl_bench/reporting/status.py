@@ -1,5 +1,5 @@
-"""``cl-bench status``: every run of a results folder as done / running / failed /
-invalid / pending, from the folder alone.
+"""``cl-bench status``: every run of a results folder as done / stale / running / failed
+/ invalid / pending, from the folder alone.
 
 Runs come from the grids the folder records (what was planned) and from the
 files beside them (results, failure records, locks); the state of each is its
@@ -18,8 +18,8 @@ from cl_bench.store import results
 from cl_bench.store.records import InvalidResult, Result
 from cl_bench.text_table import text_table
 
-STATES = ("done", "running", "failed", "invalid", "pending")
-SHOWN_IF_ANY = ("invalid",)  # in the summary line only when there are some
+STATES = ("done", "stale", "running", "failed", "invalid", "pending")
+SHOWN_IF_ANY = ("stale", "invalid")  # in the summary line only when there are some
 DETAIL_WIDTH = 160
 
 
@@ -46,11 +46,17 @@ def state_of(path: Path) -> tuple[str, str]:
     """(state, detail) of one run. Done wins over everything (a success removes its
     failure record, but a crash in between may leave it); a run being computed now
     is running even if an earlier attempt failed. A result file that is not a valid
-    record is invalid (the next run recomputes it), unless a later attempt failed."""
-    invalid = None
+    record is invalid (the next run recomputes it), unless a later attempt failed. A
+    valid result of other code or packages is stale (the next run recomputes it), unless
+    it is being computed again now."""
+    invalid = stale = None
     try:
         result = Result.from_file(path)
-        return "done", f"avg {result.avg_acc:.2f}  last {result.last_acc:.2f}"
+        numbers = f"avg {result.avg_acc:.2f}  last {result.last_acc:.2f}"
+        why = result.staleness()
+        if not why:
+            return "done", numbers
+        stale = f"{'; '.join(why)} ({numbers})"
     except FileNotFoundError:
         pass
     except InvalidResult as e:
@@ -58,6 +64,8 @@ def state_of(path: Path) -> tuple[str, str]:
     lock = results.probe_lock(path)
     if lock and lock.held:
         return "running", results.held_by(lock.holder)
+    if stale is not None:
+        return "stale", stale
     failure = results.read_failure(path)
     if failure:
         return "failed", failure.get("error", {}).get("last_line", "(no error line)")

@@ -58,7 +58,9 @@ class ImageData:
     ``*_x`` are uint8 tensors of shape (N, H, W) for greyscale or (N, 3, H, W) for
     colour, or a :class:`FileList` of image files; ``*_y`` are int64 original class
     ids in 0..C-1 (the class order is applied later, by the scenario).
-    ``fingerprint`` identifies the contents (for result records and the feature cache).
+    ``fingerprint`` identifies the contents for the feature cache (files by their
+    paths); ``identity`` identifies them for result records (:func:`identity`: files by
+    their names inside the dataset, so a moved or copied dataset keeps its results).
     """
 
     name: str
@@ -68,10 +70,13 @@ class ImageData:
     test_y: torch.Tensor
     class_names: list[str]
     fingerprint: str = field(default="")
+    identity: str = field(default="")
 
     def __post_init__(self) -> None:
         if not self.fingerprint:
             self.fingerprint = fingerprint(self.train_x, self.train_y, self.test_x, self.test_y)
+        if not self.identity:
+            self.identity = identity(self)
 
     @property
     def n_classes(self) -> int:
@@ -93,4 +98,28 @@ def fingerprint(*tensors: torch.Tensor | FileList) -> str:
         t = t.contiguous()
         h.update(str(tuple(t.shape)).encode())
         h.update(t.numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def identity(data: ImageData) -> str:
+    """What a result's config records of its data: in-memory images by their bytes
+    (the fingerprint), image files by their names relative to the folder that holds
+    them all, sizes and modification times (whole seconds, which copies that keep
+    times and every file system agree on), and the class names and labels either way.
+    Two datasets that differ in a file, a class folder or a label differ here."""
+    h = hashlib.sha256()
+    files = [x for x in (data.train_x, data.test_x) if isinstance(x, FileList)]
+    if not files:
+        h.update(data.fingerprint.encode())
+    else:
+        paths = [p for f in files for p in f.paths]
+        root = os.path.commonpath(paths) if paths else ""
+        for x in (data.train_x, data.test_x):
+            h.update(b"split\n")
+            for p in x.paths:
+                st = os.stat(p)
+                h.update(f"{os.path.relpath(p, root)}|{st.st_size}|{int(st.st_mtime)}\n".encode())
+        for y in (data.train_y, data.test_y):
+            h.update(y.contiguous().numpy().tobytes())
+    h.update("\n".join(data.class_names).encode())
     return h.hexdigest()[:16]

@@ -19,6 +19,7 @@ from cl_bench.store.protocol_block import FAIR, upgraded
 from cl_bench.store.record_check import problems, reason
 from cl_bench.store.results import InvalidResult, load_valid, run_path
 from cl_bench.store.schema import config_hash
+from cl_bench.store.staleness import stale_reasons
 
 __all__ = ["DEFAULT_PROTOCOL", "InvalidResult", "Result"]
 
@@ -74,6 +75,7 @@ class Result:
     env: dict[str, Any]
     class_names: list[str] | None = None
     created: str | None = None
+    code: dict[str, Any] | None = None
     path: Path | None = None
 
     @classmethod
@@ -106,6 +108,11 @@ class Result:
         names = {f.name for f in dataclasses.fields(cls)} - {"config_hash", "path"}
         return cls(**{name: record.get(name) for name in names},
                    config_hash=config_hash(record["config"]), path=path)
+
+    def staleness(self) -> list[str]:
+        """What differs between the code and packages that made this result and those
+        installed now (:mod:`cl_bench.store.staleness`); [] when it is current."""
+        return stale_reasons({"code": self.code, "env": self.env})
 
     def __hash__(self) -> int:
         return hash(self.key)
@@ -221,5 +228,6 @@ class Result:
             "acc_seen": self.acc_seen, "acc_matrix": self.acc_matrix,
             "seen_classes": self.seen_classes, "flat_config": flatten(self.config),
             "packages": recorded(self.env),
+            "stale": "; ".join(self.staleness()),
             "file": None if file is None else str(file),
         }

@@ -35,6 +35,7 @@ from cl_bench.store.filelock import close_lock_file, open_lock_file, try_flock
 from cl_bench.store.protocol_block import upgraded
 from cl_bench.store.record_check import problems, reason
 from cl_bench.store.schema import SCHEMA_VERSION, config_hash
+from cl_bench.store.staleness import stale_reasons
 
 LOCK_WAIT_S = 0.5  # covers a `cl-bench status` probe, which holds a lock for microseconds
 TRACEBACK_TAIL = 30
@@ -76,14 +77,31 @@ def load_valid(path: Path) -> dict:
     return upgraded(record)
 
 
-def is_done(path: Path) -> bool:
-    """True when a complete, valid result exists: a stub, torn, damaged or foreign file
-    is not done, so the run is computed again and the file replaced."""
+@dataclass
+class Found:
+    """What lies at a result's path: ``done`` (a valid record of the code and packages
+    installed now), ``stale`` (a valid record of other code or packages; ``why`` says
+    what changed) or ``none`` (no file, or one that is not a valid record)."""
+
+    state: str
+    record: dict | None = None
+    why: tuple[str, ...] = ()
+
+
+def found(path: Path) -> Found:
     try:
-        load_valid(path)
+        record = load_valid(path)
     except (OSError, InvalidResult):
-        return False
-    return True
+        return Found("none")
+    why = stale_reasons(record)
+    return Found("stale" if why else "done", record, tuple(why))
+
+
+def is_done(path: Path) -> bool:
+    """True when a complete, valid result of the current code exists: a stub, torn,
+    damaged or foreign file is not done, nor is a stale one (:mod:`cl_bench.store.staleness`),
+    so the run is computed again and the file replaced."""
+    return found(path).state == "done"
 
 
 def write_atomic(path: Path, data: dict) -> None:
