@@ -95,8 +95,10 @@ def test_l2p_at_batch_128_is_refused_on_a_gpu_with_8_gib_free(machine):
         "A run of l2p needs at least 10.4 GB of GPU memory, but the GPU has 8.6 GB free. The "
         "largest parts: a training batch of 128 images at 224 px and what its backward pass "
         "keeps (12 ViT blocks x 222 tokens): 10.1 GB (set by l2p.batch_size); the backbone's "
-        "weights: 343.2 MB (set by --image-size or --backbone). Lower l2p.batch_size (or run "
-        "on a GPU with more free memory); nothing was run or written.")
+        "weights: 343.2 MB (set by --image-size or --backbone). Lower l2p.batch_size, raise "
+        "l2p.checkpoint_blocks (now 0, at most 12: those ViT blocks are recomputed in the "
+        "backward pass instead of kept), or run on a GPU with more free memory; nothing was "
+        "run or written.")
     assert asked == [None]
     check(l2p(16))
     machine(TB, 16 * GIB)

@@ -127,8 +127,11 @@ def run(
              "need --gres; its type tells the plan the GPU architecture (part of every "
              "result's key; bf16 from sm_80 on, else fp16).")] = None,
     slurm_gpu_arch: Annotated[str | None, typer.Option(
-        help="The jobs' GPU architecture (sm_70, sm_80, sm_90, ...) when --slurm-gres names "
-             "no type and sinfo does not tell; each job checks its node against it.")] = None,
+        help="The jobs' GPU architecture (sm_70, sm_80, sm_90, ...) or GPU type (a100, "
+             "a100-80gb, h100, ...) when --slurm-gres names no type and sinfo does not tell; "
+             "each job checks its node against it. A type's memory is checked against the "
+             "runs' memory estimate before submitting (a100: its smaller, 40 GB card, unless "
+             "named a100-80gb).")] = None,
     slurm_cpus: Annotated[int | None, typer.Option(
         help="CPUs per SLURM job (also its torch threads).")] = None,
     slurm_time: Annotated[int | None, typer.Option(

@@ -40,12 +40,15 @@ from submitit.helpers import Checkpointable
 from cl_bench.cards.card import Card
 from cl_bench.cards.strategy import make_importable
 from cl_bench.commands.gpu_targets import (
+    check_gpu_arch,
     check_node_gpu,
     claim_gpu,
     local_gpus,
-    slurm_gpu_arch,
+    planned_budget,
+    slurm_gpu,
     worker_device,
 )
+from cl_bench.commands.gres import parse_gres
 from cl_bench.engine import gpu
 from cl_bench.engine.environment import (
     check_device_name,
@@ -57,7 +60,7 @@ from cl_bench.engine.environment import (
     resolve_device,
     resolve_precision,
 )
-from cl_bench.engine.memory import check_memory
+from cl_bench.engine.memory import Budget, check_memory
 from cl_bench.engine.runner import (
     RunRequest,
     Shared,
@@ -155,18 +158,14 @@ def check_options(opts: LaunchOptions, submitting: bool = True) -> None:
         probe_controller()
 
 
-def gres_gpus(gres: str | None) -> int:
-    """The GPU count of a gres such as ``gpu:a100:2`` or ``gpu:2`` (1 when it names none)."""
-    last = (gres or "").split(":")[-1]
-    return int(last) if last.isdigit() else 1
-
-
 def check_one_gpu_per_job(opts: LaunchOptions) -> None:
-    """A run is one process on one GPU: a job with two would leave one idle."""
+    """A run is one process on one GPU: a job with two would leave one idle. The gres
+    and the architecture are read here, before anything loads."""
     if opts.slurm_gpus is not None and opts.slurm_gres is not None:
         raise UserError("--slurm-gpus and --slurm-gres both ask for GPUs; give one of them "
                         "(--slurm-gres gpu:<type>:1 also names the GPU type).")
-    if (opts.slurm_gpus or 0) > 1 or (opts.slurm_gres and gres_gpus(opts.slurm_gres) > 1):
+    check_gpu_arch(opts.slurm_gpu_arch)
+    if (opts.slurm_gpus or 0) > 1 or (opts.slurm_gres and parse_gres(opts.slurm_gres).count > 1):
         raise UserError("Each run of a grid is one process on one GPU, so a job with more "
                         "than one would leave the others idle. Ask for 1 GPU per job; to use "
                         "more GPUs at once, raise --slurm-array-parallelism (more jobs run "
@@ -317,13 +316,15 @@ def usable_cores() -> int:
 
 class Target(NamedTuple):
     """Where a grid's workers run: device (``cpu``, ``cuda``: each worker its own GPU,
-    or ``cuda:K``), precision, torch threads per worker, and the device's part of every
-    result key (:func:`~cl_bench.engine.environment.device_key`)."""
+    or ``cuda:K``), precision, torch threads per worker, the device's part of every
+    result key (:func:`~cl_bench.engine.environment.device_key`), and for SLURM jobs
+    on GPUs the memory of the GPU the plan counts on (None: not known here)."""
 
     device: str
     precision: str
     threads: int | None
     device_key: dict | None
+    gpu_budget: Budget | None = None
 
 
 def worker_target(req: RunRequest, opts: LaunchOptions) -> Target:
@@ -355,9 +356,23 @@ def worker_target(req: RunRequest, opts: LaunchOptions) -> Target:
             resolve_precision("fp16", torch.device("cpu"))  # the usual refusal
         return Target(device, "fp32" if req.precision == "auto" else req.precision, threads,
                       None)
-    arch = slurm_gpu_arch(opts.slurm_gres, opts.slurm_gpu_arch, opts.slurm_partition)
-    precision = cuda_precision(req.precision, gpu.arch_capability(arch), f"a {arch} GPU")
-    return Target(device, precision, threads, gpu_key(arch, req.deterministic))
+    planned = slurm_gpu(opts.slurm_gres, opts.slurm_gpu_arch, opts.slurm_partition)
+    precision = cuda_precision(req.precision, gpu.arch_capability(planned.arch),
+                               f"a {planned.arch} GPU")
+    return Target(device, precision, threads, gpu_key(planned.arch, req.deterministic),
+                  planned_budget(planned))
+
+
+def check_plan_memory(methods: list[Card], scenario: Card, req: RunRequest, target: Target,
+                      here: bool) -> None:
+    """The memory estimate of a plan's runs, before anything loads: against this
+    machine's memory where they run here (``here``: in this process or local workers),
+    against the GPU a SLURM plan counts on (:attr:`Target.gpu_budget`) before the jobs
+    queue. A SLURM node's RAM is not known here; each job checks its own GPU again."""
+    if here or target.gpu_budget:
+        check_memory(methods, scenario, req.backbone, req.image_size,
+                     torch.device(target.device).type, precision=target.precision,
+                     limits=[target.gpu_budget] if target.gpu_budget else None)
 
 
 def plan(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo) -> list[Job]:
@@ -366,10 +381,9 @@ def plan(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo) -> list[Job]:
     jobs = []
     for req in reqs:
         methods, scenario = check_request(req)
-        device, precision, threads, key = worker_target(req, opts)
-        if opts.launcher == "local":  # the workers share this machine's memory
-            check_memory(methods, scenario, req.backbone, req.image_size,
-                         torch.device(device).type, precision=precision)
+        target = worker_target(req, opts)
+        check_plan_memory(methods, scenario, req, target, here=opts.launcher == "local")
+        device, precision, threads, key, _ = target
         req = replace(req, out=req.out.resolve(), progress=False, device=device,
                       precision=precision, threads=threads,
                       data_root=req.data_root.resolve() if req.data_root else None)

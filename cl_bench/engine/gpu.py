@@ -19,14 +19,36 @@ import torch
 
 DEVICE_FILES = "/dev/nvidia[0-9]*"
 
-# The GPU names SLURM sites give as gres types, by architecture: a job's GPU is known
-# to the plan only through them (:func:`arch_of_gpu_type`).
-ARCH_BY_TYPE = {
-    "p100": "sm_60", "v100": "sm_70", "t4": "sm_75", "rtx6000": "sm_75",
-    "a100": "sm_80", "a30": "sm_80", "a10": "sm_86", "a40": "sm_86", "a6000": "sm_86",
-    "rtx3090": "sm_86", "l4": "sm_89", "l40": "sm_89", "l40s": "sm_89", "rtx4090": "sm_89",
-    "h100": "sm_90", "h200": "sm_90", "gh200": "sm_90", "b200": "sm_100", "gb200": "sm_100",
+ARCH_FORM = re.compile(r"sm_([1-9][0-9]?)([0-9])")  # sm_80, sm_90, sm_100, sm_120
+
+
+@dataclass(frozen=True)
+class GpuType:
+    """A GPU as SLURM sites name it in a gres type: its architecture, and the memory
+    of its cards in GB, every size it is sold with, smallest first."""
+
+    arch: str
+    memory_gb: tuple[int, ...]
+
+
+# The GPU names SLURM sites give as gres types: a job's GPU is known to the plan only
+# through them (:func:`gpu_type`). Memory from NVIDIA's datasheets, as sold (the "GB" of
+# a card is GiB: an A100's 40 GB are 42.9e9 bytes, of which the CUDA context takes some).
+GPU_TYPES = {
+    "p100": GpuType("sm_60", (12, 16)), "v100": GpuType("sm_70", (16, 32)),
+    "t4": GpuType("sm_75", (16,)), "rtx6000": GpuType("sm_75", (24,)),
+    "a100": GpuType("sm_80", (40, 80)), "a30": GpuType("sm_80", (24,)),
+    "a10": GpuType("sm_86", (24,)), "a40": GpuType("sm_86", (48,)),
+    "a6000": GpuType("sm_86", (48,)), "rtx3090": GpuType("sm_86", (24,)),
+    "l4": GpuType("sm_89", (24,)), "l40": GpuType("sm_89", (48,)),
+    "l40s": GpuType("sm_89", (48,)), "rtx4090": GpuType("sm_89", (24,)),
+    "h100": GpuType("sm_90", (80, 94)), "h200": GpuType("sm_90", (141,)),
+    "gh200": GpuType("sm_90", (96, 144)), "b200": GpuType("sm_100", (180,)),
+    "gb200": GpuType("sm_100", (186,)),
 }
+# The card's memory where a site's type name states it: a100_80gb, a100-sxm4-80gb,
+# v100-32g, and MIG slices (a100_3g.40gb, 1g.10gb)
+MEMORY_IN_NAME = re.compile(r"(?:^|[-_.])([0-9]+)gb?$")
 NATIVE_BF16_MAJOR = 8  # Ampere and newer have bf16 tensor cores
 
 # The fix when the build does not fit the machine: what to install or ask for instead.
@@ -118,6 +140,23 @@ def native_bf16(capability: tuple[int, int]) -> bool:
     return capability[0] >= NATIVE_BF16_MAJOR
 
 
+def gpu_type(name: str) -> GpuType | None:
+    """The table's entry for a gres type name (``a100``, ``A100``, ``rtx_3090``), also
+    where a site adds the form factor or the memory (``a100-sxm4-80gb``,
+    ``a100_80gb``); None for a type the table does not know."""
+    bare = MEMORY_IN_NAME.sub("", name.lower())
+    for key in (bare.replace("-", "").replace("_", ""), re.split(r"[-_.]", bare)[0]):
+        if key in GPU_TYPES:
+            return GPU_TYPES[key]
+    return None
+
+
+def stated_memory_gb(name: str) -> int | None:
+    """The memory a gres type name states (``a100_80gb``: 80), or None."""
+    found = MEMORY_IN_NAME.search(name.lower())
+    return int(found.group(1)) if found else None
+
+
 def arch_of_gpu_type(gres: str | None) -> str | None:
     """The architecture of a SLURM gres such as ``gpu:a100:1`` or ``gpu:h100``; None
     when it names no type this table knows."""
@@ -126,13 +165,23 @@ def arch_of_gpu_type(gres: str | None) -> str | None:
     parts = gres.lower().split(":")
     if len(parts) < 2 or parts[0] != "gpu":
         return None
-    return ARCH_BY_TYPE.get(parts[1].replace("-", "").replace("_", ""))
+    found = gpu_type(parts[1])
+    return found.arch if found else None
+
+
+def is_arch(text: str) -> bool:
+    """``sm_`` and the major and minor digits of a compute capability: sm_75, sm_80,
+    sm_100; not sm_8 (no minor), sm_080 or sm_90a."""
+    return ARCH_FORM.fullmatch(text) is not None
 
 
 def arch_capability(arch: str) -> tuple[int, int]:
-    """``sm_86`` -> (8, 6); ``sm_100`` -> (10, 0)."""
-    digits = arch.removeprefix("sm_")
-    return int(digits[:-1]), int(digits[-1])
+    """``sm_86`` -> (8, 6); ``sm_100`` -> (10, 0). ValueError for what :func:`is_arch`
+    refuses."""
+    found = ARCH_FORM.fullmatch(arch)
+    if found is None:
+        raise ValueError(f"not a GPU architecture: {arch!r}")
+    return int(found.group(1)), int(found.group(2))
 
 
 def driver_version() -> str | None:

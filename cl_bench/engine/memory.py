@@ -153,7 +153,8 @@ def training_batch(card: Card, work: Workload, steps: list[Allocation]) -> Alloc
     batch = capped(card.params["batch_size"], work.train_images // work.n_tasks)
     return Allocation(f"a training batch of {batch} images at {work.image_size} px and "
                       + " and ".join(a.what for a in steps),
-                      batch * image_bytes(work) + sum(a.nbytes for a in steps), steps[0].setting)
+                      batch * image_bytes(work) + sum(a.nbytes for a in steps), steps[0].setting,
+                      backward=True)
 
 
 def engine_allocations(card: Card, work: Workload, profile: Profile,
@@ -268,20 +269,22 @@ def workload(scenario: Card, backbone: str, image_size: int | None,
 
 def check_memory(methods: list[Card], scenario: Card, backbone: str, image_size: int | None,
                  device_type: str, device: torch.device | str | None = None,
-                 precision: str | None = None) -> None:
+                 precision: str | None = None, limits: list[Budget] | None = None) -> None:
     """Refuse (``UserError``) the first run whose estimate exceeds a budget
     (:func:`budgets`), naming the estimate, its largest allocations, the budget's free
     memory and the setting to change. ``device``: the GPU the runs use (None: the
     current one); ``precision``: the resolved precision of the runs (None: not known,
     :func:`activation_bytes`). The GPU's free memory is read here, so call it in the
-    process that runs, before it puts anything of the run on the GPU."""
+    process that runs, before it puts anything of the run on the GPU. ``limits``: the
+    budgets of runs elsewhere instead (a SLURM plan's GPU type, before the jobs
+    queue)."""
     from cl_bench.cards.resolve import resolve_for_backbone
     from cl_bench.scenarios.footprint import footprint
     planned = architecture(backbone, image_size)
     profile = backbone_profile(backbone, image_size)
     work = workload(scenario, backbone, image_size, activation_bytes(precision, device_type))
     scenario_bytes = footprint(scenario).image_bytes
-    limits = budgets(device_type, device)
+    limits = limits or budgets(device_type, device)
     for card in methods:
         resolved = copy.deepcopy(card)
         if resolved.params.get("n_tasks") == 0:  # "the stream's task count"
@@ -292,7 +295,7 @@ def check_memory(methods: list[Card], scenario: Card, backbone: str, image_size:
             held = [a for a in found if budget.holds(a)]
             total = sum(a.nbytes for a in held)
             if total > budget.free:
-                raise UserError(refusal(card.name, held, total, budget))
+                raise UserError(refusal(resolved, held, total, budget, work.blocks))
 
 
 def size_text(nbytes: int) -> str:
@@ -300,13 +303,21 @@ def size_text(nbytes: int) -> str:
     return f"{nbytes / GB:,.1f} GB" if nbytes >= GB else f"{nbytes / 1e6:,.1f} MB"
 
 
-def refusal(method: str, found: list[Allocation], total: int, budget: Budget) -> str:
+def refusal(card: Card, found: list[Allocation], total: int, budget: Budget,
+            blocks: int) -> str:
     """The one paragraph of a refused run: the estimate, its largest parts (those of at
     least 1 % of it), the budget's free memory and the setting of the largest to
-    change."""
+    change; when that is a training step and the method checkpoints activations
+    (``checkpoint_blocks``, of the ``blocks`` ViT blocks), that setting too."""
     shown = [f"{a.what}: {size_text(a.nbytes)} (set by {a.setting})"
              for a in found[:SHOWN] if a.nbytes * 100 >= total]
-    return (f"A run of {method} needs at least {size_text(total)} {budget.needs}, but "
+    fix = f"Lower {found[0].setting} (or run on {budget.instead})"
+    checkpointed = card.params.get("checkpoint_blocks")
+    if found[0].backward and checkpointed is not None and checkpointed < blocks:
+        fix = (f"Lower {found[0].setting}, raise {card.name}.checkpoint_blocks (now "
+               f"{checkpointed}, at most {blocks}: those ViT blocks are recomputed in the "
+               f"backward pass instead of kept), or run on {budget.instead}")
+    return (f"A run of {card.name} needs at least {size_text(total)} {budget.needs}, but "
             f"{budget.has.format(size_text(budget.free))}. The largest part"
-            f"{'s' * (len(shown) > 1)}: {'; '.join(shown)}. Lower {found[0].setting} (or run "
-            f"on {budget.instead}); nothing was run or written.")
+            f"{'s' * (len(shown) > 1)}: {'; '.join(shown)}. {fix}; nothing was run or "
+            "written.")
