@@ -51,17 +51,34 @@ def test_a_silent_controller_is_refused_after_the_time_limit(tmp_path, monkeypat
 
 
 @pytest.mark.parametrize("wait", [[], ["--no-wait"]])
-def test_a_submission_sbatch_refuses_is_one_paragraph(tmp_path, monkeypatch, wait):
-    """The controller answered squeue, then refused the array: no traceback, and the
-    grid it recorded shows its run pending."""
+def test_a_submission_sbatch_refuses_is_one_paragraph_and_leaves_nothing(tmp_path, monkeypatch,
+                                                                         wait):
+    """The controller answered squeue, then refused the array: no traceback, and what the
+    submission wrote before sbatch answered (the grid's record, submitit's pickles and
+    batch file) is gone with the folders it made. Before, `--out` kept a grid of pending
+    runs and the files in `_submitit/`."""
     calls = fake_slurm(tmp_path, monkeypatch, squeue="exit 0",
                        sbatch=f'echo "sbatch: error: Batch job submission failed: {UNREACHABLE}"'
                               " >&2; exit 1")
     out = tmp_path / "out"
     result = invoke("run", "--out", str(out), *RUN, *wait)
     refused(result, "--launcher slurm: sbatch did not accept the job array (sbatch: error: "
-                    f"Batch job submission failed: {UNREACHABLE}). The grid is recorded in "
-                    f"{out}, its runs pending")
+                    f"Batch job submission failed: {UNREACHABLE}). Nothing was submitted or "
+                    "written; fix the cause", out)
     assert [line.split()[0] for line in calls.read_text().splitlines()] == ["squeue", "sbatch"]
-    status = invoke("status", "--out", str(out))
-    assert status.stdout.splitlines()[-1] == "1 runs: 0 done, 0 running, 0 failed, 1 pending"
+    assert not out.exists()
+
+
+def test_a_refused_submission_keeps_what_was_there(tmp_path, monkeypatch):
+    """Earlier grids and job folders in `--out` stay as they were."""
+    fake_slurm(tmp_path, monkeypatch, squeue="exit 0", sbatch="echo refused >&2; exit 1")
+    out = tmp_path / "out"
+    earlier = [out / "runs" / "_grids" / "0123456789ab.json",
+               out / "runs" / "_submitit" / "4242" / "4242_0_log.out",
+               out / "runs" / "_submitit" / "4242_submitted.pkl"]
+    for path in earlier:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("earlier")
+    before = sorted(out.rglob("*"))
+    refused(invoke("run", "--out", str(out), *RUN), "Nothing was submitted or written")
+    assert sorted(out.rglob("*")) == before

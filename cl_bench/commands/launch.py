@@ -49,6 +49,7 @@ from cl_bench.commands.gpu_targets import (
     worker_device,
 )
 from cl_bench.commands.gres import parse_gres
+from cl_bench.commands.undo import Before
 from cl_bench.engine import gpu
 from cl_bench.engine.environment import (
     check_device_name,
@@ -424,6 +425,7 @@ def launch(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo = print) -> G
     jobs = plan(reqs, opts, echo)
     out = jobs[0].req.out
     results.check_run_files(out, [j.path for j in jobs])
+    before = Before(out, [results.grid_path(out, [j.path for j in jobs]).parent, logs_of(out)])
     results.write_grid(out, [j.path for j in jobs])
     grid, todo = GridResult(), []
     for job in jobs:
@@ -439,7 +441,11 @@ def launch(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo = print) -> G
     if todo and opts.launcher == "local":
         engine = run_pool(todo, opts, echo)
     elif todo:
-        submitted, cluster = submit(todo, opts, out, echo)
+        try:
+            submitted, cluster = submit(todo, opts, out, echo)
+        except SubmissionRefused:
+            before.undo()  # the grid's record and submitit's files: nothing is left
+            raise
         if opts.wait:
             engine = wait(submitted, todo, poll_s(cluster), out, echo)
         else:
@@ -512,11 +518,20 @@ def signal_delay_s(minutes: int) -> int:
     return min(90, minutes * 60 // 4)
 
 
+class SubmissionRefused(UserError):
+    """sbatch did not accept the job array."""
+
+
+def logs_of(out: Path) -> Path:
+    """Where submitit keeps a grid's pickles, batch files and job logs."""
+    return out / "runs" / "_submitit"
+
+
 def submit(todo: list[Job], opts: LaunchOptions, out: Path, echo: Echo) -> tuple[list, str]:
     """One submitit job array, one job per run; returns the jobs and the cluster."""
     import submitit
     cluster = slurm_cluster()
-    logs = out / "runs" / "_submitit"
+    logs = logs_of(out)
     executor = submitit.AutoExecutor(folder=logs / "%j", cluster=cluster)
     minutes = opts.slurm_time or DEFAULT_SLURM_TIME_MIN
     executor.update_parameters(
@@ -531,10 +546,10 @@ def submit(todo: list[Job], opts: LaunchOptions, out: Path, echo: Echo) -> tuple
             submitted = executor.map_array(Requeued() if opts.slurm_requeue else work, todo)
     except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError) as e:
         said = " ".join(str(e).split())[:300]
-        raise UserError(f"--launcher slurm: sbatch did not accept the job array ({said}). The "
-                        f"grid is recorded in {out}, its runs pending (`cl-bench status --out "
-                        f"{out}`); fix the cause, e.g. the partition or the limits asked for, "
-                        "and run the same command again.") from None
+        raise SubmissionRefused(f"--launcher slurm: sbatch did not accept the job array "
+                                f"({said}). Nothing was submitted or written; fix the cause, "
+                                "e.g. the partition or the limits asked for, and run the same "
+                                "command again.") from None
     echo(f"submitted {len(todo)} runs to {cluster} as job {submitted[0].job_id.split('_')[0]}; "
          f"logs in {logs}")
     if not opts.wait:
