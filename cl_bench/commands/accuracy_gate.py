@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import statistics
 import time
 from collections.abc import Callable
@@ -293,10 +294,19 @@ def number_problems(metrics: dict) -> list[str]:
     return found
 
 
+def remake_command(suite: str, path: Path) -> str:
+    """The command that writes suite ``suite``'s baseline to ``path``, with this
+    command's ``--cards`` folders: the suite, or the cards it runs, may come from them."""
+    cards = [f"--cards {shlex.quote(str(s.folder))}" for s in sources.extra_sources()
+             if s.origin == "--cards"]
+    return " ".join(["cl-bench check", *cards, f"--suite {shlex.quote(suite)}",
+                     f"--update-baseline --baseline {shlex.quote(str(path))}"])
+
+
 def read_baseline(path: Path, suite: dict) -> dict:
     """The baseline, verified before the suite runs: it exists, is JSON, holds a value
     for every metric of every run of the suite, and every number in it is usable."""
-    remake = f"`cl-bench check --suite {suite['name']} --update-baseline --baseline {path}`"
+    remake = f"`{remake_command(suite['name'], path)}`"
     fix = f"Recreate it with {remake}."
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
