@@ -76,26 +76,40 @@ def check_name_lengths(path: Path, existing: Path, what: str) -> None:
                         f"limit less {RESERVED_BYTES}). Choose a shorter path.")
 
 
-def writable_dir(path: Path, what: str) -> None:
-    """Refuse unless ``path`` is a folder this process can create files in, or can be
-    created (its nearest existing parent is such a folder). Probed with a nameless
-    temporary file, which leaves nothing behind, because permission bits say nothing
-    for root or on a read-only mount."""
-    path = Path(path)
-    existing = path
+def nearest_existing(path: Path) -> Path:
+    """``path``, or its nearest parent that exists."""
+    existing = Path(path)
     while not os.path.exists(existing):  # False, not an error, for a name too long
         if existing.parent == existing:
             break
         existing = existing.parent
+    return existing
+
+
+def write_problem(folder: Path) -> str | None:
+    """Why this process cannot create a file in the existing ``folder`` ("read-only",
+    "Permission denied"), or None when it can. Probed with a nameless temporary file,
+    which leaves nothing behind, because permission bits say nothing for root or on a
+    read-only mount."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        return "read-only" if e.errno == errno.EROFS else e.strerror or str(e)
+    return None
+
+
+def writable_dir(path: Path, what: str) -> None:
+    """Refuse unless ``path`` is a folder this process can create files in, or can be
+    created (its nearest existing parent is such a folder): :func:`write_problem`."""
+    path = Path(path)
+    existing = nearest_existing(path)
     check_name_lengths(path, existing, what)
     if not existing.is_dir():
         where = "is" if existing == path else f"lies under {existing}, which is"
         raise UserError(f"{what} {path} {where} a file, not a folder. Choose another path.")
-    try:
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as e:
-        reason = "read-only" if e.errno == errno.EROFS else e.strerror or str(e)
+    reason = write_problem(existing)
+    if reason is not None:
         made = "" if existing == path else f" (it would be created in {existing})"
         raise UserError(f"{what} {path} cannot be written{made}: {reason}. Choose a folder "
-                        "you can write to, or fix its permissions.") from None
+                        "you can write to, or fix its permissions.")

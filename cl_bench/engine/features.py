@@ -8,7 +8,9 @@ transform, or augmented view v of the training images: ``augment_views``).
 Features live in memory for one invocation and in an on-disk cache
 (``$CL_BENCH_CACHE``, default ``~/.cache/cl-bench/features``) across
 invocations, whose entries are verified on every read
-(:mod:`cl_bench.store.feature_cache`).
+(:mod:`cl_bench.store.feature_cache`). A cache this process cannot write (a
+group's shared, read-only copy) is read as any other; what it lacks is extracted
+for the invocation and kept in memory, with a note that says so.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from cl_bench.scenarios.transforms import eval_transform
 from cl_bench.store.feature_cache import (
     Damaged,
     cache_dir,
+    entry_write_problem,
     read_entry,
     remove_entry,
     sidecar,
@@ -141,7 +144,9 @@ class FeatureStore:
     Features always pass through fp16, whether just extracted or read back, so a
     run gives the same numbers with a cold or a warm cache. ``seconds`` is the
     extraction time this store spent; ``hits`` counts disk-cache reads. A damaged
-    disk entry is reported through ``warn`` (one line), deleted and recomputed.
+    disk entry is reported through ``warn`` (one line), deleted and recomputed; in a
+    cache that cannot be written it is left as it is, and what is recomputed there
+    stays in memory (reported through ``warn`` too).
     """
 
     def __init__(self, device: torch.device, *, batch_size: int = 64, precision: str = "fp32",
@@ -227,18 +232,34 @@ class FeatureStore:
                 "adapted on the first task (named <backbone>+adapter, +finetune or +bn) "
                 "diverged there: lower its learning rate or weight decay.")
         if self.use_disk:
-            write_entry(path, repr(key), half.numpy())
+            self._write(path, repr(key), half, f"{backbone.name} features of {data.name} {label}")
         self.seconds += time.perf_counter() - t0
         return half.float()
 
+    def _write(self, path: Path, key: str, half: torch.Tensor, what: str) -> None:
+        """Cache the entry, or, where the cache cannot be written, say that ``what``
+        (the features) stay in this invocation's memory."""
+        problem = entry_write_problem(path)
+        if problem is None:
+            write_entry(path, key, half.numpy())
+            return
+        self.warn(f"note: the feature cache {cache_dir()} cannot be written ({problem}): "
+                  f"{what} were extracted for this invocation only. To share them, run the "
+                  "command once where the cache can be written.")
+
     def _read(self, path: Path, key: str, shape: tuple[int, int]) -> torch.Tensor | None:
         """The verified entry at ``path`` as float32, or None: a miss, or a damaged
-        entry (reported and deleted; the caller recomputes it)."""
+        entry (reported, and deleted where the cache can be written; the caller
+        recomputes it)."""
         if not path.exists() and not sidecar(path).exists():
             return None
         try:
             array = read_entry(path, key, shape)
         except Damaged as e:
+            if entry_write_problem(path) is not None:
+                self.warn(f"warning: feature cache entry {path} is damaged ({e}); "
+                          "recomputing it")
+                return None
             self.warn(f"warning: feature cache entry {path} is damaged ({e}); "
                       "deleted, recomputing it")
             remove_entry(path)

@@ -11,6 +11,10 @@ and against what the caller expects), the dtype, the checksum and that every
 value is finite; any failure is :class:`Damaged`, and the caller deletes and
 recomputes the entry. A damaged entry costs a recomputation, never a wrong
 number.
+
+A cache this process cannot write (a group's shared copy, mounted read-only or
+owned by another account) is read all the same: reading takes no lock and
+writes nothing (:func:`entry_write_problem`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from cl_bench.errors import UserError
+from cl_bench.input_checks import nearest_existing, write_problem
 from cl_bench.store.atomic import replace_atomically
 
 DTYPE = "float16"
@@ -39,6 +45,13 @@ def cache_dir() -> Path:
 
 def sidecar(path: Path) -> Path:
     return path.with_suffix(".json")
+
+
+def entry_write_problem(path: Path) -> str | None:
+    """Why the entry at ``path`` (or its lock) cannot be written here ("read-only",
+    "Permission denied"), or None when it can: its folder, or the nearest folder above
+    it that exists, takes no new file."""
+    return write_problem(nearest_existing(Path(path).parent))
 
 
 def checksum(array: np.ndarray) -> str:
@@ -138,13 +151,36 @@ def cache_info() -> list[str]:
 
 def cache_clear() -> int:
     """Delete every cached array with its sidecar, lock and any stray temp file;
-    returns how many arrays."""
+    returns how many arrays. A cache with a folder that cannot be written is refused
+    before anything is removed, naming the folders and why."""
     root = cache_dir()
-    folders = [d for d in root.iterdir() if d.is_dir()] if root.exists() else []
-    files = [f for d in folders for f in d.iterdir() if f.is_file()]
-    for f in files:
-        f.unlink(missing_ok=True)
+    folders = sorted(d for d in root.iterdir() if d.is_dir()) if root.exists() else []
+    files = [f for d in folders for f in sorted(d.iterdir()) if f.is_file()]
+    check_clearable(root, folders)
+    for removed, f in enumerate(files):
+        try:
+            f.unlink(missing_ok=True)
+        except OSError as e:
+            raise UserError(f"Cannot remove {f} from the feature cache ({e.strerror}); "
+                            f"{removed} of its {len(files)} files were removed before it, the "
+                            "others are in place. Fix what keeps it, then run `cl-bench cache "
+                            "clear` again.") from None
     for d in folders:
         if not any(d.iterdir()):
             d.rmdir()
     return sum(1 for f in files if f.suffix == ".npy")
+
+
+def check_clearable(root: Path, folders: list[Path]) -> None:
+    """Refuse to clear a cache whose folders (or ``root``, which holds them) this
+    process cannot write: a removal there fails, and clearing would stop half-way."""
+    blocked = [(d, why) for d in ([root, *folders] if folders else [])
+               if (why := write_problem(d)) is not None]
+    if not blocked:
+        return
+    named = "; ".join(f"{d} ({why})" for d, why in blocked[:3])
+    more = f" and {len(blocked) - 3} more" if len(blocked) > 3 else ""
+    raise UserError(f"Cannot clear the feature cache {root}: {named}{more} cannot be written, "
+                    "so its files cannot be removed; nothing was removed. Clear it where it "
+                    "can be written (as its owner, or on a machine that mounts it read-write), "
+                    "or point $CL_BENCH_CACHE at a cache of your own.")
