@@ -175,6 +175,31 @@ def test_a_failing_dataset_is_not_remembered(tmp_path):
     assert not marks.exists()
 
 
+@pytest.mark.parametrize("images", [False, True], ids=["empty splits", "images, no classes"])
+def test_a_tree_without_class_folders_is_refused_and_nothing_written(images, tmp_path,
+                                                                     monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CL_BENCH_CACHE", str(cache))
+    root = tmp_path / "data"
+    for split in ("train", "test"):
+        (root / split).mkdir(parents=True)
+        if images:
+            Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(root / split / "0.png")
+    out = tmp_path / "out"
+    refused(run(root, out), f"Scenario imagefolder: {root / 'train'} holds no class folders. "
+                            f"Expected {root}/train/<class>/<image>.jpg", out)
+    assert not cache.exists()  # no decode memo
+
+
+def test_a_split_the_tree_cannot_hold_leaves_no_decode_memo(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CL_BENCH_CACHE", str(cache))
+    out = tmp_path / "out"
+    refused(run(image_tree(tmp_path / "data"), out, "--set", "scenario.init_cls=3"),
+            "init_cls = 3 is larger than the 2 classes of the dataset", out)
+    assert not cache.exists()
+
+
 def test_dry_run_checks_the_data_root(tmp_path):
     out = tmp_path / "out"
     plan = ["run", "--methods", "simplecil", "--scenario", "imagenet-a", "--dry-run",

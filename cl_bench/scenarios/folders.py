@@ -71,6 +71,11 @@ def imagefolder(data_root: Path | None, folder: str | None = None,
     """Image files in PILOT's layout; ``n_classes`` (when given) must match the disk."""
     root = need_root(data_root, folder, name)
     train, test = list_split(root, "train", name), list_split(root, "test", name)
+    for split, classes in (("train", train), ("test", test)):
+        if not classes:
+            raise UserError(f"Scenario {name}: {root / split} holds no class folders. Expected "
+                            f"{expected_tree(root)} (PILOT's layout; {ARCHIVES}): each class's "
+                            "images in a folder named after the class.")
     if sorted(train) != sorted(test):
         only = sorted(set(train) ^ set(test))
         raise UserError(f"Scenario {name}: train and test of {root} have different class "
