@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cl_bench.cards.protocol import PROTOCOLS
 from cl_bench.metrics import summarize
+from cl_bench.store.device_block import device_problems
 from cl_bench.store.schema import READABLE_VERSIONS, SCHEMA_VERSION, config_hash
 
 REQUIRED = ("schema_version", "method", "scenario", "seed", "status", "config", "class_order",
@@ -122,6 +123,7 @@ def _shape_problems(record: dict) -> list[str]:
         if isinstance(config.get("backbone"), dict) and not isinstance(
                 config["backbone"].get("name"), str):
             out.append("config.backbone.name is missing or not a name")
+        out += device_problems(config)
     out += _protocol_problems(record)
     order = _list_problems(record["class_order"], "class_order", _int_problem)
     tasks = record["tasks"]
