@@ -11,7 +11,7 @@ from conftest import FAST, e2e_cache, invoke
 SCHEMA = {"schema_version", "method", "scenario", "seed", "status", "config", "class_order",
           "class_names", "tasks", "protocol", "env", "acc_matrix", "acc_seen", "avg_acc",
           "last_acc", "acc_task_mean", "avg_acc_task_mean", "last_acc_task_mean", "forgetting",
-          "bwt", "routing_acc", "accounting", "timing", "memory", "created"}
+          "bwt", "routing_acc", "accounting", "timing", "memory", "created", "code"}
 
 
 def test_run_writes_complete_consistent_results(e2e_run):

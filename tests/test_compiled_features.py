@@ -131,7 +131,7 @@ def test_runtime_in_cache_key_and_config_only_where_it_runs(auto):
     assert eager_key[-1] == cpu and compiled_key == (*eager_key[:-1], ("runtime", OV), cpu)
     scenario = load_method("simplecil")  # any card: only its name and params are read
     for method, recorded in (("simplecil", OV), ("ewc", None)):  # ewc trains the images
-        config = resolved_config(load_method(method), scenario, backbone, "fp32", False)
+        config = resolved_config(load_method(method), scenario, backbone, "fp32", data)
         assert config["backbone"].get("runtime") == recorded
 
 

@@ -165,5 +165,5 @@ def test_a_result_records_its_device(tmp_path):
     assert record["env"]["cpu_kind"] == cpu_kind()  # amx and avx512_bf16 round bf16 apart
     assert record["env"]["determinism"] == {"mode": "strict", "asked": "strict",
                                             "device": "cpu"}
-    assert set(record["memory"]) == {"peak_rss_bytes", "cuda_max_allocated_bytes",
-                                     "cuda_max_reserved_bytes"}
+    assert set(record["memory"]) == {"peak_rss_bytes", "peak_rss_scope",
+                                     "cuda_max_allocated_bytes", "cuda_max_reserved_bytes"}

@@ -17,15 +17,19 @@ from conftest import invoke
 from PIL import Image
 
 from cl_bench.contract import EVAL_BATCH_SIZE
+from cl_bench.errors import UserError
 from cl_bench.metrics import summarize
 from cl_bench.reporting.plots import PIXELS
 from cl_bench.reporting.report import METRICS, _tex, aggregate, grid, load_runs, to_csv
+from cl_bench.source_identity import RUNNER, file_digest, label
 from cl_bench.store import results
 from cl_bench.store.protocol_block import protocol_block
 from cl_bench.strategies.blocks.luca import SELECTION
 
 VIT = ("vit_base_patch16_224", "vit_base_patch16_224.augreg_in21k")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+# a record of the code installed now (a made-up record names one file of it)
+CURRENT_CODE = {"digest": "current", "modules": {label(RUNNER): file_digest(RUNNER)}}
 
 
 def fake_run(out: Path, method: str = "tosca", scenario: str = "cifar100", seed: int = 1993,
@@ -65,6 +69,7 @@ def fake_run(out: Path, method: str = "tosca", scenario: str = "cifar100", seed:
         "timing": {"features_s": 0.0, "train_s": [1.0] * len(tasks),
                    "eval_s": [0.1] * len(tasks), "total_s": 4.0},
         "memory": {}, "created": "2026-01-01T00:00:00+0000",
+        "code": CURRENT_CODE,
     }
     results.write_atomic(results.run_path(out, scenario, method, seed, config), record)
     return record
@@ -308,3 +313,20 @@ def test_html_renders_in_headless_chromium(report_dir, tmp_path):
         driver.quit()
     assert severe == []
     assert len(images) == 6 and all(done and width == PIXELS[0] for done, width in images)
+
+
+def test_a_stale_result_is_refused_unless_allowed_and_then_marked(tmp_path):
+    out = tmp_path / "res"
+    fake_run(out, seed=1993)
+    stale = fake_run(out, seed=1994)
+    path = results.run_path(out, "cifar100", "tosca", 1994, stale["config"])
+    results.write_atomic(path, {**stale, "code": {"digest": "old", "modules": {
+        label(RUNNER): "0" * 16}}})
+    with pytest.raises(UserError, match=r"1 result\(s\) in .* are stale: .* cifar100/tosca "
+                                        r"seed 1994: code changed: cl_bench/engine/runner.py "
+                                        r"\(edited\)\. Run the same `cl-bench run` command"):
+        load_runs(out)
+    runs, _ = load_runs(out, allow_stale=True)
+    assert dict(zip(runs["seed"], runs["label"], strict=True)) == {
+        1993: "tosca (selection=sample)", 1994: "tosca (selection=sample) [stale]"}
+    assert list(runs["stale"]) == ["", "code changed: cl_bench/engine/runner.py (edited)"]

@@ -299,7 +299,7 @@ def _compute(job: Job) -> dict:
         _SHARED[key] = load_shared(req, job.scenario, [job.method], device, req.precision)
     shared = _SHARED[key]
     config = resolved_config(job.method, job.scenario, shared.backbone, req.precision,
-                             shared.data.on_disk, shared.store.device_key)
+                             shared.data, shared.store.device_key)
     path = results.run_path(req.out, job.scenario.name, job.method.name, job.seed, config)
     if path != job.path:
         raise UserError(f"{job.label}: this worker's backbone weights or data differ from those "
@@ -394,7 +394,7 @@ def plan(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo) -> list[Job]:
         jobs += [Job(replace(req, methods=[run.card.name], seeds=[run.seed]), run.card,
                      run.scenario, run.seed, run.path, key)
                  for run in plan_runs(req, methods, scenario, shared.backbone, precision,
-                                      shared.data.on_disk, key)]
+                                      shared.data, key)]
     return jobs
 
 
@@ -430,11 +430,14 @@ def launch(reqs: list[RunRequest], opts: LaunchOptions, echo: Echo = print) -> G
     grid, todo = GridResult(), []
     for job in jobs:
         lock = results.probe_lock(job.path)
-        if results.is_done(job.path):
+        there = results.found(job.path)
+        if there.state == "done":
             echo(f"  skip {job.label}: finished ({job.path})")
         elif lock and lock.held:
             echo(f"  skip {job.label}: running in {results.held_by(lock.holder)}")
         else:
+            if there.state == "stale":
+                echo(f"  stale {job.label}: {'; '.join(there.why)}; computing it again")
             todo.append(job)
     stamps = {job.path: failure_stamp(job) for job in todo}
     engine: Iterator[tuple[Job, Outcome | BaseException]] = iter(())

@@ -170,6 +170,24 @@ def _declared_problems(protocol: dict) -> list[str]:
     return out
 
 
+def _code_problems(record: dict) -> list[str]:
+    """``code`` (absent in records written before results named their code: those are
+    stale, :mod:`cl_bench.store.staleness`): a ``digest`` text and ``modules``, a
+    non-empty map of source file names to digest texts."""
+    if "code" not in record:
+        return []
+    code = record["code"]
+    if not isinstance(code, dict):
+        return [f"code is {type(code).__name__}, not an object"]
+    out = [] if isinstance(code.get("digest"), str) else [
+        f"code.digest is {code.get('digest')!r}, not a text"]
+    modules = code.get("modules")
+    if not isinstance(modules, dict) or not modules or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in modules.items()):
+        out.append("code.modules is not a map of source file names to digests")
+    return out
+
+
 def _accuracy_problems(record: dict, n_tasks: int) -> list[str]:
     """The accuracy matrix (lower-triangular, row i of i+1 entries), accuracy on seen
     classes and routing: one per task, each a percentage."""
@@ -275,7 +293,7 @@ def problems(record: object, path: Path | None = None) -> list[str]:
     out = [] if record["status"] == "done" else [f"status is {record['status']!r}, not 'done'"]
     out += _other_numbers_problems(record)
     out += _place_problems(record, Path(path)) if path is not None else []
-    shape = _shape_problems(record)
+    shape = _shape_problems(record) + _code_problems(record)
     out += shape
     if shape:
         return out
