@@ -113,3 +113,11 @@ def writable_dir(path: Path, what: str) -> None:
         made = "" if existing == path else f" (it would be created in {existing})"
         raise UserError(f"{what} {path} cannot be written{made}: {reason}. Choose a folder "
                         "you can write to, or fix its permissions.")
+
+
+def cache_folder(path: Path, what: str) -> None:
+    """A cache's folder: one that exists is read even where it cannot be written (a
+    group's shared copy, mounted read-only), so only one still to be made must be
+    creatable (:func:`writable_dir`, which also refuses a name too long)."""
+    if not os.path.isdir(path):  # False, not an error, for a name too long
+        writable_dir(path, what)

@@ -157,15 +157,15 @@ def check_request(req: RunRequest) -> tuple[list[Card], Card]:
     the runs will write (results; the feature cache where it is still to be made: one
     that exists is read, and written where it can be, :class:`FeatureStore`)."""
     from cl_bench.engine.features import cache_dir
-    from cl_bench.input_checks import check_image_size, check_seeds, writable_dir
+    from cl_bench.input_checks import cache_folder, check_image_size, check_seeds, writable_dir
     check_seeds(req.seeds)
     check_image_size(req.backbone, backbone_kind(req.backbone), req.image_size)
     methods, scenario = resolve_cards(req)
     locate_data(scenario, req.data_root, req.download)
     check_class_order(scenario, None)  # its fit to the class count: when data is loaded
     writable_dir(req.out, "--out")
-    if any(uses_feature_cache(card) for card in methods) and not cache_dir().is_dir():
-        writable_dir(cache_dir(), "The feature cache ($CL_BENCH_CACHE)")
+    if any(uses_feature_cache(card) for card in methods):
+        cache_folder(cache_dir(), "The feature cache ($CL_BENCH_CACHE)")
     return methods, scenario
 
 
