@@ -209,8 +209,16 @@ def test_dry_run_checks_the_data_root(tmp_path):
     refused(invoke(*plan, "--data-root", str(tmp_path / "none")),
             f"Scenario imagenet-a: {tmp_path / 'none' / 'imagenet-a' / 'train'} and "
             f"{tmp_path / 'none' / 'imagenet-a' / 'test'} not found", out)
+    tree = tmp_path / "data" / "imagenet-a"
     for split in ("train", "test"):
-        (tmp_path / "data" / "imagenet-a" / split).mkdir(parents=True)
+        (tree / split).mkdir(parents=True)
+    refused(invoke(*plan, "--data-root", str(tmp_path / "data")),  # read as a run reads it
+            f"Scenario imagenet-a: {tree / 'train'} holds no class folders", out)
+    pixels = Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8))
+    for split in ("train", "test"):
+        for c in range(200):
+            (tree / split / f"c{c:03d}").mkdir()
+            pixels.save(tree / split / f"c{c:03d}" / "0.png")
     planned = invoke(*plan, "--data-root", str(tmp_path / "data"))
     assert planned.exit_code == 0, planned.output
     refused(invoke(*plan, "--data-root", str(tmp_path / "data"), "--set",
