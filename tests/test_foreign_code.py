@@ -220,7 +220,19 @@ class Picky(SimpleCIL):
 
 def __getattr__(name):
     raise RuntimeError("no lazy " + name)
+
+
+class Greedy(SimpleCIL):
+    spec = MethodSpec(inputs=Inputs.FEATURES, trains_backbone=False,
+                      schedule=Schedule.PER_TASK)
+
+    @classmethod
+    def memory(cls, params, work):
+        return [params["mlp_ratio"]]
 '''
+
+
+GREEDY_LINE = '        return [params["mlp_ratio"]]'
 
 
 def test_foreign_hooks_lazy_attributes_and_model_factories_are_contained(tmp_path):
@@ -236,6 +248,7 @@ def test_foreign_hooks_lazy_attributes_and_model_factories_are_contained(tmp_pat
     simplecil = yaml.safe_load((config.METHODS_DIR / "simplecil.yaml").read_text())
     plain = yaml.safe_load((EXAMPLES / "plain-avalanche.yaml").read_text())
     cards_yaml = {"picky": {**simplecil, "strategy": "hooks:Picky"},
+                  "greedy": {**simplecil, "strategy": "hooks:Greedy"},
                   "lazy": {**simplecil, "strategy": "hooks:Missing"},
                   "factory": {**plain, "contract": {**plain["contract"],
                                                     "model": "factory:make"}}}
@@ -247,6 +260,8 @@ def test_foreign_hooks_lazy_attributes_and_model_factories_are_contained(tmp_pat
             ("picky", f"{cards / 'picky.yaml'}: the strategy's check_params failed: ValueError: "
                       f"picky about efficientnet_lite0 (at {hooks} line 11). Fix that method "
                       "of the strategy"),
+            ("greedy", f"{cards / 'greedy.yaml'}: the strategy's memory failed: KeyError: "
+                       f"'mlp_ratio' (at {hooks} line {HOOKS.splitlines().index(GREEDY_LINE) + 1})"),
             ("lazy", f"{cards / 'lazy.yaml'}: reading Missing of strategy module hooks failed: "
                      f"RuntimeError: no lazy Missing (at {hooks} line 15)"),
             ("factory", f"{cards / 'factory.yaml'}: importing the `contract:` model factory "

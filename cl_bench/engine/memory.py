@@ -47,6 +47,7 @@ import torch
 
 from cl_bench.backbones.base import Backbone
 from cl_bench.cards.card import Card
+from cl_bench.cards.resolve import hook
 from cl_bench.cards.strategy import strategy_of
 from cl_bench.contract import Allocation, Inputs, Workload, spec_of
 from cl_bench.contract.memory import FLOAT, HALF, capped
@@ -184,8 +185,10 @@ def estimate(card: Card, work: Workload, device_type: str, profile: Profile,
     """Every dominant allocation of a run of ``card``, largest first. A training
     batch (with what its backward pass keeps) and the largest forward-only batch are
     never held at once: the larger of the two counts."""
+    with hook(card, "memory"):  # a strategy of your own: its error as a paragraph
+        declared = strategy_of(card).memory(card.params, work)
     own = [replace(a, setting=f"{card.name}.{a.setting}")  # hooks name their own keys
-           for a in strategy_of(card).memory(card.params, work)]
+           for a in declared]
     steps = [a for a in own if a.backward and a.nbytes > 0]
     passes = [forward_batch(card, work, device_type, profile)]
     if steps:
