@@ -118,6 +118,12 @@ def _is_installed(path: Path) -> bool:
     return any(text == root or text.startswith(root + os.sep) for root in _installed_roots())
 
 
+def _is_project(path: Path) -> bool:
+    """cl-bench's own files (installed or not) and any file outside the installed
+    packages and the standard library."""
+    return path.is_relative_to(PACKAGE_DIR) or not _is_installed(path)
+
+
 @lru_cache(maxsize=1024)
 def _top_folder(top: str) -> Path | None:
     """The folder holding module ``top``'s files, when it is source code of the project
@@ -201,7 +207,7 @@ def class_files(cls: type) -> list[Path]:
     for klass in cls.__mro__:
         module = sys.modules.get(klass.__module__)
         origin = getattr(module, "__file__", None)
-        if origin and origin.endswith(".py") and not _is_installed(Path(origin).resolve()):
+        if origin and origin.endswith(".py") and _is_project(Path(origin).resolve()):
             files.append(Path(origin))
     return files
 

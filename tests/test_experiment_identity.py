@@ -233,3 +233,12 @@ def test_a_result_written_before_code_identities_is_stale(e2e_run, tmp_path):
     assert (there.state, there.why) == ("stale", (NO_IDENTITY,))
     assert not results.is_done(copy)
     assert results.found(path).state == "done"
+
+
+def test_an_installed_cl_bench_is_still_its_own_code(monkeypatch):
+    """From a wheel, cl-bench's files lie among the installed packages: they are still
+    the run's code (other installed packages are identified by their versions)."""
+    monkeypatch.setattr(source_identity, "_installed_roots",
+                        lambda: (str(source_identity.ROOT),))
+    names = set(code_block(SimpleCIL)["modules"])
+    assert {"cl_bench/strategies/simplecil.py", "cl_bench/engine/runner.py"} <= names
