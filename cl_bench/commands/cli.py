@@ -79,8 +79,9 @@ def run(
              "paper: each method's published protocol (its card's paper: block). --set "
              "wins over both. Recorded in every result.")] = "fair",
     dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Print the plan (every run's settings, result path, done or "
-                          "pending) and exit, without loading data or weights.")] = False,
+        "--dry-run", help="Print the plan (every run's settings, result path, done, stale "
+                          "or pending) and exit, without loading weights or training (the "
+                          "data is read, not decoded: result paths name it).")] = False,
     image_size: Annotated[int | None, typer.Option(
         help="Input resolution in pixels, for every backbone (default: the backbone's, "
              "224); a ViT needs a multiple of its patch size (e.g. 32 for a fast "
