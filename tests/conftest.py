@@ -155,6 +155,17 @@ def image_tree(root: Path, per_class: int = 2) -> Path:
     return root
 
 
+def one_image_classes(root: Path, n_classes: int) -> Path:
+    """An ImageFolder tree of ``n_classes`` classes of one 8x8 PNG each in train and test
+    (what a dry run of a scenario whose card states its class count reads)."""
+    pixels = Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8))
+    for split in ("train", "test"):
+        for c in range(n_classes):
+            (root / split / f"c{c:03d}").mkdir(parents=True, exist_ok=True)
+            pixels.save(root / split / f"c{c:03d}" / "0.png")
+    return root
+
+
 TREE = ["--scenario", "imagefolder", "--methods", "simplecil", "--image-size", "32",
         "--no-progress", "--set", "scenario.init_cls=1", "--set", "scenario.increment=1"]
 

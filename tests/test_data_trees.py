@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import TREE as VALIDATION_TREE
-from conftest import card_variant, image_tree, invoke, refused
+from conftest import card_variant, image_tree, invoke, one_image_classes, refused
 from PIL import Image
 
 from cl_bench.cards import config
@@ -214,11 +214,7 @@ def test_dry_run_checks_the_data_root(tmp_path):
         (tree / split).mkdir(parents=True)
     refused(invoke(*plan, "--data-root", str(tmp_path / "data")),  # read as a run reads it
             f"Scenario imagenet-a: {tree / 'train'} holds no class folders", out)
-    pixels = Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8))
-    for split in ("train", "test"):
-        for c in range(200):
-            (tree / split / f"c{c:03d}").mkdir()
-            pixels.save(tree / split / f"c{c:03d}" / "0.png")
+    one_image_classes(tree, 200)
     planned = invoke(*plan, "--data-root", str(tmp_path / "data"))
     assert planned.exit_code == 0, planned.output
     refused(invoke(*plan, "--data-root", str(tmp_path / "data"), "--set",

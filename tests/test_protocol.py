@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FAST, card_variant, invoke, refused
+from conftest import FAST, card_variant, invoke, one_image_classes, refused
 
 from cl_bench.cards import config
 from cl_bench.cards.config import load_method, method_names
@@ -45,10 +45,10 @@ def offline(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
 
 
-def empty_tree(tmp_path: Path) -> list[str]:
-    """--data-root of an imagenet-a tree with no image: all a dry run looks at."""
-    for split in ("train", "test"):
-        (tmp_path / "data" / "imagenet-a" / split).mkdir(parents=True, exist_ok=True)
+def small_tree(tmp_path: Path) -> list[str]:
+    """--data-root of an imagenet-a tree of 200 one-image classes: a dry run reads the
+    file names, sizes and times, and decodes nothing."""
+    one_image_classes(tmp_path / "data" / "imagenet-a", 200)
     return ["--data-root", str(tmp_path / "data")]
 
 
@@ -68,8 +68,8 @@ def auto_target() -> str:
 @pytest.mark.precision_auto
 def test_mission_command_plans_the_papers_backbone(tmp_path, offline):
     """The suite's headline command resolves to ViT-B/16 (IN21K) on imagenet-a, with no
-    image in its data tree, no weights and no network; it writes nothing."""
-    out, where = tmp_path / "out", empty_tree(tmp_path)
+    image decoded, no weights and no network; it writes nothing."""
+    out, where = tmp_path / "out", small_tree(tmp_path)
     fair = plan(*MISSION, *where, "--out", str(out))
     assert fair[1] == f"imagenet-a: {VIT_B}, protocol fair, {auto_target()}, seeds 1993"
     assert [ln.split()[:4] for ln in fair[2:6:2]] == [["pending", "tosca", "seed", "1993"],
@@ -93,7 +93,7 @@ def test_mission_command_plans_the_papers_backbone(tmp_path, offline):
 
 
 def test_backbone_and_weights_override_the_scenarios(tmp_path, offline):
-    where = empty_tree(tmp_path)
+    where = small_tree(tmp_path)
     head = plan(*MISSION, *where, "--backbone", "vit_tiny_patch16_224", "--out",
                 str(tmp_path))[1]
     assert head.startswith("imagenet-a: backbone vit_tiny_patch16_224, weights "
@@ -109,7 +109,7 @@ def test_backbone_and_weights_override_the_scenarios(tmp_path, offline):
 def test_absent_weights_file_leaves_the_path_unknown(tmp_path, offline):
     """Its digest names the result, so the dry run says why instead of guessing."""
     missing = tmp_path / "vit.safetensors"
-    lines = plan(*MISSION, *empty_tree(tmp_path), "--weights", str(missing), "--out",
+    lines = plan(*MISSION, *small_tree(tmp_path), "--weights", str(missing), "--out",
                  str(tmp_path))
     assert lines[2] == (f"  result paths unknown: the weights file {missing} is not on this "
                         "machine (its digest names the result)")
