@@ -16,7 +16,9 @@ and the classifier is the ridge solution on everything seen so far,
 
 lambda chosen at each task on that task's samples (:mod:`ridge`; ``ridge_search:
 float32`` searches with the official float32 arithmetic), split into fit and
-validation in an order drawn from the run's seed (:func:`split_order`). ``M: 0`` is the
+validation in an order drawn from the run's seed (:func:`split_order`), among the
+candidates at or above the float64 resolution of the accumulated G (below it
+G + lambda I is singular to float64: :func:`ridge.resolution`). ``M: 0`` is the
 paper's ablation without projection (h = f, no ReLU). Everything after the
 backbone runs in float64.
 """
@@ -29,7 +31,7 @@ import torch.nn.functional as F
 from cl_bench.backbones.base import Backbone
 from cl_bench.contract.memory import FLOAT, Allocation, Workload
 from cl_bench.strategies.blocks.first_session import FirstSessionNet, FirstSessionTemplate
-from cl_bench.strategies.blocks.ridge import choose_ridge, solve_ridge
+from cl_bench.strategies.blocks.ridge import choose_ridge, resolution, solve_ridge
 
 
 def split_order(n: int, seed: int, task: int) -> torch.Tensor:
@@ -99,7 +101,8 @@ class RanPAC(FirstSessionTemplate):
                 Allocation("a task's projected features", task * width * 8, "M")]
 
     def fit(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """Accumulate the task's statistics, choose lambda on the task, solve."""
+        """Accumulate the task's statistics, choose lambda on the task (at or above
+        the resolution of the accumulated G), solve."""
         net = self.model
         h = net.project(x)
         n_seen = max(int(y.max()) + 1, net.C.shape[1])
@@ -109,6 +112,7 @@ class RanPAC(FirstSessionTemplate):
         net.C += h.T @ onehot
         order = split_order(len(y), torch.initial_seed(), len(self.ridges))
         lam = choose_ridge(h[order.to(h.device)], onehot[order.to(h.device)],
-                           precision=self.params.get("ridge_search", "float64"))
+                           precision=self.params.get("ridge_search", "float64"),
+                           floor=resolution(net.G))
         self.ridges.append(lam)
         net.W_o = solve_ridge(net.G, net.C, lam).T.contiguous()
