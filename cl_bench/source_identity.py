@@ -106,16 +106,28 @@ def _absolute(node: ast.ImportFrom, package: str) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+PACKAGE_FOLDERS = {"site-packages", "dist-packages"}  # where installers put packages
+
+
 @lru_cache(maxsize=1)
 def _installed_roots() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    """The standard library's folders (of this environment and of the Python it was
+    made from) and this environment's package folders."""
+    roots = set()
+    for base in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
+        paths = sysconfig.get_paths(vars={"base": base, "platbase": base,
+                                          "installed_base": base, "installed_platbase": base})
+        roots |= {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
     return tuple(sorted(str(Path(r).resolve()) for r in roots))
 
 
 def _is_installed(path: Path) -> bool:
+    """In the standard library or an installed package: in a ``site-packages`` or
+    ``dist-packages`` folder of any environment (another one's packages on ``sys.path``
+    too), or under one of :func:`_installed_roots`."""
     text = str(path)
-    return any(text == root or text.startswith(root + os.sep) for root in _installed_roots())
+    return bool(PACKAGE_FOLDERS & set(path.parts)) or any(
+        text == root or text.startswith(root + os.sep) for root in _installed_roots())
 
 
 def _is_project(path: Path) -> bool:

@@ -242,3 +242,12 @@ def test_an_installed_cl_bench_is_still_its_own_code(monkeypatch):
                         lambda: (str(source_identity.ROOT),))
     names = set(code_block(SimpleCIL)["modules"])
     assert {"cl_bench/strategies/simplecil.py", "cl_bench/engine/runner.py"} <= names
+
+
+def test_packages_of_another_environment_on_the_path_are_not_the_runs_code(monkeypatch):
+    """torch found through a path line to another environment's site-packages (as a venv
+    that borrows packages has it) is an installed package, never read as source."""
+    import torch
+    monkeypatch.setattr(source_identity, "_installed_roots", lambda: ())
+    assert source_identity._is_installed(Path(torch.__file__).resolve())
+    assert not source_identity._is_installed(REPO / "examples" / "my_method.py")
