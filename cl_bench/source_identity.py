@@ -5,10 +5,11 @@ A run's code is the source files it imports that are not installed packages: cl-
 own modules that the runner reaches (``cl_bench.engine.runner`` and what it imports,
 directly or not, with every package ``__init__`` on the way, but no method's module),
 the method's strategy module and its bases' modules, and the files those import in
-turn, found by reading their import statements (function-level ones included). Installed packages (torch,
-timm, Avalanche...) are identified by their versions instead, which every record keeps
-(``env.packages``). Other strategies' modules are not part of a method's code, nor are
-the layers that only read results (reporting, commands, api).
+turn, found by reading their import statements (function-level ones included).
+Installed packages (torch, timm, Avalanche...) are identified by their versions
+instead, which every record keeps (``env.packages``). Other strategies' modules are not
+part of a method's code, nor are the layers that only read results (reporting,
+commands, api).
 
 A file's digest is taken over its syntax tree without docstrings, so comments,
 docstrings, blank lines and formatting never make a result stale; any other edit does,

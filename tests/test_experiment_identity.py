@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO, TREE, image_tree, invoke, make_tree
 
 from cl_bench import source_identity
 from cl_bench.engine.checkpoint import RunCheckpoint
@@ -21,7 +22,6 @@ from cl_bench.store import results
 from cl_bench.store.record_check import problems
 from cl_bench.store.staleness import NO_IDENTITY, stale_reasons
 from cl_bench.strategies.simplecil import SimpleCIL
-from conftest import REPO, TREE, image_tree, invoke, make_tree
 
 MODULE = '''"""A module."""
 

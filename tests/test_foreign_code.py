@@ -256,12 +256,13 @@ def test_foreign_hooks_lazy_attributes_and_model_factories_are_contained(tmp_pat
         (cards / f"{name}.yaml").write_text(yaml.safe_dump(raw))
     out = tmp_path / "out"
     hooks = cards / "hooks.py"
+    greedy_line = HOOKS.splitlines().index(GREEDY_LINE) + 1
     for method, needle in (
             ("picky", f"{cards / 'picky.yaml'}: the strategy's check_params failed: ValueError: "
                       f"picky about efficientnet_lite0 (at {hooks} line 11). Fix that method "
                       "of the strategy"),
             ("greedy", f"{cards / 'greedy.yaml'}: the strategy's memory failed: KeyError: "
-                       f"'mlp_ratio' (at {hooks} line {HOOKS.splitlines().index(GREEDY_LINE) + 1})"),
+                       f"'mlp_ratio' (at {hooks} line {greedy_line})"),
             ("lazy", f"{cards / 'lazy.yaml'}: reading Missing of strategy module hooks failed: "
                      f"RuntimeError: no lazy Missing (at {hooks} line 15)"),
             ("factory", f"{cards / 'factory.yaml'}: importing the `contract:` model factory "

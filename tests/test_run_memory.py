@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import torch
+from conftest import REPO, card_variant, invoke
 
 from cl_bench.engine.environment import peak_memory, reset_peak_memory
-from conftest import REPO, card_variant, invoke
 
 MIB = 2**20
 BIG = 600  # MiB

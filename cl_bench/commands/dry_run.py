@@ -44,8 +44,8 @@ from cl_bench.engine.environment import device_key, resolve_device, resolve_prec
 from cl_bench.engine.runner import RunRequest, check_request, resolved_config
 from cl_bench.errors import UserError
 from cl_bench.scenarios import check_class_order, load_data
-from cl_bench.scenarios.image_data import ImageData
 from cl_bench.scenarios.footprint import class_count
+from cl_bench.scenarios.image_data import ImageData
 from cl_bench.scenarios.order import check_split, task_split
 from cl_bench.store import results
 
