@@ -1,0 +1,145 @@
+"""The committed measurements: one JSON file per measurement under ``bench/results/``.
+
+Every file names its figure (an ``id`` of ``bench/figures.yaml``, which says what the
+figure measures, the command that makes it and its target) and carries a ``meta`` block
+that ties it to a machine and a code version, plus the ``headline`` rows a reader
+compares; anything else in the file is that bench's raw output::
+
+    {"figure": "g",
+     "meta": {"date": "2026-12-06", "cpu": "Intel Xeon with AMX, 2 cores",
+              "precision": "fp32, bf16", "commit": "301e76a",
+              "command": "python -m bench.extraction_engines 256 32"},
+     "headline": [{"label": "OpenVINO bf16 vs torch eager", "value": "7.49x"}],
+     ...}
+
+``meta.note`` (one sentence) is optional. The documentation site's performance page is
+generated from these files (``load_all``), newest first per figure; ``write`` is how a
+bench records a new one, with today's date, this CPU's model and the checkout's commit.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+FIGURES = ROOT / "bench" / "figures.yaml"
+META_KEYS = ("date", "cpu", "precision", "commit")
+FIGURE_KEYS = ("id", "title", "measures", "command", "target")
+
+
+class MeasurementError(ValueError):
+    """A committed measurement or the figure catalogue does not follow the schema above."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    id: str
+    title: str
+    measures: str
+    command: str
+    target: str
+
+
+@dataclass(frozen=True)
+class Measurement:
+    path: Path
+    figure: str
+    date: str
+    cpu: str
+    precision: str
+    commit: str
+    command: str
+    note: str
+    headline: tuple[tuple[str, str], ...]
+
+
+def load_figures(path: Path = FIGURES) -> dict[str, Figure]:
+    entries = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(entries, list):
+        raise MeasurementError(f"{path}: expected a list of figures, one mapping each")
+    figures = {}
+    for entry in entries:
+        missing = [k for k in FIGURE_KEYS if not isinstance((entry or {}).get(k), str)]
+        if missing:
+            raise MeasurementError(f"{path}: figure {entry!r} lacks {', '.join(missing)} "
+                                   "(each a string)")
+        if entry["id"] in figures:
+            raise MeasurementError(f"{path}: figure id {entry['id']!r} appears twice")
+        figures[entry["id"]] = Figure(**{k: entry[k] for k in FIGURE_KEYS})
+    return figures
+
+
+def read(path: Path, figures: dict[str, Figure]) -> Measurement:
+    """One measurement file, checked against the schema and the figure catalogue."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    if not isinstance(data, dict) or data.get("figure") not in figures:
+        raise MeasurementError(f"{where}: 'figure' must be one of {sorted(figures)} "
+                               "(the ids of bench/figures.yaml)")
+    meta = data.get("meta")
+    if not isinstance(meta, dict) or any(not isinstance(meta.get(k), str) or not meta[k]
+                                         for k in META_KEYS):
+        raise MeasurementError(f"{where}: 'meta' must give {', '.join(META_KEYS)}, "
+                               "each a non-empty string")
+    try:
+        datetime.date.fromisoformat(meta["date"])
+    except ValueError as exc:
+        raise MeasurementError(f"{where}: meta.date {meta['date']!r} is not "
+                               "YYYY-MM-DD") from exc
+    if not re.fullmatch(r"[0-9a-f]{7,40}", meta["commit"]):
+        raise MeasurementError(f"{where}: meta.commit {meta['commit']!r} is not a git "
+                               "commit hash")
+    rows = data.get("headline")
+    if (not isinstance(rows, list) or not rows
+            or any(not isinstance(r, dict) or not isinstance(r.get("label"), str)
+                   or not isinstance(r.get("value"), str) for r in rows)):
+        raise MeasurementError(f"{where}: 'headline' must be a non-empty list of "
+                               "{\"label\": str, \"value\": str}")
+    return Measurement(path, data["figure"], meta["date"], meta["cpu"], meta["precision"],
+                       meta["commit"], str(meta.get("command", "")),
+                       str(meta.get("note", "")),
+                       tuple((r["label"], r["value"]) for r in rows))
+
+
+def load_all(results: Path = RESULTS, figures_path: Path = FIGURES) -> list[Measurement]:
+    """Every measurement, newest first (by date, then file name)."""
+    figures = load_figures(figures_path)
+    found = [read(p, figures) for p in sorted(results.glob("*.json"))]
+    return sorted(found, key=lambda m: (m.date, m.path.name), reverse=True)
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+def head_commit() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def write(figure: str, headline: list[tuple[str, str]], data: dict, precision: str,
+          command: str, slug: str, note: str = "") -> Path:
+    """Record a measurement made now on this machine: ``bench/results/FIGURE-DATE-SLUG.json``."""
+    today = datetime.date.today().isoformat()
+    cores = len(os.sched_getaffinity(0))
+    record = {"figure": figure,
+              "meta": {"date": today, "cpu": f"{cpu_model()}, {cores} cores",
+                       "precision": precision, "commit": head_commit(), "command": command,
+                       **({"note": note} if note else {})},
+              "headline": [{"label": k, "value": v} for k, v in headline], **data}
+    path = RESULTS / f"{figure}-{today}-{slug}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    read(path, load_figures())
+    return path
