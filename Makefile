@@ -3,7 +3,7 @@
 #   make test   set up .venv and run the tests
 # The environment comes from the lock (requirements/lock.txt): every package of the
 # dependency tree at the version it was resolved at; `python scripts/lock.py refresh`
-# re-resolves it (see the README).
+# re-resolves it (docs/getting-started.md, "The locked environment").
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin

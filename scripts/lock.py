@@ -87,7 +87,7 @@ def refresh() -> int:
     header = [f"# cl-bench's whole dependency tree (.[dev]), resolved {time.strftime('%Y-%m-%d')}",
               f"# with Python {sys.version.split()[0]} on {sys.platform}. Installed as a pip "
               "constraints file by `make run` / `make test`.",
-              "# Refresh: python scripts/lock.py refresh (see the README)."]
+              "# Refresh: python scripts/lock.py refresh (docs/getting-started.md)."]
     LOCK.parent.mkdir(exist_ok=True)
     LOCK.write_text("\n".join(header + pins) + "\n", encoding="utf-8")
     print(f"wrote {LOCK.relative_to(ROOT)}: {len(pins)} packages")
