@@ -92,7 +92,7 @@ def test_bad_names_and_seeds_give_the_clis_errors(kwargs, args, tmp_path):
 
 @pytest.fixture(scope="module")
 def plain_run(tmp_path_factory) -> tuple[object, dict]:
-    """The README's plain Avalanche example, as written there (at 32 px)."""
+    """docs/own-method.md: the plain Avalanche example, as written there (at 32 px)."""
     out = tmp_path_factory.mktemp("plain")
     with pytest.MonkeyPatch.context() as mp:  # the card's folder joins sys.path: not past here
         mp.setattr(sys, "path", list(sys.path))

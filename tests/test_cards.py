@@ -1,4 +1,4 @@
-"""Cards from outside the package (--cards, CL_BENCH_CARDS, entry points), the README's
+"""Cards from outside the package (--cards, CL_BENCH_CARDS, entry points), the example
 example method, and the built wheel working from a folder outside the checkout."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def records(out: Path) -> dict[str, dict]:
 
 
 def test_example_method_runs_through_cards(tmp_path):
-    """The README's "Benchmark your own method", as written there."""
+    """docs/own-method.md: the example method, as written there."""
     listed = invoke("list", "methods", "--cards", str(EXAMPLES))
     assert listed.exit_code == 0, listed.output
     line = next(ln for ln in listed.stdout.splitlines() if ln.startswith("my-method "))
