@@ -1,4 +1,4 @@
-"""Cards from outside the package (--cards, CL_BENCH_CARDS, entry points), the example
+"""Cards from outside the package (--cards, CL_BENCH_CARDS, entry points), the
 example method, and the built wheel working from a folder outside the checkout."""
 
 from __future__ import annotations
