@@ -8,6 +8,9 @@ Cost: the extraction time of the views (each view is one backbone pass over the
 training time. Gain: average and last accuracy against K = 0.
 
     python -m bench.augment_views          # about 25 minutes on 2 cores
+
+Prints one JSON line per K and records the figure as
+``bench/results/augment-views-DATE-CPU.json`` (:func:`bench.measurements.write`).
 """
 
 from __future__ import annotations
@@ -44,5 +47,22 @@ def main() -> dict:
     return out
 
 
+def headline(out: dict) -> list[tuple[str, str]]:
+    return [(f"augment_views {k}", f"avg {r['avg_acc']:.1f}, last {r['last_acc']:.1f} "
+             f"({', '.join(f'{a:.1f}' for a in r['last_acc_per_seed'])}), routing "
+             f"{r['routing_last']:.1f}; extraction {r['features_s']:.0f} s, training "
+             f"{r['train_s']:.1f} s") for k, r in out.items()]
+
+
+def record(out: dict):
+    import torch
+
+    from bench.measurements import command_line, write
+    from cl_bench.engine.environment import resolve_precision
+    return write("augment-views", headline(out), {str(k): r for k, r in out.items()},
+                 resolve_precision("auto", torch.device("cpu")),
+                 command_line(["-m", "bench.augment_views"]))
+
+
 if __name__ == "__main__":
-    main()
+    print(f"recorded in {record(main())}")

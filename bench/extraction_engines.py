@@ -16,7 +16,8 @@ Engines: torch eager in channels_last (``Backbone.features``, what runs with
 ``cl_bench.backbones.compiled.CompiledPass`` (what ``cl-bench run`` extracts with on the
 CPU; in the lock), as it runs (two streams, slices of 8) and in its earlier layout (one
 stream over the whole batch); ONNX Runtime when importable (not in the lock: ``pip install
-onnxruntime onnx`` into a scratch folder on ``PYTHONPATH``). Prints one JSON line."""
+onnxruntime onnx`` into a scratch folder on ``PYTHONPATH``). Prints one JSON line and
+records it as figure (g) (``bench.run.record``)."""
 
 from __future__ import annotations
 
@@ -175,4 +176,7 @@ def arguments(argv: list[str]) -> list[int]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(*arguments(sys.argv[1:]))))
+    from bench.run import record
+    result = main(*arguments(sys.argv[1:]))
+    print(json.dumps(result))
+    record("g", result, ["-m", "bench.extraction_engines", *sys.argv[1:]])

@@ -27,4 +27,9 @@ def main() -> dict:
 
 
 if __name__ == "__main__":
-    print(main())
+    import json
+
+    from bench.run import record
+    result = main()
+    print(json.dumps(result))
+    record("a", result, ["-m", "bench.features_reuse"])

@@ -2,7 +2,7 @@
 JPEG tree: does decoding keep a GPU busy, and with how many workers.
 
     .venv/bin/python -m bench.loader_throughput                  # 24,000 images (~6 min)
-    .venv/bin/python -m bench.loader_throughput --images 2000    # a quick run
+    .venv/bin/python -m bench.loader_throughput --images 2000 --no-record   # a quick check
     .venv/bin/python -m bench.loader_throughput --root DIR       # the tree in DIR
 
 The tree (made once, reused when its ``tree.json`` says it is the same): 200 classes
@@ -20,7 +20,8 @@ process and with every usable CPU as a worker; the decode-once pass of the test
 images (:mod:`cl_bench.scenarios.decoded_tests`); and what JPEG draft mode
 (``Image.draft``, decoding at 1/2, 1/4 or 1/8 scale) would change in the test
 transform's output, on the tree's images and on images twice their size. A table is
-printed and the figures are written to ``bench/results/loader_throughput.json``.
+printed and the figures are recorded as ``bench/results/loader-throughput-DATE-CPU.json``
+(:func:`bench.measurements.write`; not with ``--no-record``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import io
 import json
 import os
 import resource
+import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -49,7 +51,6 @@ from cl_bench.scenarios.image_data import FileList
 from cl_bench.scenarios.transforms import FileTransform
 from cl_bench.text_table import text_table
 
-RESULTS = Path(__file__).resolve().parent / "results"
 TREE_VERSION = 1
 WIDTH, HEIGHT, QUALITY = 500, 375, 90
 # grain shared by every image up to twice the tree's size (a random window of it each):
@@ -258,6 +259,21 @@ def table(result: dict) -> list[str]:
     return lines
 
 
+def headline(result: dict) -> list[tuple[str, str]]:
+    """The rows a reader compares: images/s and images per CPU-second of each row, and
+    what draft mode changes."""
+    named = [(f"{r['transform']} ({r['id']})", r) for r in result["rates"]]
+    named += [("test, decoded once (uint8)", r) for r in result["decode_once"]]
+    rows = [(f"{name}, {r['workers']} worker{'s' if r['workers'] > 1 else ''}",
+             f"{r['images_per_s']:.0f} img/s, {r['images_per_cpu_s']:.0f} per CPU-second")
+            for name, r in named]
+    for where, d in result["draft"].items():
+        rows.append((f"JPEG draft mode, {where}",
+                     f"{d['decoded_smaller']} of {d['images']} decoded smaller, pixels moved "
+                     f"by up to {d['largest_diff_levels']} of 255 levels"))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.loader_throughput",
                                      description=__doc__.split("\n\n")[0])
@@ -267,6 +283,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--measure", type=int, default=0,
                         help="images per split and row (default: all of the split)")
     parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--no-record", action="store_true",
+                        help="print the table only (a quick check), record nothing")
     args = parser.parse_args(argv)
     root = args.root or Path(tempfile.gettempdir()) / f"cl-bench-loader-tree-{args.images}"
     t0 = time.perf_counter()
@@ -277,8 +295,12 @@ def main(argv: list[str] | None = None) -> dict:
     result["tree"]["made_or_checked_s"] = made_s
     result["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     print("\n".join(table(result)))
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "loader_throughput.json").write_text(json.dumps(result, indent=1) + "\n")
+    if not args.no_record:
+        from bench.measurements import command_line, write
+        given = sys.argv[1:] if argv is None else argv
+        path = write("loader-throughput", headline(result), result, "n/a (JPEG decoding)",
+                     command_line(["-m", "bench.loader_throughput", *given]))
+        print(f"recorded in {path}")
     return result
 
 

@@ -60,4 +60,9 @@ def main() -> dict:
 
 
 if __name__ == "__main__":
-    print(main())
+    import json
+
+    from bench.run import record
+    result = main()
+    print(json.dumps(result))
+    record("c", result, ["-m", "bench.loop_overhead"])

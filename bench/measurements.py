@@ -22,8 +22,10 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import platform
 import re
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,9 +82,13 @@ def load_figures(path: Path = FIGURES) -> dict[str, Figure]:
 
 def read(path: Path, figures: dict[str, Figure]) -> Measurement:
     """One measurement file, checked against the schema and the figure catalogue."""
-    data = json.loads(path.read_text(encoding="utf-8"))
     where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-    if not isinstance(data, dict) or data.get("figure") not in figures:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise MeasurementError(f"{where}: not JSON ({exc})") from exc
+    if (not isinstance(data, dict) or not isinstance(data.get("figure"), str)
+            or data["figure"] not in figures):
         raise MeasurementError(f"{where}: 'figure' must be one of {sorted(figures)} "
                                "(the ids of bench/figures.yaml)")
     meta = data.get("meta")
@@ -118,10 +124,49 @@ def load_all(results: Path = RESULTS, figures_path: Path = FIGURES) -> list[Meas
 
 
 def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+    """The CPU's model name as the kernel reports it (``platform.processor()`` where there
+    is no /proc/cpuinfo)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
-    return "unknown CPU"
+    return platform.processor() or "unknown CPU"
+
+
+def cpu_description() -> str:
+    """``meta.cpu`` for a measurement made now: the model, the units its kernels are
+    chosen for (:func:`cl_bench.cpu_flags.cpu_kind`, held to ``$ONEDNN_MAX_CPU_ISA``
+    where that caps them) and the cores this process may use."""
+    from cl_bench.cpu_flags import cpu_kind, isa_cap_setting
+    cap = isa_cap_setting()
+    kernels = f"{cpu_kind()} kernels" + (f", ONEDNN_MAX_CPU_ISA={cap}" if cap else "")
+    return f"{cpu_model()} ({kernels}), {len(os.sched_getaffinity(0))} cores"
+
+
+def cpu_slug() -> str:
+    """A file-name part for this CPU: its model without trademarks, clock and filler
+    words, and its kernels' kind (``intel-xeon-platinum-8480-amx``)."""
+    from cl_bench.cpu_flags import cpu_kind
+    model = re.sub(r"\((R|TM)\)|@.*$|\b(CPU|Processor|\d+-Core)\b", " ", cpu_model(),
+                   flags=re.IGNORECASE)
+    words = re.findall(r"[a-z0-9]+", model.lower()) + [cpu_kind().replace("_", "-")]
+    return "-".join(words)
+
+
+# the variables that change which kernels or precision a bench measures: a recorded
+# command names those that were set
+KERNEL_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS",
+                    "CL_BENCH_CPU_BF16", "CL_BENCH_FROZEN_RUNTIME")
+
+
+def command_line(args: list[str]) -> str:
+    """``meta.command`` for ``python ARGS`` run now: the kernel and precision variables
+    that are set, then the command."""
+    env = [f"{k}={os.environ[k]}" for k in KERNEL_VARIABLES if os.environ.get(k)]
+    return " ".join([*env, "python", *args])
 
 
 def head_commit() -> str:
@@ -130,16 +175,34 @@ def head_commit() -> str:
 
 
 def write(figure: str, headline: list[tuple[str, str]], data: dict, precision: str,
-          command: str, slug: str, note: str = "") -> Path:
-    """Record a measurement made now on this machine: ``bench/results/FIGURE-DATE-SLUG.json``."""
+          command: str, slug: str | None = None, note: str = "",
+          results: Path = RESULTS) -> Path:
+    """Record a measurement made now on this machine as
+    ``results/FIGURE-DATE-SLUG.json`` (``-2``, ``-3``, ... added where that name is
+    taken: a measurement never replaces another) with today's date, this CPU
+    (:func:`cpu_description`) and the checkout's commit; ``slug`` defaults to
+    :func:`cpu_slug`. The record is checked against the schema before anything is
+    written. ``data``: the bench's raw output, kept beside ``figure``, ``meta`` and
+    ``headline``."""
     today = datetime.date.today().isoformat()
-    cores = len(os.sched_getaffinity(0))
+    clash = {"figure", "meta", "headline"} & set(data)
+    if clash:
+        raise MeasurementError(f"the raw data may not use the keys {sorted(clash)}")
     record = {"figure": figure,
-              "meta": {"date": today, "cpu": f"{cpu_model()}, {cores} cores",
+              "meta": {"date": today, "cpu": cpu_description(),
                        "precision": precision, "commit": head_commit(), "command": command,
                        **({"note": note} if note else {})},
               "headline": [{"label": k, "value": v} for k, v in headline], **data}
-    path = RESULTS / f"{figure}-{today}-{slug}.json"
-    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    read(path, load_figures())
+    text = json.dumps(record, indent=1) + "\n"
+    results.mkdir(parents=True, exist_ok=True)
+    stem = f"{figure}-{today}-{slug or cpu_slug()}"
+    with tempfile.TemporaryDirectory() as scratch:
+        draft = Path(scratch) / f"{stem}.json"
+        draft.write_text(text, encoding="utf-8")
+        read(draft, load_figures())
+    path, n = results / f"{stem}.json", 1
+    while path.exists():
+        n += 1
+        path = results / f"{stem}-{n}.json"
+    path.write_text(text, encoding="utf-8")
     return path

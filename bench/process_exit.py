@@ -50,4 +50,7 @@ def main(rounds: int = 5) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)))
+    from bench.run import record
+    result = main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
+    print(json.dumps(result))
+    record("i", result, ["-m", "bench.process_exit", *sys.argv[1:2]])

@@ -1,30 +1,31 @@
 """The performance harness: every figure as a ratio measured in one process run.
 
-    python -m bench.run            # all nine figures, about 20 minutes on 2 cores
+    python -m bench.run            # all nine figures (about 25 minutes on 2 cores)
     python -m bench.run b c        # a subset
 
-(a) second invocation vs first (feature cache), target >= 5x
-(b) TOSCA evaluation at T = 10 vs a backbone pass per module, target >= 5x
-(c) features-only training loop through Avalanche vs bare PyTorch, target <= 1.5x
-(d) our L2P vs Avalanche 0.6.0's LearningToPrompt, both measured here on the same
-    shape, each in its own process (peak RSS of the process): time and memory,
-    targets <= 0.7x and <= 0.6x, with the card defaults and checkpoint_blocks 8;
-    the first run creates bench/.venv-avalanche (timm 0.6.13) for the peer
-(e) frozen ViT-B/16 extraction images/s fp32 vs bf16 (target >= 40 % of the
-    bf16 peak; this CPU's GEMM peak is measured too) and the fmnist accuracy
-    change bf16 makes
-(f) features-only training loop with one CPU-bound competitor per core vs idle,
-    at the old thread count (all cores) and the new (1), target <= 2.5x at 1
+bench/figures.yaml says what each figure measures and its target; each one measured is
+printed as one JSON line and recorded as bench/results/FIGURE-DATE-CPU.json
+(:func:`bench.measurements.write`):
+
+(a) second invocation vs first (feature cache)
+(b) TOSCA evaluation at T = 10 vs a backbone pass per module
+(c) features-only training loop through Avalanche vs bare PyTorch
+(d) our L2P vs Avalanche 0.6.0's LearningToPrompt on the same shape, each in its own
+    process (peak RSS of the process): time and memory, ours at the card defaults and
+    with 8 and 12 checkpointed blocks; the first run creates bench/.venv-avalanche
+    (timm 0.6.13) for the peer
+(e) frozen ViT-B/16 extraction images/s fp32 vs bf16 against this CPU's GEMM peak, and
+    the fmnist accuracy change bf16 makes
+(f) features-only training loop with one CPU-bound competitor per core vs idle, at the
+    old thread count (all cores) and the new (1)
 (g) frozen EfficientNet-Lite0 extraction (the default run's backbone pass) through
-    torch eager, TorchScript, OpenVINO and ONNX Runtime: images/s, share of this CPU's
-    matmul peak, largest feature difference against eager fp32
+    torch eager, TorchScript, OpenVINO and ONNX Runtime
 (h) our DualPrompt and CODA-Prompt vs LAMDA-PILOT's on (d)'s shape, each in its own
-    process: time and memory (the issue's targets: <= 0.5x and <= 0.6x); needs a
-    LAMDA-PILOT checkout ($CL_BENCH_PILOT, default ../LAMDA-PILOT beside this
-    repository; bench/parity.md says which commit) and runs it with (d)'s
+    process; needs a LAMDA-PILOT checkout ($CL_BENCH_PILOT, default ../LAMDA-PILOT
+    beside this repository; bench/parity.md says which commit) and runs it with (d)'s
     bench/.venv-avalanche
 (i) the end of a `cl-bench` process: CPython's teardown after importing the run's
-    stack vs the entry point's quick exit (seconds each, medians of alternated children)
+    stack vs the entry point's quick exit
 """
 
 from __future__ import annotations
@@ -119,6 +120,124 @@ def figure_h() -> dict:
     return out
 
 
+def _gb(s: float, gb: float) -> str:
+    return f"{s:.1f} s, {gb:.2f} GB"
+
+
+def _blocks(row: dict) -> str:
+    k = int(row["checkpoint_blocks"])
+    return "card defaults" if k == 0 else f"checkpoint_blocks: {k}"
+
+
+def _against(name: str, rows: list[dict]) -> list[tuple[str, str]]:
+    return [(f"{name}, {_blocks(r)}",
+             f"{r['time_ratio']:.2f}x time, {r['memory_ratio']:.2f}x memory "
+             f"({_gb(r['seconds'], r['peak_rss_gb'])})") for r in rows]
+
+
+def _percent(share: float) -> str:
+    return f"{100 * share:.0f} %"
+
+
+def headline(key: str, r: dict) -> list[tuple[str, str]]:
+    """The rows a reader compares, from figure ``key``'s result ``r``."""
+    if key == "a":
+        return [("first invocation / second (features from the cache)",
+                 f"{r['ratio']:.2f}x ({r['first_s']:.1f} s vs {r['second_s']:.1f} s)")]
+    if key == "b":
+        return [("ours (one pass, modules batched) vs a backbone pass per module, "
+                 "T = 10, batch 8", f"{r['ratio']:.1f}x ({r['ours_s']:.2f} s vs "
+                 f"{r['per_module_backbone_s']:.1f} s)")]
+    if key == "c":
+        return [("Avalanche loop / bare loop",
+                 f"{r['ratio']:.2f}x ({r['avalanche_s']:.2f} s vs {r['bare_s']:.2f} s)")]
+    if key == "d":
+        peer = r["avalanche"]
+        return [("Avalanche", _gb(peer["seconds"], peer["peak_rss_gb"])),
+                *_against("ours", r["ours"])]
+    if key == "e":
+        peaks = r["gemm_peak_gflops"]
+        rows = [(label, f"{r[label]['images_per_s']:.2f} img/s = "
+                 f"{_percent(r[label]['share_of_this_cpu_peak'])} of this CPU's "
+                 f"{precision} GEMM peak ({peaks[precision]:.0f} GFLOP/s), "
+                 f"{_percent(r[label]['share_of_reference_bf16_peak'])} of the 2,300 "
+                 "GFLOP/s of docs/references.md section 6")
+                for label, precision in (("fp32", "fp32"), ("bf16", "bf16"),
+                                         ("bf16 + bf16 weights", "bf16"))]
+        acc = r["fmnist_last_acc"]
+        return rows + [("fmnist last accuracy, fp32 -> bf16", ", ".join(
+            f"{m} {a['fp32']:.1f} -> {a['bf16']:.1f}" for m, a in acc.items()))]
+    if key == "f":
+        old, new = r["old"], r["new"]
+        return [(f"{new['threads']} thread (new), loaded / idle",
+                 f"{new['loaded_over_idle']:.2f}x ({new['idle_s']:.2f} s -> "
+                 f"{new['loaded_s']:.2f} s)"),
+                (f"{old['threads']} threads (old), loaded / idle",
+                 f"{old['loaded_over_idle']:.2f}x ({old['idle_s']:.2f} s -> "
+                 f"{old['loaded_s']:.2f} s)"),
+                ("loaded, old / new", f"{r['loaded_old_over_new']:.2f}x")]
+    if key == "g":
+        peaks = r["peak_gflops"]
+        rows = [("matrix-multiply peak", ", ".join(f"{k} {v:,.0f} GFLOP/s"
+                                                   for k, v in peaks.items()))]
+        for name, e in r["engines"].items():
+            # an engine's share of the peak of its own precision
+            k = "bf16" if "bf16" in name and "bf16" in peaks else "fp32"
+            shares = f"{_percent(e[f'share_of_{k}_peak'])} of the {k} peak"
+            diff = (f"; largest feature difference against eager fp32 {e['max_abs_diff']:.2g}"
+                    if "max_abs_diff" in e else "")
+            rows.append((name, f"{e['images_per_s']:.1f} img/s ({e['speedup']:.2f}x, "
+                               f"{shares}){diff}"))
+        return rows
+    if key == "h":
+        rows = []
+        for method, name in (("dualprompt", "DualPrompt"), ("coda-prompt", "CODA-Prompt")):
+            pilot = r[method]["pilot"]
+            rows.append((f"{name}, PILOT", _gb(pilot["seconds"], pilot["peak_rss_gb"])))
+            rows += _against(f"{name}, ours", r[method]["ours"])
+        return rows
+    if key == "i":
+        return [("saved per process", f"{r['saved_per_process_s']:.2f} s (median teardown "
+                 "- median quick exit)"),
+                ("CPython's teardown", f"{min(r['teardown_s']):.2f}-{max(r['teardown_s']):.2f}"
+                 f" s (median {r['median_teardown_s']:.2f} s)"),
+                ("quick exit", f"{min(r['quick_exit_s']):.3f}-{max(r['quick_exit_s']):.3f} s "
+                 f"(median {r['median_quick_exit_s']:.3f} s)")]
+    raise KeyError(key)
+
+
+def precision_of(key: str, r: dict) -> str:
+    """``meta.precision`` of figure ``key``'s result ``r``."""
+    if key in ("d", "h"):
+        ours = r["ours"] if key == "d" else r["dualprompt"]["ours"]
+        return ours[0]["precision"]
+    if key == "a":
+        import torch
+
+        from cl_bench.engine.environment import resolve_precision
+        return resolve_precision("auto", torch.device("cpu"))
+    if key == "e":
+        return "fp32, bf16"
+    if key == "g":
+        return "fp32, bf16" if "bf16" in r["peak_gflops"] else "fp32"
+    if key == "i":
+        return "n/a (no arithmetic measured)"
+    return "fp32"
+
+
+def record(key: str, result: dict, args: list[str]) -> Path | None:
+    """Figure ``key``'s result as bench/results/KEY-DATE-CPU.json, made by ``python ARGS``;
+    nothing where it was not measured (a missing peer). Returns the file."""
+    from bench.measurements import command_line, write
+    if "not_measured" in result:
+        return None
+    data = {key: result} if key in ("d", "h") else result
+    path = write(key, headline(key, result), data, precision_of(key, result),
+                 command_line(args))
+    print(f"({key}) recorded in {path.relative_to(BENCH.parent)}", file=sys.stderr)
+    return path
+
+
 def main(which: list[str]) -> dict:
     from bench import (
         extraction_engines,
@@ -132,10 +251,16 @@ def main(which: list[str]) -> dict:
     figures = {"a": features_reuse.main, "b": tosca_eval.main, "c": loop_overhead.main,
                "d": figure_d, "e": throughput.main, "f": threads_loaded.main,
                "g": extraction_engines.main, "h": figure_h, "i": process_exit.main}
+    unknown = [k for k in which if k not in figures]
+    if unknown:
+        print(f"usage: python -m bench.run [{' '.join(figures)}]; unknown: "
+              f"{' '.join(unknown)}", file=sys.stderr)
+        sys.exit(2)
     results = {}
     for key in which or list(figures):
         results[key] = figures[key]()
         print(key, json.dumps(results[key]), flush=True)
+        record(key, results[key], ["-m", "bench.run", key])
     return results
 
 

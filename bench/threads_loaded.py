@@ -11,6 +11,7 @@ one thread.
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import sys
 import time
@@ -73,4 +74,7 @@ def main(epochs: int = 100) -> dict:
 
 
 if __name__ == "__main__":
-    print(main(int(sys.argv[1]) if len(sys.argv) > 1 else 100))
+    from bench.run import record
+    result = main(int(sys.argv[1]) if len(sys.argv) > 1 else 100)
+    print(json.dumps(result))
+    record("f", result, ["-m", "bench.threads_loaded", *sys.argv[1:2]])

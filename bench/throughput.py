@@ -71,4 +71,9 @@ def main() -> dict:
 
 
 if __name__ == "__main__":
-    print(main())
+    import json
+
+    from bench.run import record
+    result = main()
+    print(json.dumps(result))
+    record("e", result, ["-m", "bench.throughput"])

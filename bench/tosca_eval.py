@@ -35,4 +35,9 @@ def main(tasks: int = 10, batch: int = 8) -> dict:
 
 
 if __name__ == "__main__":
-    print(main())
+    import json
+
+    from bench.run import record
+    result = main()
+    print(json.dumps(result))
+    record("b", result, ["-m", "bench.tosca_eval"])
