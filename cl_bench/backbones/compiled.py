@@ -2,8 +2,8 @@
 
 Extracting the frozen features is most of the default run's time, and in torch eager on
 a CPU EfficientNet-Lite0's depthwise convolutions keep it far from the machine's matrix
-peak: 45 images/s at 224 px on 2 AVX512-BF16 cores against 171 through OpenVINO in fp32
-(``python -m bench.extraction_engines``, figure (g) of ``bench/README.md``). The network
+peak; OpenVINO's pass runs several times faster (bench figure (g),
+``python -m bench.extraction_engines``, measures the engines side by side). The network
 is traced from the torch model itself, weights included, so there is one definition of
 the backbone; the runtime fuses and schedules its arithmetic (batch norm folded into the
 convolutions).
@@ -42,9 +42,8 @@ from cl_bench.errors import UserError
 
 SWITCH = "CL_BENCH_FROZEN_RUNTIME"
 # the pass runs in STREAMS streams that split the threads, each computing SLICE images
-# at a time: on 2 cores 4-16 % more images/s than one stream over a batch of 32 (bf16
-# with AMX, fp32 with AVX512 or AVX2 kernels), the same features bit for bit
-# (bench/README.md (g))
+# at a time: more images per second than one stream over a whole batch, with the same
+# features bit for bit (tested); bench figure (g) times both layouts side by side
 STREAMS, SLICE = 2, 8
 CHOICES = ("auto", "openvino", TORCH_RUNTIME)
 HINTS = {"fp32": "f32", "bf16": "bf16"}  # the run's precision -> OpenVINO's precision hint

@@ -105,7 +105,7 @@ def extract(backbone: Backbone, images: torch.Tensor | FileList, device: torch.d
     tensor per batch kept until the end: kept between the large transient buffers of
     successive batches (32 images at 224 px are 19 MB), those small blocks fragment the
     C heap so that no freed buffer is reused, and the process grew by one batch of
-    images per batch (3 GB more for the 5,000 images of the default run)."""
+    images per batch (bench figure default-run-memory)."""
     if transform is None:
         transform = eval_transform(isinstance(images, FileList), backbone.input_size)
     out, done = None, 0

@@ -67,8 +67,8 @@ class Recorder(Bookkeeping, Stateful, SupervisedPlugin):
     def before_eval_exp(self, strategy, **kwargs) -> None:
         """One array per field for the whole evaluation, filled batch by batch: small
         tensors kept per batch between the batches' large image buffers fragment the
-        C heap, and the process grew by 0.6-0.8 MB per batch (ViT-Tiny, 224 px,
-        batch 8), which a run's recorded peak memory would have counted."""
+        C heap, and the process grew with every batch, which a run's recorded peak
+        memory would have counted (bench figure default-run-memory)."""
         self._t0 = time.perf_counter()
         n = len(strategy.experience.dataset)
         self._pred, self._y = (torch.empty(n, dtype=torch.long) for _ in range(2))
