@@ -1,6 +1,7 @@
 # Two entry points, both self-contained on a machine with only Python 3.11:
 #   make run    set up .venv and run `cl-bench run` on the embedded default
 #   make test   set up .venv and run the tests
+#   make docs   set up .venv and build the documentation site into site/ (mkdocs.yml)
 # The environment comes from the lock (requirements/lock.txt): every package of the
 # dependency tree at the version it was resolved at; `python scripts/lock.py refresh`
 # re-resolves it (docs/getting-started.md, "The locked environment").
@@ -9,7 +10,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LOCK   := requirements/lock.txt
 
-.PHONY: run test setup
+.PHONY: run test docs setup
 
 setup: $(VENV)/.installed
 
@@ -24,3 +25,6 @@ run: setup
 
 test: setup
 	$(BIN)/pytest -q
+
+docs: setup
+	$(BIN)/mkdocs build --strict
