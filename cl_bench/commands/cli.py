@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from pathlib import Path
 from typing import Annotated
 
@@ -11,10 +12,47 @@ import typer
 from cl_bench.commands.quick_exit import exit_quickly
 from cl_bench.errors import UserError, refuse_long_names
 
-app = typer.Typer(
-    help="Benchmark continual-learning methods on pretrained vision models: every method on "
-         "the same class-incremental stream, backbone, class order and seeds.",
-    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+
+def reflowed(doc: str) -> str:
+    """A docstring made into help text. Typer's rich help keeps the text's line breaks (in
+    the command list, and after the first paragraph on a command's page), so the lines of
+    a prose paragraph are joined into one, for rich to wrap to the terminal's width; an
+    indented line (an example command, or the continuation of one) stays a line of its
+    own, as written."""
+    paragraphs = []
+    for paragraph in inspect.cleandoc(doc).split("\n\n"):
+        lines: list[str] = []
+        for line in paragraph.splitlines():
+            if lines and not line.startswith(" ") and not lines[-1].startswith(" "):
+                lines[-1] += " " + line
+            else:
+                lines.append(line)
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)
+
+
+def command(group: typer.Typer, name: str | None = None):
+    """``@group.command(name)``, with the function's docstring as the help (`reflowed`).
+    The docstring's first paragraph is the command's line in the command list; then come
+    the details and the examples, indented, one command line each (Typer dedents what
+    follows the first paragraph, so a details paragraph before the examples keeps their
+    indentation)."""
+    def register(fn):
+        return group.command(name, help=reflowed(fn.__doc__ or ""))(fn)
+    return register
+
+
+app = typer.Typer(help=reflowed("""
+    Benchmark continual-learning methods on pretrained vision models: every method on the
+    same class-incremental stream, backbone, class order and seeds.
+
+    `cl-bench COMMAND --help` says what a command does, with its options and examples.
+
+    Examples:
+      cl-bench list methods
+      cl-bench run --methods tosca,l2p --scenario imagenet-a --data-root ~/data
+      cl-bench report --results results --out reports/latest
+    """), no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 
 
 def user_errors(fn):
@@ -54,7 +92,7 @@ def with_cards(fn, warn: bool = True):
     return wrapper
 
 
-@app.command()
+@command(app)
 @user_errors
 @with_cards
 def run(
@@ -149,15 +187,21 @@ def run(
              "it resumes its run from the last finished task.")] = False,
     cards: Cards = None,
 ) -> None:
-    """Run methods x seeds on one or more scenarios and print average / last accuracy.
-    Finished runs are skipped, so an interrupted grid resumes by running the same command;
-    a run that another process is computing is skipped too.
+    """Run methods x seeds on one or more scenarios and print average and last accuracy.
 
-    Example: cl-bench run --methods tosca,simplecil --scenario fmnist --seeds 1993,1994
+    Every method learns the same class-incremental stream on the same backbone, class order
+    and seeds. Finished runs are skipped, so an interrupted grid resumes by running the same
+    command again; a run that another process is computing is skipped too. --launcher local
+    runs the grid in parallel worker processes, --launcher slurm as a SLURM job array, and
+    --dry-run prints the plan without loading weights or training.
 
-    On SLURM: cl-bench run --methods tosca,l2p --scenarios cifar100,imagenet-r --seeds
-    1993,1994 --backbone vit_base_patch16_224 --launcher slurm --slurm-partition gpu
-    --slurm-gpus 1 --slurm-cpus 8 --slurm-time 180
+    Examples:
+      cl-bench run --methods tosca,l2p --scenario imagenet-a --data-root ~/data
+      cl-bench run --methods tosca,l2p,simplecil --seeds 1993,1994,1995 \\
+          --scenario imagenet-a --data-root ~/data --launcher local --jobs 2
+      cl-bench run --methods tosca,l2p --scenarios cifar100,imagenet-r \\
+          --seeds 1993,1994 --data-root ~/data \\
+          --launcher slurm --slurm-partition gpu --slurm-gpus 1 --slurm-time 180
     """
     from cl_bench import api
     from cl_bench.commands.launch import LaunchOptions, check_options
@@ -204,27 +248,30 @@ def run(
         raise typer.Exit(1)
 
 
-@app.command()
+@command(app)
 @user_errors
 def status(
     out: Annotated[Path, typer.Option(help="Results folder (what `cl-bench run --out` "
                                            "wrote).")] = Path("results"),
 ) -> None:
-    """Every run in a results folder: done, stale (a result of other code or package
-    versions than those installed now, with what changed; `cl-bench run` computes it
-    again), running (pid, host, SLURM job), failed (with the error's last line), invalid (a
-    result file that is damaged or not a result, with what is wrong; `cl-bench run`
-    computes it again) or pending (planned by a grid, or interrupted), and a one-line
-    summary. Reads only the folder and the installed code: no data, backbone or scheduler
-    needed.
+    """Show the state of every run in a results folder, and a one-line summary.
 
-    Example: cl-bench status --out results
+    A run is done; stale (a result of other code or package versions than those installed
+    now, with what changed; `cl-bench run` computes it again); running (pid, host, SLURM
+    job); failed (with the error's last line); invalid (a result file that is damaged or not
+    a result, with what is wrong; `cl-bench run` computes it again); or pending (planned by
+    a grid, or interrupted). Only the folder and the installed code are read: no data,
+    backbone or scheduler is needed.
+
+    Examples:
+      cl-bench status
+      cl-bench status --out results/ci
     """
     from cl_bench.reporting.status import collect, render
     typer.echo(render(collect(out)))
 
 
-@app.command()
+@command(app)
 @user_errors
 @with_cards
 def account(
@@ -244,13 +291,17 @@ def account(
         help="Show each method's progress through the tasks (on stderr).")] = True,
     cards: Cards = None,
 ) -> None:
-    """Parameters and FLOPs per method at the end of a T-task stream, without data or
-    training: trainable, added per task and stored parameters (everything kept beyond the
-    backbone), inference GFLOPs per image (every backbone pass, attention included) and
-    training GFLOPs per sample.
+    """Count parameters and FLOPs per method at the end of a T-task stream, without data
+    or training.
 
-    Example: cl-bench account --methods tosca,l2p --backbone vit_base_patch16_224 --tasks 10
-    --classes 200
+    Per method: trainable, added per task and stored parameters (everything kept beyond the
+    backbone), inference GFLOPs per image (every backbone pass, attention included) and
+    training GFLOPs per sample. The counts do not depend on the weights' values, so random
+    weights serve by default.
+
+    Examples:
+      cl-bench account --methods tosca,l2p --tasks 10 --classes 200
+      cl-bench account --backbone vit_small_patch16_224 --json
     """
     import json
 
@@ -268,7 +319,7 @@ def account(
     typer.echo(json.dumps(rows, indent=1) if as_json else account_table(rows))
 
 
-@app.command()
+@command(app)
 @user_errors
 @with_cards
 def check(
@@ -287,11 +338,15 @@ def check(
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     cards: Cards = None,
 ) -> None:
-    """Run a suite and compare average / last accuracy with the baseline: exit 1 when a
-    metric drops by more than its tolerance or a run is missing, 0 otherwise.
-    Improvements beyond tolerance are reported (raise the baseline on purpose).
+    """Run a suite and compare its average and last accuracy with the baseline.
 
-    Example: cl-bench check --suite ci
+    The exit status is 1 when a metric drops by more than its tolerance or a run is
+    missing, 0 otherwise. An improvement beyond tolerance is reported, not taken: the
+    baseline is raised on purpose, with --update-baseline.
+
+    Examples:
+      cl-bench check --suite ci
+      cl-bench check --suite ci --update-baseline
     """
     from cl_bench.commands import accuracy_gate
     from cl_bench.input_checks import writable_dir
@@ -327,13 +382,20 @@ def check(
     typer.echo("check passed")
 
 
-@app.command()
+@command(app)
 @user_errors
 def cache(what: Annotated[str, typer.Argument(help="info | clear")]) -> None:
-    """Show or clear the on-disk feature cache ($CL_BENCH_CACHE, default
-    ~/.cache/cl-bench/features): frozen features keyed by backbone, weights digest,
-    dataset fingerprint, transform, precision and view, shared by every method, seed and
-    invocation."""
+    """Show or clear the on-disk feature cache.
+
+    The cache ($CL_BENCH_CACHE, default ~/.cache/cl-bench/features) holds the frozen
+    backbone's features, keyed by backbone, weights digest, dataset fingerprint, transform,
+    precision and view, and shared by every method, seed and invocation. info lists each
+    cached array and the totals; clear removes them, and a later run computes them again.
+
+    Examples:
+      cl-bench cache info
+      cl-bench cache clear
+    """
     from cl_bench.errors import unknown
     from cl_bench.store.feature_cache import cache_clear, cache_info
     if what == "info":
@@ -344,12 +406,19 @@ def cache(what: Annotated[str, typer.Argument(help="info | clear")]) -> None:
         raise unknown("cache action", what, ["info", "clear"])
 
 
-data_app = typer.Typer(help="Check a scenario's data before running it.",
-                       no_args_is_help=True)
+data_app = typer.Typer(help=reflowed("""
+    Check a scenario's data before running it.
+
+    A missing or unreadable image is found here, in one pass over the data, rather than by
+    a run that stops partway.
+
+    Examples:
+      cl-bench data check --scenario imagenet-a --data-root ~/data
+    """), no_args_is_help=True)
 app.add_typer(data_app, name="data")
 
 
-@data_app.command("check")
+@command(data_app, "check")
 @user_errors
 @with_cards
 def data_check(
@@ -360,12 +429,16 @@ def data_check(
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     cards: Cards = None,
 ) -> None:
-    """Count classes and images per split against the expected numbers, list links that
-    lead nowhere (dangling, looping) and image names that are no file, and decode every
-    image, listing unreadable files. Exit 0: as expected; 1: problems listed; 2: data
-    missing (the message shows the expected tree).
+    """Check a scenario's data: counts, links, and every image decoded.
 
-    Example: cl-bench data check --scenario imagenet-a --data-root ~/data
+    Counts classes and images per split against the expected numbers, lists links that lead
+    nowhere (dangling, looping) and image names that are no file, and decodes every image,
+    listing unreadable files. The exit status is 0 when all is as expected, 1 when problems
+    are listed, and 2 when the data is missing (the message shows the expected tree).
+
+    Examples:
+      cl-bench data check --scenario imagenet-a --data-root ~/data
+      cl-bench data check --scenario cub --data-root ~/data --no-progress
     """
     from cl_bench.cards.config import load_scenario
     from cl_bench.scenarios.data_check import check_data
@@ -375,7 +448,7 @@ def data_check(
         raise typer.Exit(1)
 
 
-@app.command()
+@command(app)
 @user_errors
 @with_cards
 def report(
@@ -396,16 +469,21 @@ def report(
         = "png,svg",
     allow_stale: Annotated[bool, typer.Option(
         "--allow-stale", help="Also show results made by other code or package versions "
-                              "than those installed now, marked [stale] (refused otherwise; "
+                              "than those installed now, marked \\[stale] (refused otherwise; "
                               "`cl-bench status` says what changed).")] = False,
     cards: Cards = None,
 ) -> None:
-    """Tables and plots from result files: per scenario, methods x accuracy (mean +- std
-    over seeds), forgetting, parameters, GFLOPs and train time, published numbers beside
-    the measured ones; runs that differ in protocol or backbone are separate rows. A
-    result of other code than the installed one is stale: re-run to recompute it.
+    """Write tables and plots from result files.
 
-    Example: cl-bench report --results results --out reports/latest --scenarios fmnist
+    Per scenario: methods x accuracy (mean +- std over seeds), forgetting, parameters,
+    GFLOPs and train time, with the published numbers beside the measured ones; runs that
+    differ in protocol or backbone are separate rows. A result of other code than the
+    installed one is stale: run it again to recompute it, or show it marked with
+    --allow-stale.
+
+    Examples:
+      cl-bench report --results results --out reports/latest
+      cl-bench report --scenarios imagenet-a --methods tosca,l2p --format md,csv
     """
     from cl_bench import api
     written = api.report(
@@ -417,14 +495,20 @@ def report(
         typer.echo(f"  {path}")
 
 
-@app.command("list")
+@command(app, "list")
 @user_errors
 @functools.partial(with_cards, warn=False)
 def list_(what: Annotated[str, typer.Argument(help="methods | scenarios | backbones")],
           cards: Cards = None) -> None:
-    """List the known methods, scenarios or backbones; a card's line ends with where it
-    comes from: built-in, or the source and file (--cards, CL_BENCH_CARDS, an installed
-    package's entry point)."""
+    """List the known methods, scenarios or backbones.
+
+    A card's line ends with where it comes from: built-in, or the source and file (--cards,
+    CL_BENCH_CARDS, an installed package's entry point).
+
+    Examples:
+      cl-bench list methods
+      cl-bench list scenarios --cards ./my-cards
+    """
     from cl_bench.backbones import BACKBONES
     from cl_bench.backbones.vit import PINNED_TAGS
     from cl_bench.cards.config import load_method, load_scenario, method_names, scenario_names
