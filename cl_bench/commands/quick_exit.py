@@ -1,14 +1,14 @@
 """Leave the process without tearing the interpreter down.
 
 After importing torch, timm and Avalanche, CPython's own shutdown (clearing every
-module and freeing millions of objects one by one) takes 1.3-1.4 s on a 2-core Xeon,
-in every `cl-bench` process: the default run, each command a test starts, each run
-killed and resumed. Nothing in it is work of ours: results, checkpoints and feature
-files are written atomically and closed before a command returns. So the entry point
-does what shutdown does before its teardown, in its order (`threading._shutdown`:
-executors' threads woken and every non-daemon thread joined; the `atexit` handlers:
-logging, multiprocessing, temporary folders; the standard streams flushed) and then
-ends the process with `os._exit`.
+module and freeing its objects one by one) is a noticeable share of a short command's
+time, paid by every `cl-bench` process: the default run, each command a test starts,
+each run killed and resumed (bench/figures.yaml, figure i, measures it). Nothing in it
+is work of ours: results, checkpoints and feature files are written atomically and
+closed before a command returns. So the entry point does what shutdown does before its
+teardown, in its order (`threading._shutdown`: executors' threads woken and every
+non-daemon thread joined; the `atexit` handlers: logging, multiprocessing, temporary
+folders; the standard streams flushed) and then ends the process with `os._exit`.
 
 Under a profiler or a tracer (cProfile, pdb, coverage's trace function) the normal
 shutdown is kept, so that what they write at the end is written.

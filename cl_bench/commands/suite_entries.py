@@ -1,10 +1,11 @@
 """The entries of a suite's ``runs:`` list, checked when the suite loads.
 
-Each entry becomes a ``cl-bench run`` request only after the earlier entries ran, so a
-wrong type there (``seeds: 1993``, ``image_size: "64"``) was a traceback minutes into
-``cl-bench check``, a string of methods was read as its letters, and a misspelt key
-(``seed:``) was silently ignored. Here each entry is checked with the Python API's
-checks (:mod:`cl_bench.arguments`) and its lists normalised, before anything runs.
+Each entry becomes a ``cl-bench run`` request only after the earlier entries ran, so
+unchecked, a wrong type there (``seeds: 1993``, ``image_size: "64"``) would be a
+traceback after the earlier entries' runs, a string of methods would be read as its
+letters, and a misspelt key (``seed:``) would be silently ignored. Here each entry is
+checked with the Python API's checks (:mod:`cl_bench.arguments`) and its lists
+normalised, before anything runs.
 """
 
 from __future__ import annotations
