@@ -6,10 +6,13 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
-# characters that Markdown (or the HTML it passes through) would read as markup in prose
-_SPECIAL = re.compile(r"([\\*_\[\]<>|#])")
+# characters that Markdown would read as markup in prose: backslash-escaped where
+# Python-Markdown knows the escape, else written as HTML entities (a pipe would split a
+# table cell, a "<" open an HTML tag)
+_SPECIAL = re.compile(r"[\\*_\[\]#|<]")
+_ESCAPES = {"|": "&#124;", "<": "&lt;"}
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1")
-_ROLE = re.compile(r":(?:mod|func|class|meth|attr|data|exc|obj):`~?([^`]+)`")
+_ROLE = re.compile(r":(?:mod|func|class|meth|attr|data|exc|obj):`~?([^`]+)`")  # as griffe_roles
 
 
 def text(value: object) -> str:
@@ -18,11 +21,15 @@ def text(value: object) -> str:
     s = " ".join(str(value).split())
     out, pos = [], 0
     for m in _CODE_SPAN.finditer(s):
-        out.append(_SPECIAL.sub(r"\\\1", s[pos:m.start()]))
+        out.append(_escape(s[pos:m.start()]))
         out.append(m.group(0))
         pos = m.end()
-    out.append(_SPECIAL.sub(r"\\\1", s[pos:]))
+    out.append(_escape(s[pos:]))
     return "".join(out)
+
+
+def _escape(prose: str) -> str:
+    return _SPECIAL.sub(lambda m: _ESCAPES.get(m.group(0), "\\" + m.group(0)), prose)
 
 
 def code(value: object) -> str:
@@ -50,6 +57,11 @@ def block(body: str, lang: str = "") -> list[str]:
     return [f"{fence}{lang}", body.rstrip("\n"), fence, ""]
 
 
+def role_to_code(doc: str) -> str:
+    """Sphinx roles (``:mod:`x```, ``:func:`~a.b```) as code spans of the name."""
+    return _ROLE.sub(r"`\1`", doc)
+
+
 def docstring(doc: str) -> list[str]:
     """A module docstring (reST-flavoured plain text) as Markdown: roles such as
     ``:mod:`x``` become code spans, ``::`` ends a sentence, indented blocks stay code
@@ -57,7 +69,7 @@ def docstring(doc: str) -> list[str]:
     lines: list[str] = []
     in_block = False
     for raw in doc.strip("\n").splitlines():
-        line = _ROLE.sub(r"`\1`", raw.rstrip())
+        line = role_to_code(raw.rstrip())
         if not line:
             lines.append("")
             continue
