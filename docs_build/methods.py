@@ -143,10 +143,12 @@ def mechanics(method: Method) -> list[str]:
                 if raw.get("default_run") else
                 ". It is not in the default run: name it with `--methods`.")]
     doc = method.module_doc.strip().split("\n\n", 1)
-    if len(doc) == 2:  # the first paragraph repeats the citation
+    if doc[0].count('"') >= 2:  # a first paragraph that cites the paper, as the page does
+        doc = doc[1:]
+    if doc and doc[0]:
         lines += ["", "From the strategy's module "
                   f"({code(raw['strategy'].split(':')[0])}):", ""]
-        lines += docstring(doc[1])
+        lines += docstring("\n\n".join(doc))
     if raw.get("accounting"):
         lines += ["", f"**What it stores and computes.** {text(raw['accounting'])}"]
     return ["## How it works", "", *lines, ""]
