@@ -116,11 +116,27 @@ def read(path: Path, figures: dict[str, Figure]) -> Measurement:
                        tuple((r["label"], r["value"]) for r in rows))
 
 
+def commit_times() -> dict[str, int]:
+    """The commit time of every commit of this checkout's history, by full hash; empty
+    where git cannot tell (no git, not a checkout)."""
+    try:
+        out = subprocess.run(["git", "log", "--format=%H %ct"], cwd=ROOT, check=True,
+                             capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    return {full: int(when) for full, when in (line.split() for line in out.splitlines())}
+
+
 def load_all(results: Path = RESULTS, figures_path: Path = FIGURES) -> list[Measurement]:
-    """Every measurement, newest first (by date, then file name)."""
+    """Every measurement, newest first: by date, then (a date holds several) by the time
+    of the commit measured, then by file name."""
     figures = load_figures(figures_path)
     found = [read(p, figures) for p in sorted(results.glob("*.json"))]
-    return sorted(found, key=lambda m: (m.date, m.path.name), reverse=True)
+    times = commit_times()
+
+    def when(m: Measurement) -> int:
+        return next((t for full, t in times.items() if full.startswith(m.commit)), 0)
+    return sorted(found, key=lambda m: (m.date, when(m), m.path.name), reverse=True)
 
 
 def cpu_model() -> str:

@@ -118,3 +118,17 @@ def test_loader_headline_from_its_recorded_raw_result():
     rows = dict(loader_throughput.headline(json.loads(m.path.read_text())))
     assert rows["train (rrc224-scale0.05-flip), 2 workers"] == "309 img/s, 161 per CPU-second"
     assert rows["JPEG draft mode, 1000x750"].endswith("up to 33 of 255 levels")
+
+
+def test_a_day_s_measurements_are_ordered_by_the_commit_measured(tmp_path):
+    """Dates have a day's resolution: within one, the later commit is the newer
+    measurement, whatever the file names say."""
+    for name, commit in (("g-2026-12-06-z-earlier.json", "301e76a"),
+                         ("g-2026-12-06-a-later.json", "451bbb9"),
+                         ("g-2026-12-07-b.json", "301e76a")):
+        (tmp_path / name).write_text(json.dumps({
+            "figure": "g", "headline": [{"label": "x", "value": "1"}],
+            "meta": {"date": name[2:12], "cpu": "c", "precision": "fp32",
+                     "commit": commit}}))
+    assert [m.path.name for m in load_all(tmp_path)] == [
+        "g-2026-12-07-b.json", "g-2026-12-06-a-later.json", "g-2026-12-06-z-earlier.json"]
