@@ -7,7 +7,7 @@ Cost: the extraction time of the views (each view is one backbone pass over the
 5,000 training images; K = 20 reuses the 5 views the K = 5 run cached) and the
 training time. Gain: average and last accuracy against K = 0.
 
-    python -m bench.augment_views          # about 25 minutes on 2 cores
+    python -m bench.augment_views          # the longest bench: 3 seeds at 3 view counts
 
 Prints one JSON line per K and records the figure as
 ``bench/results/augment-views-DATE-CPU.json`` (:func:`bench.measurements.write`).

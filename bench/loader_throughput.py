@@ -1,7 +1,7 @@
 """What the loader of images on disk delivers per worker process, on an ImageNet-R-sized
 JPEG tree: does decoding keep a GPU busy, and with how many workers.
 
-    .venv/bin/python -m bench.loader_throughput                  # 24,000 images (~6 min)
+    .venv/bin/python -m bench.loader_throughput                  # 24,000 images
     .venv/bin/python -m bench.loader_throughput --images 2000 --no-record   # a quick check
     .venv/bin/python -m bench.loader_throughput --root DIR       # the tree in DIR
 

@@ -1,6 +1,6 @@
 """The performance harness: every figure as a ratio measured in one process run.
 
-    python -m bench.run            # all nine figures (about 25 minutes on 2 cores)
+    python -m bench.run            # all nine figures, one after another
     python -m bench.run b c        # a subset
 
 bench/figures.yaml says what each figure measures and its target; each one measured is

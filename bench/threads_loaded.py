@@ -6,7 +6,7 @@ spin-wait for each other at every parallel region, so a tiny step at two threads
 stalls whenever a competitor holds one of the cores; target loaded/idle <= 2.5x at
 one thread.
 
-    python -m bench.threads_loaded [epochs]    # default 100 (about 5-10 s idle)
+    python -m bench.threads_loaded [epochs]    # default 100
 """
 
 from __future__ import annotations
