@@ -186,8 +186,42 @@ def command_line(args: list[str]) -> str:
 
 
 def head_commit() -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True,
-                          capture_output=True, text=True).stdout.strip()
+    """The checkout's commit; refused with the fix where git cannot tell (a copy of the
+    tree without its history, as on a lent GPU machine)."""
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True,
+                              capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise MeasurementError(
+            f"git cannot tell the commit of {ROOT} (no git, or a copy without its "
+            "history): give it, e.g. --commit $(git rev-parse --short HEAD) run where "
+            "the checkout is") from exc
+
+
+def record(figure: str, headline: list[tuple[str, str]], data: dict, precision: str,
+           command: str, note: str = "", cpu: str | None = None,
+           commit: str | None = None) -> dict:
+    """The record of a measurement made now (today's date; ``cpu`` defaults to
+    :func:`cpu_description`, ``commit`` to :func:`head_commit`), not yet checked."""
+    clash = {"figure", "meta", "headline"} & set(data)
+    if clash:
+        raise MeasurementError(f"the raw data may not use the keys {sorted(clash)}")
+    return {"figure": figure,
+            "meta": {"date": datetime.date.today().isoformat(),
+                     "cpu": cpu or cpu_description(), "precision": precision,
+                     "commit": commit or head_commit(), "command": command,
+                     **({"note": note} if note else {})},
+            "headline": [{"label": k, "value": v} for k, v in headline], **data}
+
+
+def checked_text(record: dict, name: str) -> str:
+    """``record`` as the JSON text to commit, once it passed :func:`read` (as ``name``)."""
+    text = json.dumps(record, indent=1, default=str) + "\n"
+    with tempfile.TemporaryDirectory() as scratch:
+        draft = Path(scratch) / name
+        draft.write_text(text, encoding="utf-8")
+        read(draft, load_figures())
+    return text
 
 
 def write(figure: str, headline: list[tuple[str, str]], data: dict, precision: str,
@@ -200,22 +234,10 @@ def write(figure: str, headline: list[tuple[str, str]], data: dict, precision: s
     :func:`cpu_slug`. The record is checked against the schema before anything is
     written. ``data``: the bench's raw output, kept beside ``figure``, ``meta`` and
     ``headline``."""
-    today = datetime.date.today().isoformat()
-    clash = {"figure", "meta", "headline"} & set(data)
-    if clash:
-        raise MeasurementError(f"the raw data may not use the keys {sorted(clash)}")
-    record = {"figure": figure,
-              "meta": {"date": today, "cpu": cpu_description(),
-                       "precision": precision, "commit": head_commit(), "command": command,
-                       **({"note": note} if note else {})},
-              "headline": [{"label": k, "value": v} for k, v in headline], **data}
-    text = json.dumps(record, indent=1) + "\n"
+    made = record(figure, headline, data, precision, command, note)
     results.mkdir(parents=True, exist_ok=True)
-    stem = f"{figure}-{today}-{slug or cpu_slug()}"
-    with tempfile.TemporaryDirectory() as scratch:
-        draft = Path(scratch) / f"{stem}.json"
-        draft.write_text(text, encoding="utf-8")
-        read(draft, load_figures())
+    stem = f"{figure}-{made['meta']['date']}-{slug or cpu_slug()}"
+    text = checked_text(made, f"{stem}.json")
     path, n = results / f"{stem}.json", 1
     while path.exists():
         n += 1

@@ -71,3 +71,27 @@ def test_the_table_names_every_figure(dry_run):
     for needle in ("extraction   bf16 images/s", "one task     coda-prompt",
                    "features fp32", f"strict twice ({auto})", "bitwise equal", "total"):
         assert needle in lines, lines
+
+
+def test_the_json_is_a_measurement_the_performance_page_reads(dry_run, tmp_path):
+    """The check's JSON follows bench/measurements.py's schema (figure gpu-check, its
+    date, device, precision and commit, the table's rows as headline), so a committed
+    one is shown on the Performance page instead of stopping the documentation build."""
+    from bench import measurements
+
+    path = tmp_path / "gpu-check.json"
+    path.write_text(json.dumps(dry_run))
+    found = measurements.read(path, measurements.load_figures())
+    assert found.figure == "gpu-check" and found.precision == "bf16, fp32"
+    assert found.cpu.startswith("no GPU (a dry run on the CPU); host ")
+    assert dict(found.headline)["machine: auto decides"] == (
+        f"--device cpu, --precision {dry_run['machine']['precision_auto']}")
+    assert "dry run" in found.note
+
+
+def test_a_dry_run_never_writes_into_the_committed_results(monkeypatch, tmp_path):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    assert gpu_check.default_out({"dry_run": True, "machine": {}}).parent == tmp_path
+    assert gpu_check.default_out({"dry_run": False, "machine": {"gpu": "NVIDIA H100"}}) == (
+        gpu_check.RESULTS / f"gpu-check-{__import__('time').strftime('%Y-%m-%d')}"
+        "-nvidia-h100.json")

@@ -1,7 +1,8 @@
 """One prepared check for a GPU machine: ``python -m bench.gpu_check``.
 
-Under 8 minutes on one GPU, from a fresh clone (after ``make setup``), it writes one JSON
-(``bench/results/gpu_check-<date>-<gpu>.json``) and prints a table of:
+Sized to fit a short loan of one GPU, from a fresh clone (after ``make setup``), it writes
+one JSON (``bench/results/gpu-check-<date>-<gpu>.json``, a measurement of figure
+``gpu-check``) and prints a table of:
 
 * the machine: GPU, driver, architecture, torch's CUDA, what ``--precision auto`` and
   ``--device auto`` decide here (:mod:`bench.gpu_check.machine`);

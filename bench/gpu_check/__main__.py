@@ -1,4 +1,7 @@
-"""``python -m bench.gpu_check [--out FILE] [--cpu-dry-run]``: see the package docstring."""
+"""``python -m bench.gpu_check [--out FILE] [--commit HASH] [--cpu-dry-run]``: see the
+package docstring. The JSON is a measurement of figure ``gpu-check``
+(``bench/measurements.py``: date, the GPU and its host CPU, precision, commit, the table's
+rows as its headline), so the documentation's Performance page shows it once committed."""
 
 from __future__ import annotations
 
@@ -15,8 +18,9 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS sta
 
 import torch  # noqa: E402
 
+from bench import measurements  # noqa: E402
 from bench.gpu_check import sizes as sizes_of  # noqa: E402
-from bench.gpu_check.report import table  # noqa: E402
+from bench.gpu_check.report import rows, table  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 NO_GPU = ("bench.gpu_check measures a CUDA GPU, and PyTorch sees none here "
@@ -61,15 +65,36 @@ def check(dry_run: bool) -> dict:
     return out
 
 
+def gpu_slug(found: dict) -> str:
+    return (found.get("machine", {}).get("gpu") or "cpu").replace(" ", "-").lower()
+
+
 def default_out(found: dict) -> Path:
-    gpu = (found.get("machine", {}).get("gpu") or "cpu").replace(" ", "-").lower()
-    return RESULTS / f"gpu_check-{time.strftime('%Y-%m-%d')}-{gpu}.json"
+    """bench/results/ for a GPU's figures; the system's temporary folder for a dry run,
+    whose toy figures are not a measurement to commit."""
+    folder = Path(tempfile.gettempdir()) if found["dry_run"] else RESULTS
+    return folder / f"gpu-check-{time.strftime('%Y-%m-%d')}-{gpu_slug(found)}.json"
+
+
+def as_measurement(found: dict, commit: str | None) -> dict:
+    m = found.get("machine", {})
+    device = (f"{m.get('gpu')} ({m.get('arch')}) GPU" if m.get("gpu")
+              else "no GPU (a dry run on the CPU)")
+    note = ("a dry run at toy sizes: checks the script, measures nothing"
+            if found["dry_run"] else "")
+    return measurements.record(
+        "gpu-check", [(f"{part}: {what}", measured) for part, what, measured in rows(found)],
+        found, "bf16, fp32", "python -m bench.gpu_check" + (" --cpu-dry-run" * found["dry_run"]),
+        note=note, cpu=f"{device}; host {measurements.cpu_description()}", commit=commit)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__)
     parser.add_argument("--out", type=Path, help="the JSON to write (default: "
-                        "bench/results/gpu_check-<date>-<gpu>.json)")
+                        "bench/results/gpu-check-<date>-<gpu>.json; a dry run's goes to the "
+                        "temporary folder)")
+    parser.add_argument("--commit", help="the commit measured, where git cannot tell it "
+                        "(a copy of the tree without its history)")
     parser.add_argument("--cpu-dry-run", action="store_true",
                         help="run every part on the CPU at toy sizes: checks the script")
     args = parser.parse_args(argv)
@@ -80,7 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     path = args.out or default_out(found)
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.tmp")
-    temp.write_text(json.dumps(found, indent=1, default=str) + "\n")
+    try:
+        text = measurements.checked_text(as_measurement(found, args.commit), path.name)
+    except measurements.MeasurementError as exc:  # the figures are kept all the same
+        print(f"warning: {exc}; the raw figures are written without the record", file=sys.stderr)
+        text = json.dumps(found, indent=1, default=str) + "\n"
+    temp.write_text(text)
     temp.replace(path)
     print("\n".join(table(found)))
     print(f"written: {path}")

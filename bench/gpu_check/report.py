@@ -10,7 +10,13 @@ def _num(value, fmt: str = ".2f") -> str:
 
 
 def table(found: dict) -> list[str]:
-    rows = [("part", "what", "measured")]
+    return text_table([("part", "what", "measured"), *rows(found)], free_last=True)
+
+
+def rows(found: dict) -> list[tuple[str, str, str]]:
+    """(part, what, measured) per figure of a check: the printed table's rows, and the
+    recorded measurement's headline."""
+    rows: list[tuple[str, str, str]] = []
     m = found.get("machine", {})
     rows += [("machine", "device", f"{m.get('gpu') or m.get('device')} ({m.get('arch')}), "
                                    f"driver {m.get('driver')}, torch {m.get('torch')} CUDA "
@@ -50,4 +56,4 @@ def table(found: dict) -> list[str]:
         rows.append(("determinism", "strict / fast step", f"{d['strict_cost']:.2f}x"))
     rows += [("error", part, text) for part, text in found.get("errors", {}).items()]
     rows.append(("total", "seconds", f"{sum(found.get('seconds', {}).values()):.0f}"))
-    return text_table(rows, free_last=True)
+    return rows
