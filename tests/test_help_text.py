@@ -26,6 +26,10 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # end a paragraph or a list entry.
 MID_SENTENCE = re.compile(r"[a-z,;/(\[]$")
 SEGMENT = re.compile(r"\S+(?: \S+)*")  # a cell's text: words one space apart
+HELP_ROOM = 30  # the least room of an option's help at 80 columns (help_rooms)
+# An option's first line: its name 2 columns in (the border, the panel's padding), or 5
+# after the column of a panel that marks a required option with a * (at 2).
+NAMES_START = 5
 
 
 def command_paths(group=None, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -107,6 +111,35 @@ def hard_breaks(text: str, width: int) -> list[str]:
     return bad
 
 
+def help_rooms(text: str) -> list[tuple[str, str, int]]:
+    """(panel, name, room) for every option and argument of every panel but the command
+    list: room is the columns from where its help text starts, on its first line, to the
+    panel's right border (the text's columns and the panel's one-column padding). A panel
+    is a table of its own: a ``*`` for a required one, the names (``--wait``, then
+    ``--no-wait``), the type (``<int>``; none for a switch), then the help, whose
+    continuation lines start under its first."""
+    rooms, panel = [], None
+    for line in text.splitlines():
+        if line.startswith("╭"):
+            panel = line.strip("╭╮─ ")
+            continue
+        if (panel in (None, typer.rich_utils.COMMANDS_PANEL_TITLE)
+                or not line.startswith("│")):
+            panel = None if line.startswith("╰") else panel
+            continue
+        border = len(line.rstrip()) - 1
+        found = list(SEGMENT.finditer(line, 1, border))
+        if not found or found[0].start() > NAMES_START:
+            continue  # a help's continuation line
+        if found[0].group() == "*":
+            found.pop(0)
+        name, *rest = found
+        while len(rest) > 1 and re.fullmatch(r"[-<]\S*", rest[0].group()):
+            rest.pop(0)  # a negative switch (--no-wait), or the type
+        rooms.append((panel, name.group(), border - rest[0].start()))
+    return rooms
+
+
 def examples(text: str) -> list[str]:
     """The example command lines of a help, continuation lines joined."""
     found, current = [], None
@@ -161,6 +194,21 @@ def test_help_shows_examples_that_parse(render, path):
         parse(example)
 
 
+@pytest.mark.parametrize("path", PATHS, ids=ids)
+def test_help_leaves_room_for_the_help_text(render, path):
+    """At 80 columns each panel's columns are sized by its own options: no name or word is
+    cut short with an ellipsis, and every help has room for a few words a line (grouping
+    options with ``rich_help_panel``; a switch's type left out with ``metavar=SWITCH``)."""
+    text = render(path, 80)
+    assert "…" not in text, [line for line in text.splitlines() if "…" in line]
+    rooms = help_rooms(text)
+    cmd = typer.main.get_command(app)
+    for name in path:
+        cmd = cmd.commands[name]
+    assert len(rooms) == 1 + sum(not p.hidden for p in cmd.params), rooms  # and --help
+    assert [r for r in rooms if r[2] < HELP_ROOM] == []
+
+
 def test_run_help_shows_the_mission_command(render):
     assert MISSION in examples(render(("run",), 80))
 
@@ -184,3 +232,26 @@ def test_the_rule_finds_a_hard_break():
                                             "cl-bench run --seeds 1 --jobs 2"]
     with pytest.raises(typer.TyperException, match="--workers"):
         parse("cl-bench run --workers 2")
+
+
+def test_the_rule_measures_the_old_layout():
+    """The rule on `run --help` and `data check --help` in the old form, one table for all
+    of a command's options: the longest names, and the negative switches' column, leave the
+    help 19 columns in `run`, 29 in `data check`; the command list is left alone."""
+    old = ("╭─ Options ─╮\n"
+           "│ --scenario,--scena…                          <str>        Scenario, or       │\n"
+           "│                                                           comma-separated    │\n"
+           "│ --slurm-requeue        --no-slurm-requeue    <bool>       --launcher slurm:  │\n"
+           "│                                                           requeue a job that │\n"
+           "╰────────────╯\n"
+           "╭─ Options ─╮\n"
+           "│ *  --scenario                      <str>        Scenario (see `cl-bench list │\n"
+           "│                                                 scenarios`).                 │\n"
+           "│    --data-root                     <path>       Folder with the scenario's   │\n"
+           "╰────────────╯\n"
+           "╭─ Commands ─╮\n"
+           "│ run      Run methods x seeds on one or more scenarios and print average and  │\n"
+           "╰────────────╯\n")
+    assert help_rooms(old) == [("Options", "--scenario,--scena…", 19),
+                               ("Options", "--slurm-requeue", 19),
+                               ("Options", "--scenario", 29), ("Options", "--data-root", 29)]

@@ -71,11 +71,22 @@ def _csv(text: str | None) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()] if text else []
 
 
-Cards = Annotated[list[str] | None, typer.Option(
-    "--cards", help="A folder of your own cards (YAML: methods with strategy:, scenarios "
-                    "with dataset:, suites with runs:), beside the built-in ones, "
-                    "CL_BENCH_CARDS and installed packages' cards. Repeatable or "
-                    "comma-separated.")]
+def cards_option(panel: str | None = None):
+    """The ``--cards`` option of a command, shown in its help's panel ``panel`` (None: the
+    Options panel, with ``--help``)."""
+    return typer.Option(
+        "--cards", rich_help_panel=panel,
+        help="A folder of your own cards (YAML: methods with strategy:, scenarios with "
+             "dataset:, suites with runs:), beside the built-in ones, CL_BENCH_CARDS and "
+             "installed packages' cards. Repeatable or comma-separated.")
+
+
+# A switch's metavar. A switch takes no value, so its row in the help shows no type (not
+# Typer's "<bool>"). A panel of switches then spends no columns on types: the names of a
+# long switch and of its negative (--slurm-requeue, --no-slurm-requeue) leave the help
+# text 30 columns or more at 80 (tests/test_help_text.py), which "<bool>" beside them
+# would not. Typer's `metavar` changes the help only: the option is called as before.
+SWITCH = ""
 
 
 def with_cards(fn, warn: bool = True):
@@ -92,100 +103,136 @@ def with_cards(fn, warn: bool = True):
     return wrapper
 
 
+# The panels of `run --help`, shown in this order after the Options panel (which Typer
+# shows first, with --help): a panel comes where the signature first names it. Each panel
+# is a table of its own, its columns as wide as its own options' names need.
+RUN_WHAT = "What to run"
+RUN_MODEL = "Model and data"
+RUN_HARDWARE = "Hardware"
+OUTPUT = "Output"  # also account's, report's and data check's
+RUN_GRID = "Grid: local workers and Slurm"
+RUN_SLURM_SWITCHES = "Grid on Slurm: waiting and requeueing"
+
+
 @command(app)
 @user_errors
 @with_cards
 def run(
     methods: Annotated[str | None, typer.Option(
+        rich_help_panel=RUN_WHAT,
         help="Comma-separated methods (see `cl-bench list methods`). Default: every method "
              "of the default set that runs on the backbone.")] = None,
     scenario: Annotated[str, typer.Option(
-        "--scenario", "--scenarios",
+        "--scenario", "--scenarios", rich_help_panel=RUN_WHAT,
         help="Scenario, or comma-separated scenarios (see `cl-bench list scenarios`).")]
         = "fmnist",
-    seeds: Annotated[str, typer.Option(help="Comma-separated seeds; the seed also fixes the "
-                                            "class order (PILOT convention).")] = "1993",
+    seeds: Annotated[str, typer.Option(
+        rich_help_panel=RUN_WHAT,
+        help="Comma-separated seeds; the seed also fixes the class order (PILOT "
+             "convention).")] = "1993",
+    protocol: Annotated[str, typer.Option(
+        rich_help_panel=RUN_WHAT,
+        help="fair: every card's defaults (per-image choices, shuffled test batches); "
+             "paper: each method's published protocol (its card's paper: block). --set "
+             "wins over both. Recorded in every result.")] = "fair",
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", rich_help_panel=RUN_WHAT,
+        help="Override a setting: method.key=value or scenario.key=value, e.g. --set "
+             "tosca.selection=batch --set scenario.increment=5. Repeatable.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", rich_help_panel=RUN_WHAT, metavar=SWITCH,
+        help="Print the plan (every run's settings, result path, done, stale or pending) "
+             "and exit, without loading weights or training (the data is read, not "
+             "decoded: result paths name it).")] = False,
+    cards: Annotated[list[str] | None, cards_option(RUN_WHAT)] = None,
     backbone: Annotated[str | None, typer.Option(
+        rich_help_panel=RUN_MODEL,
         help="Backbone (see `cl-bench list backbones`). Default: the scenario's, the "
              "paper's ViT-B/16 (ImageNet-21k) on the paper scenarios, EfficientNet-Lite0 on "
              "the embedded ones.")] = None,
     weights: Annotated[str | None, typer.Option(
+        rich_help_panel=RUN_MODEL,
         help="Backbone weights: omit for the pinned pretrained weights (or the scenario's), "
              "a local .safetensors/.pth/.npz file, or 'random' (smoke tests only).")] = None,
-    protocol: Annotated[str, typer.Option(
-        help="fair: every card's defaults (per-image choices, shuffled test batches); "
-             "paper: each method's published protocol (its card's paper: block). --set "
-             "wins over both. Recorded in every result.")] = "fair",
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Print the plan (every run's settings, result path, done, stale "
-                          "or pending) and exit, without loading weights or training (the "
-                          "data is read, not decoded: result paths name it).")] = False,
     image_size: Annotated[int | None, typer.Option(
+        rich_help_panel=RUN_MODEL,
         help="Input resolution in pixels, for every backbone (default: the backbone's, "
              "224); a ViT needs a multiple of its patch size (e.g. 32 for a fast "
              "random-weight test).")] = None,
     data_root: Annotated[Path | None, typer.Option(
-        envvar="CL_BENCH_DATA", help="Folder with the scenario's data (env CL_BENCH_DATA).")]
-        = None,
+        envvar="CL_BENCH_DATA", rich_help_panel=RUN_MODEL,
+        help="Folder with the scenario's data (env CL_BENCH_DATA).")] = None,
     download: Annotated[bool, typer.Option(
+        rich_help_panel=RUN_MODEL, metavar=SWITCH,
         help="Allow downloading a dataset that torchvision can fetch (CIFAR-100) into "
              "--data-root; nothing is ever downloaded without it.")] = False,
     device: Annotated[str, typer.Option(
+        rich_help_panel=RUN_HARDWARE,
         help="auto (a GPU torch can use, else the CPU; a GPU present but unusable is an "
              "error, never a silent CPU run) | cpu | cuda | cuda:K (GPU K). The device kind "
              "and GPU architecture are part of every result's key.")] = "auto",
     precision: Annotated[str, typer.Option(
+        rich_help_panel=RUN_HARDWARE,
         help="Backbone passes: auto (bf16 where the hardware has bf16 matrix units; fp16 "
              "with loss scaling on an older GPU; else fp32) | fp32 | bf16 | fp16. Recorded "
              "in every result.")] = "auto",
     deterministic: Annotated[str, typer.Option(
+        rich_help_panel=RUN_HARDWARE,
         help="strict: bitwise-repeatable on a GPU (deterministic kernels, cuBLAS workspace, "
              "math attention) | fast: the fastest kernels, last digits may vary. The CPU is "
              "deterministic either way. Recorded in every result.")] = "strict",
-    out: Annotated[Path, typer.Option(help="Results folder; finished runs are skipped.")]
+    out: Annotated[Path, typer.Option(
+        rich_help_panel=OUTPUT, help="Results folder; finished runs are skipped.")]
         = Path("results"),
-    set_: Annotated[list[str] | None, typer.Option(
-        "--set", help="Override a setting: method.key=value or scenario.key=value, e.g. "
-                      "--set tosca.selection=batch --set scenario.increment=5. Repeatable.")]
-        = None,
-    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    progress: Annotated[bool, typer.Option(
+        rich_help_panel=OUTPUT, metavar=SWITCH, help="Show progress bars.")] = True,
     launcher: Annotated[str | None, typer.Option(
+        rich_help_panel=RUN_GRID,
         help="Run each method x scenario x seed as its own job: local (parallel worker "
              "processes here) or slurm (a submitit job array). Default: one after another "
              "in this process.")] = None,
     jobs: Annotated[int | None, typer.Option(
+        rich_help_panel=RUN_GRID,
         help="--launcher local: worker processes (default: one per CPU core on CPU, one "
              "per GPU with --device cuda/auto, each worker on its own GPU); torch threads per "
              "worker = cores / jobs.")] = None,
-    slurm_partition: Annotated[str | None, typer.Option(help="SLURM partition.")] = None,
+    slurm_partition: Annotated[str | None, typer.Option(
+        rich_help_panel=RUN_GRID, help="SLURM partition.")] = None,
     slurm_gpus: Annotated[int | None, typer.Option(
+        rich_help_panel=RUN_GRID,
         help="GPUs per SLURM job (1: a run is one process on one GPU); with --device auto, "
              "jobs with GPUs run on cuda.")] = None,
     slurm_gres: Annotated[str | None, typer.Option(
+        rich_help_panel=RUN_GRID,
         help="SLURM gres per job instead of --slurm-gpus, e.g. gpu:a100:1, for sites that "
              "need --gres; its type tells the plan the GPU architecture (part of every "
              "result's key; bf16 from sm_80 on, else fp16).")] = None,
     slurm_gpu_arch: Annotated[str | None, typer.Option(
+        rich_help_panel=RUN_GRID,
         help="The jobs' GPU architecture (sm_70, sm_80, sm_90, ...) or GPU type (a100, "
              "a100-80gb, h100, ...) when --slurm-gres names no type and sinfo does not tell; "
              "each job checks its node against it. A type's memory is checked against the "
              "runs' memory estimate before submitting (a100: its smaller, 40 GB card, unless "
              "named a100-80gb).")] = None,
     slurm_cpus: Annotated[int | None, typer.Option(
-        help="CPUs per SLURM job (also its torch threads).")] = None,
+        rich_help_panel=RUN_GRID, help="CPUs per SLURM job (also its torch threads).")]
+        = None,
     slurm_time: Annotated[int | None, typer.Option(
+        rich_help_panel=RUN_GRID,
         help="Time limit per SLURM job in minutes (default 240, at least 3); a run that "
              "reaches it is run again by the next invocation (or requeued and resumed "
              "with --slurm-requeue).")] = None,
     slurm_array_parallelism: Annotated[int | None, typer.Option(
+        rich_help_panel=RUN_GRID,
         help="At most this many SLURM jobs of the grid at once.")] = None,
     wait: Annotated[bool, typer.Option(
+        rich_help_panel=RUN_SLURM_SWITCHES, metavar=SWITCH,
         help="--launcher slurm: wait for the jobs and print the summary, or only submit "
              "(follow with `cl-bench status`).")] = True,
     slurm_requeue: Annotated[bool, typer.Option(
+        rich_help_panel=RUN_SLURM_SWITCHES, metavar=SWITCH,
         help="--launcher slurm: requeue a job that is preempted or reaches --slurm-time; "
              "it resumes its run from the last finished task.")] = False,
-    cards: Cards = None,
 ) -> None:
     """Run methods x seeds on one or more scenarios and print average and last accuracy.
 
@@ -271,25 +318,37 @@ def status(
     typer.echo(render(collect(out)))
 
 
+ACCOUNT_WHAT = "What to count"
+ACCOUNT_MODEL = "Model"
+
+
 @command(app)
 @user_errors
 @with_cards
 def account(
-    methods: Annotated[str, typer.Option(help="Comma-separated methods.")] = "tosca,simplecil",
-    backbone: Annotated[str, typer.Option(help="Backbone (see `cl-bench list backbones`).")]
-        = "vit_base_patch16_224",
-    tasks: Annotated[int, typer.Option(help="Number of tasks T.")] = 10,
+    methods: Annotated[str, typer.Option(
+        rich_help_panel=ACCOUNT_WHAT, help="Comma-separated methods.")] = "tosca,simplecil",
+    tasks: Annotated[int, typer.Option(
+        rich_help_panel=ACCOUNT_WHAT, help="Number of tasks T.")] = 10,
     classes: Annotated[int, typer.Option(
+        rich_help_panel=ACCOUNT_WHAT,
         help="Number of classes C: C/T per task; when T does not divide C the first task "
              "takes the rest, as a scenario does (10 in 3 tasks: 4, 3, 3).")] = 200,
+    cards: Annotated[list[str] | None, cards_option(ACCOUNT_WHAT)] = None,
+    backbone: Annotated[str, typer.Option(
+        rich_help_panel=ACCOUNT_MODEL, help="Backbone (see `cl-bench list backbones`).")]
+        = "vit_base_patch16_224",
     weights: Annotated[str | None, typer.Option(
+        rich_help_panel=ACCOUNT_MODEL,
         help="Backbone weights; default random (counts do not depend on values).")] = None,
-    image_size: Annotated[int | None, typer.Option(help="ViT input resolution.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-        = False,
+    image_size: Annotated[int | None, typer.Option(
+        rich_help_panel=ACCOUNT_MODEL, help="ViT input resolution.")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", rich_help_panel=OUTPUT, metavar=SWITCH,
+        help="Print JSON instead of a table.")] = False,
     progress: Annotated[bool, typer.Option(
+        rich_help_panel=OUTPUT, metavar=SWITCH,
         help="Show each method's progress through the tasks (on stderr).")] = True,
-    cards: Cards = None,
 ) -> None:
     """Count parameters and FLOPs per method at the end of a T-task stream, without data
     or training.
@@ -319,24 +378,36 @@ def account(
     typer.echo(json.dumps(rows, indent=1) if as_json else account_table(rows))
 
 
+CHECK_SUITE = "Suite"
+CHECK_BASELINE = "Baseline"
+# --update-baseline and --no-update-baseline need a panel of switches (see SWITCH).
+CHECK_UPDATE = "Raising the baseline"
+
+
 @command(app)
 @user_errors
 @with_cards
 def check(
-    suite: Annotated[str, typer.Option(help="Suite in benchmarks/ (a YAML with runs:).")]
+    suite: Annotated[str, typer.Option(
+        rich_help_panel=CHECK_SUITE, help="Suite in benchmarks/ (a YAML with runs:).")]
         = "ci",
+    out: Annotated[Path, typer.Option(
+        rich_help_panel=CHECK_SUITE,
+        help="Where the suite's runs go; finished runs are reused.")] = Path("results/ci"),
+    progress: Annotated[bool, typer.Option(
+        rich_help_panel=CHECK_SUITE, metavar=SWITCH, help="Show progress bars.")] = True,
+    cards: Annotated[list[str] | None, cards_option(CHECK_SUITE)] = None,
     baseline: Annotated[Path | None, typer.Option(
+        rich_help_panel=CHECK_BASELINE,
         help="Baseline JSON; default: the built-in suite's results/baselines/<suite>.json, "
              "or baselines/<suite>.json beside a suite from --cards.")] = None,
     tolerance: Annotated[float | None, typer.Option(
+        rich_help_panel=CHECK_BASELINE,
         help="Override every metric's tolerance (accuracy points).")] = None,
-    out: Annotated[Path, typer.Option(help="Where the suite's runs go; finished runs are "
-                                           "reused.")] = Path("results/ci"),
     update_baseline: Annotated[bool, typer.Option(
+        rich_help_panel=CHECK_UPDATE, metavar=SWITCH,
         help="Rewrite the baseline with the numbers measured now (tolerance default 1.0) "
              "and new provenance.")] = False,
-    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
-    cards: Cards = None,
 ) -> None:
     """Run a suite and compare its average and last accuracy with the baseline.
 
@@ -418,16 +489,21 @@ data_app = typer.Typer(help=reflowed("""
 app.add_typer(data_app, name="data")
 
 
+DATA_WHAT = "What to check"
+
+
 @command(data_app, "check")
 @user_errors
 @with_cards
 def data_check(
-    scenario: Annotated[str, typer.Option(help="Scenario (see `cl-bench list scenarios`).")],
+    scenario: Annotated[str, typer.Option(
+        rich_help_panel=DATA_WHAT, help="Scenario (see `cl-bench list scenarios`).")],
     data_root: Annotated[Path | None, typer.Option(
-        envvar="CL_BENCH_DATA", help="Folder with the scenario's data (env CL_BENCH_DATA).")]
-        = None,
-    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
-    cards: Cards = None,
+        envvar="CL_BENCH_DATA", rich_help_panel=DATA_WHAT,
+        help="Folder with the scenario's data (env CL_BENCH_DATA).")] = None,
+    cards: Annotated[list[str] | None, cards_option(DATA_WHAT)] = None,
+    progress: Annotated[bool, typer.Option(
+        rich_help_panel=OUTPUT, metavar=SWITCH, help="Show progress bars.")] = True,
 ) -> None:
     """Check a scenario's data: counts, links, and every image decoded.
 
@@ -448,30 +524,39 @@ def data_check(
         raise typer.Exit(1)
 
 
+REPORT_WHAT = "Results to report"
+
+
 @command(app)
 @user_errors
 @with_cards
 def report(
-    results: Annotated[Path, typer.Option(help="Results folder (what `cl-bench run --out` "
-                                               "wrote).")] = Path("results"),
-    out: Annotated[Path, typer.Option(help="Report folder; its report files are replaced.")]
-        = Path("reports/latest"),
+    results: Annotated[Path, typer.Option(
+        rich_help_panel=REPORT_WHAT,
+        help="Results folder (what `cl-bench run --out` wrote).")] = Path("results"),
     scenarios: Annotated[str | None, typer.Option(
+        rich_help_panel=REPORT_WHAT,
         help="Comma-separated scenarios to include. Default: all in the results.")] = None,
     methods: Annotated[str | None, typer.Option(
+        rich_help_panel=REPORT_WHAT,
         help="Comma-separated methods to include. Default: all in the results.")] = None,
+    allow_stale: Annotated[bool, typer.Option(
+        "--allow-stale", rich_help_panel=REPORT_WHAT, metavar=SWITCH,
+        help="Also show results made by other code or package versions than those "
+             "installed now, marked \\[stale] (refused otherwise; `cl-bench status` says "
+             "what changed).")] = False,
+    cards: Annotated[list[str] | None, cards_option(REPORT_WHAT)] = None,
+    out: Annotated[Path, typer.Option(
+        rich_help_panel=OUTPUT, help="Report folder; its report files are replaced.")]
+        = Path("reports/latest"),
     format_: Annotated[str, typer.Option(
-        "--format", help="Comma-separated: md (README, PRs), tex (booktabs), csv (long: one "
-                         "row per run and metric), html (one self-contained file).")]
-        = "md,tex,csv,html",
+        "--format", rich_help_panel=OUTPUT,
+        help="Comma-separated: md (README, PRs), tex (booktabs), csv (long: one row per run "
+             "and metric), html (one self-contained file).")] = "md,tex,csv,html",
     images: Annotated[str, typer.Option(
+        rich_help_panel=OUTPUT,
         help="Plot files to write: png,svg | png | svg | none (the HTML embeds its own).")]
         = "png,svg",
-    allow_stale: Annotated[bool, typer.Option(
-        "--allow-stale", help="Also show results made by other code or package versions "
-                              "than those installed now, marked \\[stale] (refused otherwise; "
-                              "`cl-bench status` says what changed).")] = False,
-    cards: Cards = None,
 ) -> None:
     """Write tables and plots from result files.
 
@@ -499,7 +584,7 @@ def report(
 @user_errors
 @functools.partial(with_cards, warn=False)
 def list_(what: Annotated[str, typer.Argument(help="methods | scenarios | backbones")],
-          cards: Cards = None) -> None:
+          cards: Annotated[list[str] | None, cards_option()] = None) -> None:
     """List the known methods, scenarios or backbones.
 
     A card's line ends with where it comes from: built-in, or the source and file (--cards,
