@@ -11,13 +11,19 @@ card folders are added by name.
 
 from setuptools import find_packages, setup
 
-CARDS = {"cl_bench._cards.methods": "methods", "cl_bench._cards.benchmarks": "benchmarks",
-         "cl_bench._cards.baselines": "results/baselines"}
+CARDS = {
+    "cl_bench._cards.methods": "methods",
+    "cl_bench._cards.benchmarks": "benchmarks",
+    "cl_bench._cards.baselines": "results/baselines",
+}
 
 setup(
     packages=[*find_packages(include=["cl_bench", "cl_bench.*"]), *CARDS],
     package_dir=CARDS,
-    package_data={"cl_bench": ["data/*"], "cl_bench._cards.methods": ["*.yaml"],
-                  "cl_bench._cards.benchmarks": ["*.yaml"],
-                  "cl_bench._cards.baselines": ["*.json"]},
+    package_data={
+        "cl_bench": ["data/*"],
+        "cl_bench._cards.methods": ["*.yaml"],
+        "cl_bench._cards.benchmarks": ["*.yaml"],
+        "cl_bench._cards.baselines": ["*.json"],
+    },
 )

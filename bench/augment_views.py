@@ -27,13 +27,19 @@ VIEWS = [0, 5, 20]
 
 def main() -> dict:
     from cl_bench.engine.runner import RunRequest, execute
+
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CL_BENCH_CACHE"] = str(Path(tmp) / "cache")
         for k in VIEWS:
-            req = RunRequest(methods=["tosca"], scenario="fmnist", seeds=SEEDS,
-                             out=Path(tmp) / f"k{k}", sets=[f"tosca.augment_views={k}"],
-                             progress=False)
+            req = RunRequest(
+                methods=["tosca"],
+                scenario="fmnist",
+                seeds=SEEDS,
+                out=Path(tmp) / f"k{k}",
+                sets=[f"tosca.augment_views={k}"],
+                progress=False,
+            )
             records = execute(req, echo=lambda _: None)
             out[k] = {
                 "features_s": sum(r["timing"]["features_s"] for r in records),
@@ -48,10 +54,16 @@ def main() -> dict:
 
 
 def headline(out: dict) -> list[tuple[str, str]]:
-    return [(f"augment_views {k}", f"avg {r['avg_acc']:.1f}, last {r['last_acc']:.1f} "
-             f"({', '.join(f'{a:.1f}' for a in r['last_acc_per_seed'])}), routing "
-             f"{r['routing_last']:.1f}; extraction {r['features_s']:.0f} s, training "
-             f"{r['train_s']:.1f} s") for k, r in out.items()]
+    return [
+        (
+            f"augment_views {k}",
+            f"avg {r['avg_acc']:.1f}, last {r['last_acc']:.1f} "
+            f"({', '.join(f'{a:.1f}' for a in r['last_acc_per_seed'])}), routing "
+            f"{r['routing_last']:.1f}; extraction {r['features_s']:.0f} s, training "
+            f"{r['train_s']:.1f} s",
+        )
+        for k, r in out.items()
+    ]
 
 
 def record(out: dict):
@@ -59,9 +71,14 @@ def record(out: dict):
 
     from bench.measurements import command_line, write
     from cl_bench.engine.environment import resolve_precision
-    return write("augment-views", headline(out), {str(k): r for k, r in out.items()},
-                 resolve_precision("auto", torch.device("cpu")),
-                 command_line(["-m", "bench.augment_views"]))
+
+    return write(
+        "augment-views",
+        headline(out),
+        {str(k): r for k, r in out.items()},
+        resolve_precision("auto", torch.device("cpu")),
+        command_line(["-m", "bench.augment_views"]),
+    )
 
 
 if __name__ == "__main__":

@@ -32,21 +32,30 @@ def main() -> dict:
     t0 = time.perf_counter()
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
-    train = Labelled(torch.rand(16, 3, 224, 224, generator=g),
-                     torch.arange(4).repeat_interleave(4))
+    train = Labelled(torch.rand(16, 3, 224, 224, generator=g), torch.arange(4).repeat_interleave(4))
     test = Labelled(torch.rand(8, 3, 224, 224, generator=g), torch.arange(4).repeat_interleave(2))
-    benchmark = nc_benchmark(train, test, n_experiences=2, task_labels=False,
-                             fixed_class_order=[0, 1, 2, 3])
+    benchmark = nc_benchmark(
+        train, test, n_experiences=2, task_labels=False, fixed_class_order=[0, 1, 2, 3]
+    )
     strategy = LearningToPrompt(  # the paper's settings are its defaults; no weights fetched
-        model_name="vit_base_patch16_224", pretrained=False, num_classes=4,
-        train_mb_size=8, train_epochs=1, eval_mb_size=8, device="cpu",
-        evaluator=EvaluationPlugin(loggers=[]))
+        model_name="vit_base_patch16_224",
+        pretrained=False,
+        num_classes=4,
+        train_mb_size=8,
+        train_epochs=1,
+        eval_mb_size=8,
+        device="cpu",
+        evaluator=EvaluationPlugin(loggers=[]),
+    )
     for experience in benchmark.train_stream:
         strategy.train(experience)
         strategy.eval(benchmark.test_stream)  # all 8 test images
-    return {"seconds": time.perf_counter() - t0, "imports_s": imports,
-            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9,
-            "threads": torch.get_num_threads()}
+    return {
+        "seconds": time.perf_counter() - t0,
+        "imports_s": imports,
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9,
+        "threads": torch.get_num_threads(),
+    }
 
 
 if __name__ == "__main__":

@@ -45,26 +45,37 @@ LITE0_GFLOPS = 0.768
 DATA = Path(__file__).resolve().parents[1] / "cl_bench" / "data" / "fmnist_subset.npz"
 
 
-def torch_engines(pooled: nn.Module, plain: nn.Module,
-                  example: torch.Tensor) -> dict[str, Callable]:
+def torch_engines(
+    pooled: nn.Module, plain: nn.Module, example: torch.Tensor
+) -> dict[str, Callable]:
     """``pooled`` keeps its weights in channels_last (as ``Backbone`` does), ``plain`` is
     a copy in the default layout."""
+
     def eager(model, layout):
         def run(x):
             with torch.inference_mode():
                 return model(x.contiguous(memory_format=layout))
+
         return run
 
     with torch.no_grad():
-        frozen = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(
-            pooled, example.contiguous(memory_format=torch.channels_last), check_trace=False)))
+        frozen = torch.jit.optimize_for_inference(
+            torch.jit.freeze(
+                torch.jit.trace(
+                    pooled, example.contiguous(memory_format=torch.channels_last), check_trace=False
+                )
+            )
+        )
 
     def script(x):
         with torch.no_grad():
             return frozen(x.contiguous(memory_format=torch.channels_last))
-    return {"torch eager channels_last": eager(pooled, torch.channels_last),
-            "torch eager contiguous": eager(plain, torch.contiguous_format),
-            "torchscript freeze": script}
+
+    return {
+        "torch eager channels_last": eager(pooled, torch.channels_last),
+        "torch eager contiguous": eager(plain, torch.contiguous_format),
+        "torchscript freeze": script,
+    }
 
 
 # cl-bench's pass as it runs (streams and slices: cl_bench.backbones.compiled), and the
@@ -78,8 +89,9 @@ def bf16_rows() -> bool:
     return native_bf16() and bf16_switch() is not False
 
 
-def runtime_engines(backbone: Backbone, pooled: nn.Module, example: torch.Tensor,
-                    threads: int) -> dict:
+def runtime_engines(
+    backbone: Backbone, pooled: nn.Module, example: torch.Tensor, threads: int
+) -> dict:
     """OpenVINO through cl-bench's own compiled pass (fp32, and bf16 where the CPU has
     bf16 units: what ``cl-bench run`` uses) and ONNX Runtime, each with the seconds its
     conversion took; an engine that is not installed is named. ``pooled``: the model in
@@ -95,7 +107,9 @@ def runtime_engines(backbone: Backbone, pooled: nn.Module, example: torch.Tensor
                 t0 = time.perf_counter()
                 compiled = CompiledPass(backbone, threads, **options)
                 engines[f"openvino {version} {precision}{layout}"] = (
-                    compiled, time.perf_counter() - t0)
+                    compiled,
+                    time.perf_counter() - t0,
+                )
     try:
         import onnxruntime as ort
     except ImportError:
@@ -104,8 +118,14 @@ def runtime_engines(backbone: Backbone, pooled: nn.Module, example: torch.Tensor
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:
             path = str(Path(tmp) / "lite0.onnx")
-            torch.onnx.export(pooled, example, path, dynamo=False, input_names=["x"],
-                              dynamic_axes={"x": {0: "batch"}})
+            torch.onnx.export(
+                pooled,
+                example,
+                path,
+                dynamo=False,
+                input_names=["x"],
+                dynamic_axes={"x": {0: "batch"}},
+            )
             options = ort.SessionOptions()
             options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
             session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
@@ -113,12 +133,14 @@ def runtime_engines(backbone: Backbone, pooled: nn.Module, example: torch.Tensor
 
         def run_ort(x):
             return torch.from_numpy(session.run(None, {"x": x.contiguous().numpy()})[0])
+
         engines[f"onnxruntime {ort.__version__}"] = (run_ort, convert_s)
     return {"engines": engines, "missing": missing}
 
 
-def measure(run: Callable, batches: list[torch.Tensor], reference: torch.Tensor | None,
-            repeat: int) -> dict:
+def measure(
+    run: Callable, batches: list[torch.Tensor], reference: torch.Tensor | None, repeat: int
+) -> dict:
     run(batches[0])
     out: list[torch.Tensor] = []
     seconds = timed(lambda: out.__setitem__(slice(None), [run(b) for b in batches]), repeat)
@@ -135,8 +157,10 @@ def main(images: int = 256, batch: int = 32, repeat: int = 2) -> dict:
     threads = torch.get_num_threads()
     backbone = efficientnet_lite0("pretrained")
     raw = torch.from_numpy(np.load(DATA)["train_x"][:images]).unsqueeze(1)
-    batches = [backbone.normalize(ToModelInput(backbone.input_size)(raw[s:s + batch]))
-               for s in range(0, images, batch)]
+    batches = [
+        backbone.normalize(ToModelInput(backbone.input_size)(raw[s : s + batch]))
+        for s in range(0, images, batch)
+    ]
     peaks = {"fp32": gemm_gflops(torch.float32)}
     if bf16_rows():
         peaks["bf16"] = gemm_gflops(torch.bfloat16)
@@ -155,9 +179,15 @@ def main(images: int = 256, batch: int = 32, repeat: int = 2) -> dict:
     base = rows["torch eager channels_last"]["images_per_s"]
     for row in rows.values():
         row["speedup"] = row["images_per_s"] / base
-    return {"threads": threads, "images": images, "batch": batch,
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "peak_gflops": peaks, "engines": rows, "not_installed": found["missing"]}
+    return {
+        "threads": threads,
+        "images": images,
+        "batch": batch,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "peak_gflops": peaks,
+        "engines": rows,
+        "not_installed": found["missing"],
+    }
 
 
 def arguments(argv: list[str]) -> list[int]:
@@ -167,16 +197,24 @@ def arguments(argv: list[str]) -> list[int]:
         values = [int(a) for a in argv]
     except ValueError:
         values = []
-    if len(argv) > 2 or len(values) != len(argv) or not all(v >= 1 for v in values) or (
-            values and values[0] > 5000):
-        print("usage: python -m bench.extraction_engines [images 1-5000] [batch >= 1]; "
-              f"got {' '.join(argv)!r}", file=sys.stderr)
+    if (
+        len(argv) > 2
+        or len(values) != len(argv)
+        or not all(v >= 1 for v in values)
+        or (values and values[0] > 5000)
+    ):
+        print(
+            "usage: python -m bench.extraction_engines [images 1-5000] [batch >= 1]; "
+            f"got {' '.join(argv)!r}",
+            file=sys.stderr,
+        )
         sys.exit(2)
     return values
 
 
 if __name__ == "__main__":
     from bench.run import record
+
     result = main(*arguments(sys.argv[1:]))
     print(json.dumps(result))
     record("g", result, ["-m", "bench.extraction_engines", *sys.argv[1:]])

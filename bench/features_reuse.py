@@ -14,13 +14,14 @@ def main() -> dict:
     import os
 
     from cl_bench.engine.runner import RunRequest, execute
+
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CL_BENCH_CACHE"] = str(Path(tmp) / "cache")
 
         def invocation(name: str):
-            req = RunRequest(methods=["tosca", "simplecil"], out=Path(tmp) / name,
-                             progress=False)
+            req = RunRequest(methods=["tosca", "simplecil"], out=Path(tmp) / name, progress=False)
             return lambda: execute(req, echo=lambda _: None)
+
         first = timed(invocation("first"))
         second = timed(invocation("second"))
     return {"first_s": first, "second_s": second, "ratio": first / second}
@@ -30,6 +31,7 @@ if __name__ == "__main__":
     import json
 
     from bench.run import record
+
     result = main()
     print(json.dumps(result))
     record("a", result, ["-m", "bench.features_reuse"])

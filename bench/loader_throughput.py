@@ -76,7 +76,7 @@ def photo(seed: int, width: int = WIDTH, height: int = HEIGHT) -> Image.Image:
         colour = tuple(int(c) for c in rng.integers(0, 256, 3))
         (draw.ellipse if rng.random() < 0.5 else draw.rectangle)([x0, y0, x1, y1], fill=colour)
     oy, ox = int(rng.integers(0, height)), int(rng.integers(0, width))
-    pixels = np.asarray(img, np.int16) + GRAIN[oy:oy + height, ox:ox + width]
+    pixels = np.asarray(img, np.int16) + GRAIN[oy : oy + height, ox : ox + width]
     return Image.fromarray(pixels.clip(0, 255).astype(np.uint8))
 
 
@@ -99,8 +99,15 @@ def make_tree(root: Path, images: int, classes: int = 200) -> dict:
     """The JPEG tree in ``root`` (made in parallel, or reused when its ``tree.json``
     matches); returns what ``tree.json`` holds."""
     n_classes, n_train, n_test = tree_plan(images, classes)
-    spec = {"version": TREE_VERSION, "classes": n_classes, "train_per_class": n_train,
-            "test_per_class": n_test, "width": WIDTH, "height": HEIGHT, "quality": QUALITY}
+    spec = {
+        "version": TREE_VERSION,
+        "classes": n_classes,
+        "train_per_class": n_train,
+        "test_per_class": n_test,
+        "width": WIDTH,
+        "height": HEIGHT,
+        "quality": QUALITY,
+    }
     marker = root / "tree.json"
     if marker.is_file():
         found = json.loads(marker.read_text())
@@ -133,8 +140,9 @@ class _Transformed(Dataset):
 def cpu_seconds() -> float:
     """CPU time of this process and of its children that have ended (loader workers
     are counted once they are joined)."""
-    return sum(sum(resource.getrusage(who)[:2])
-               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return sum(
+        sum(resource.getrusage(who)[:2]) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
 
 
 def timed_pass(workers: int, run) -> dict:
@@ -149,27 +157,40 @@ def timed_pass(workers: int, run) -> dict:
     gc.collect()  # the loader's workers end and are joined: their CPU time is counted
     seconds, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
     rate = images / seconds
-    return {"workers": workers, "images": images, "seconds": seconds, "images_per_s": rate,
-            "images_per_s_per_worker": rate / max(workers, 1), "cpu_s": cpu,
-            "images_per_cpu_s": images / cpu, "load_average": os.getloadavg()[0]}
+    return {
+        "workers": workers,
+        "images": images,
+        "seconds": seconds,
+        "images_per_s": rate,
+        "images_per_s_per_worker": rate / max(workers, 1),
+        "cpu_s": cpu,
+        "images_per_cpu_s": images / cpu,
+        "load_average": os.getloadavg()[0],
+    }
 
 
 def loader_rate(files: FileList, transform, workers: int, batch_size: int = 32) -> dict:
     """:func:`timed_pass` of ``transform`` over ``files`` through a DataLoader with a
     run's settings for ``workers`` worker processes (their start included)."""
+
     def run() -> int:
-        loader = DataLoader(_Transformed(files, transform), batch_size=batch_size,
-                            generator=torch.Generator().manual_seed(0),
-                            **Loading(workers=workers).dataloader_kwargs())
+        loader = DataLoader(
+            _Transformed(files, transform),
+            batch_size=batch_size,
+            generator=torch.Generator().manual_seed(0),
+            **Loading(workers=workers).dataloader_kwargs(),
+        )
         return sum(len(batch) for batch in loader)
+
     return timed_pass(workers, run)
 
 
 def decode_once_rate(files: FileList, size: int, workers: int) -> dict:
     """:func:`timed_pass` of the decode-once pass over ``files`` with ``workers``
     processes (one: in this process)."""
-    return timed_pass(workers, lambda: len(decode_files(files, size, workers=workers,
-                                                        progress=False)))
+    return timed_pass(
+        workers, lambda: len(decode_files(files, size, workers=workers, progress=False))
+    )
 
 
 def transformed_output(jpeg: bytes, size: int, draft: bool) -> tuple[torch.Tensor, bool]:
@@ -199,10 +220,14 @@ def draft_difference(jpegs: list[bytes], size: int) -> dict:
             seconds[draft] += time.perf_counter() - t0
         largest = max(largest, float((out[True] - out[False]).abs().max()))
         smaller += reduced
-    return {"images": len(jpegs), "decoded_smaller": smaller, "largest_abs_diff": largest,
-            "largest_diff_levels": round(largest * 255),
-            "full_ms": 1e3 * seconds[False] / len(jpegs),
-            "draft_ms": 1e3 * seconds[True] / len(jpegs)}
+    return {
+        "images": len(jpegs),
+        "decoded_smaller": smaller,
+        "largest_abs_diff": largest,
+        "largest_diff_levels": round(largest * 255),
+        "full_ms": 1e3 * seconds[False] / len(jpegs),
+        "draft_ms": 1e3 * seconds[True] / len(jpegs),
+    }
 
 
 def jpeg_bytes(seed: int, width: int, height: int) -> bytes:
@@ -211,8 +236,13 @@ def jpeg_bytes(seed: int, width: int, height: int) -> bytes:
     return buf.getvalue()
 
 
-def measure(root: Path, size: int = 224, images: int | None = None,
-            workers: int | None = None, draft_images: int = 100) -> dict:
+def measure(
+    root: Path,
+    size: int = 224,
+    images: int | None = None,
+    workers: int | None = None,
+    draft_images: int = 100,
+) -> dict:
     """The figures on the tree in ``root``: each rate over ``images`` images of the
     split (default: all) with 1 and ``workers`` (default: every usable CPU) worker
     processes; draft mode on ``draft_images`` test images and as many of twice the
@@ -227,35 +257,67 @@ def measure(root: Path, size: int = 224, images: int | None = None,
             Path(path).read_bytes()
         transform = FileTransform(size, train=train)
         for n in counts:
-            rows.append({"transform": split, "id": transform.id,
-                         **loader_rate(files, transform, n)})
+            rows.append(
+                {"transform": split, "id": transform.id, **loader_rate(files, transform, n)}
+            )
     tests = data.test_x[:images] if images else data.test_x
     decode_once = [decode_once_rate(tests, size, n) for n in counts]
     sample = [Path(p).read_bytes() for p in data.test_x.paths[:draft_images]]
     twice = [jpeg_bytes(10**6 + i, 2 * WIDTH, 2 * HEIGHT) for i in range(len(sample))]
-    return {"size": size, "usable_cpus": usable_cpus(),
-            "tree": {"root": str(root), "classes": data.n_classes,
-                     "train_images": len(data.train_x), "test_images": len(data.test_x)},
-            "rates": rows, "decode_once": decode_once,
-            "draft": {"tree": draft_difference(sample, size),
-                      f"{2 * WIDTH}x{2 * HEIGHT}": draft_difference(twice, size)}}
+    return {
+        "size": size,
+        "usable_cpus": usable_cpus(),
+        "tree": {
+            "root": str(root),
+            "classes": data.n_classes,
+            "train_images": len(data.train_x),
+            "test_images": len(data.test_x),
+        },
+        "rates": rows,
+        "decode_once": decode_once,
+        "draft": {
+            "tree": draft_difference(sample, size),
+            f"{2 * WIDTH}x{2 * HEIGHT}": draft_difference(twice, size),
+        },
+    }
 
 
 def table(result: dict) -> list[str]:
-    rows = [["transform", "workers", "images", "seconds", "img/s", "img/s per worker",
-             "img per CPU s", "load"]]
+    rows = [
+        [
+            "transform",
+            "workers",
+            "images",
+            "seconds",
+            "img/s",
+            "img/s per worker",
+            "img per CPU s",
+            "load",
+        ]
+    ]
     named = [(f"{r['transform']} ({r['id']})", r) for r in result["rates"]]
     named += [("test, decoded once (uint8)", r) for r in result["decode_once"]]
     for name, r in named:
-        rows.append([name, str(r["workers"]), str(r["images"]), f"{r['seconds']:.1f}",
-                     f"{r['images_per_s']:.0f}", f"{r['images_per_s_per_worker']:.0f}",
-                     f"{r['images_per_cpu_s']:.0f}", f"{r['load_average']:.1f}"])
+        rows.append(
+            [
+                name,
+                str(r["workers"]),
+                str(r["images"]),
+                f"{r['seconds']:.1f}",
+                f"{r['images_per_s']:.0f}",
+                f"{r['images_per_s_per_worker']:.0f}",
+                f"{r['images_per_cpu_s']:.0f}",
+                f"{r['load_average']:.1f}",
+            ]
+        )
     lines = text_table(rows, right=(1, 2, 3, 4, 5, 6, 7))
     for where, d in result["draft"].items():
-        lines.append(f"draft mode, {where}: {d['decoded_smaller']}/{d['images']} decoded "
-                     f"smaller; largest |difference| {d['largest_abs_diff']:.4f} "
-                     f"({d['largest_diff_levels']} of 255 levels); {d['full_ms']:.1f} ms "
-                     f"-> {d['draft_ms']:.1f} ms per image")
+        lines.append(
+            f"draft mode, {where}: {d['decoded_smaller']}/{d['images']} decoded "
+            f"smaller; largest |difference| {d['largest_abs_diff']:.4f} "
+            f"({d['largest_diff_levels']} of 255 levels); {d['full_ms']:.1f} ms "
+            f"-> {d['draft_ms']:.1f} ms per image"
+        )
     return lines
 
 
@@ -264,27 +326,43 @@ def headline(result: dict) -> list[tuple[str, str]]:
     what draft mode changes."""
     named = [(f"{r['transform']} ({r['id']})", r) for r in result["rates"]]
     named += [("test, decoded once (uint8)", r) for r in result["decode_once"]]
-    rows = [(f"{name}, {r['workers']} worker{'s' if r['workers'] > 1 else ''}",
-             f"{r['images_per_s']:.0f} img/s, {r['images_per_cpu_s']:.0f} per CPU-second")
-            for name, r in named]
+    rows = [
+        (
+            f"{name}, {r['workers']} worker{'s' if r['workers'] > 1 else ''}",
+            f"{r['images_per_s']:.0f} img/s, {r['images_per_cpu_s']:.0f} per CPU-second",
+        )
+        for name, r in named
+    ]
     for where, d in result["draft"].items():
-        rows.append((f"JPEG draft mode, {where}",
-                     f"{d['decoded_smaller']} of {d['images']} decoded smaller, pixels moved "
-                     f"by up to {d['largest_diff_levels']} of 255 levels"))
+        rows.append(
+            (
+                f"JPEG draft mode, {where}",
+                f"{d['decoded_smaller']} of {d['images']} decoded smaller, pixels moved "
+                f"by up to {d['largest_diff_levels']} of 255 levels",
+            )
+        )
     return rows
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m bench.loader_throughput",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.loader_throughput", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--images", type=int, default=24000, help="images in the tree")
     parser.add_argument("--classes", type=int, default=200)
     parser.add_argument("--root", type=Path, help="the tree's folder (default: a temp one)")
-    parser.add_argument("--measure", type=int, default=0,
-                        help="images per split and row (default: all of the split)")
+    parser.add_argument(
+        "--measure",
+        type=int,
+        default=0,
+        help="images per split and row (default: all of the split)",
+    )
     parser.add_argument("--size", type=int, default=224)
-    parser.add_argument("--no-record", action="store_true",
-                        help="print the table only (a quick check), record nothing")
+    parser.add_argument(
+        "--no-record",
+        action="store_true",
+        help="print the table only (a quick check), record nothing",
+    )
     args = parser.parse_args(argv)
     root = args.root or Path(tempfile.gettempdir()) / f"cl-bench-loader-tree-{args.images}"
     t0 = time.perf_counter()
@@ -297,9 +375,15 @@ def main(argv: list[str] | None = None) -> dict:
     print("\n".join(table(result)))
     if not args.no_record:
         from bench.measurements import command_line, write
+
         given = sys.argv[1:] if argv is None else argv
-        path = write("loader-throughput", headline(result), result, "n/a (JPEG decoding)",
-                     command_line(["-m", "bench.loader_throughput", *given]))
+        path = write(
+            "loader-throughput",
+            headline(result),
+            result,
+            "n/a (JPEG decoding)",
+            command_line(["-m", "bench.loader_throughput", *given]),
+        )
         print(f"recorded in {path}")
     return result
 

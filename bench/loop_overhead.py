@@ -25,15 +25,26 @@ def data(dim: int = 1280, per_class: int = 500):
 def avalanche_loop(x, y, params) -> None:
     stream = build_stream(x, y, x, y, [0, 1], [2], test_shuffle=False, seed=0)
     backbone = type("B", (), {"dim": x.shape[-1]})()
-    strategy = Tosca(params=params, backbone=backbone, n_classes=2, device=torch.device("cpu"),
-                     plugins=[Recorder(stream.task_of_label, progress=False)],
-                     evaluator=quiet_evaluator())
+    strategy = Tosca(
+        params=params,
+        backbone=backbone,
+        n_classes=2,
+        device=torch.device("cpu"),
+        plugins=[Recorder(stream.task_of_label, progress=False)],
+        evaluator=quiet_evaluator(),
+    )
     strategy.train(stream.train[0], eval_streams=[])
 
 
 def bare_loop(x, y, params) -> None:
-    net = ToscaNet(x.shape[1], params["mlp_ratio"], params["se_ratio"], params["flow"],
-                   params["selection"], params["init"])
+    net = ToscaNet(
+        x.shape[1],
+        params["mlp_ratio"],
+        params["se_ratio"],
+        params["flow"],
+        params["selection"],
+        params["init"],
+    )
     net.add_task(2)
     opt, sched = make_optimizer(params, net.parameters())
     loss_fn = nn.CrossEntropyLoss()
@@ -41,10 +52,11 @@ def bare_loop(x, y, params) -> None:
     for _ in range(params["epochs"]):
         perm = torch.randperm(len(x))
         for i in range(0, len(x), bs):
-            idx = perm[i:i + bs]
+            idx = perm[i : i + bs]
             opt.zero_grad()
             loss = loss_fn(net(x[idx]), y[idx]) + params["l1"] * sum(
-                p.abs().sum() for p in net.luca[-1].parameters())
+                p.abs().sum() for p in net.luca[-1].parameters()
+            )
             loss.backward()
             opt.step()
         sched.step()
@@ -63,6 +75,7 @@ if __name__ == "__main__":
     import json
 
     from bench.run import record
+
     result = main()
     print(json.dumps(result))
     record("c", result, ["-m", "bench.loop_overhead"])

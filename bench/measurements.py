@@ -72,8 +72,9 @@ def load_figures(path: Path = FIGURES) -> dict[str, Figure]:
     for entry in entries:
         missing = [k for k in FIGURE_KEYS if not isinstance((entry or {}).get(k), str)]
         if missing:
-            raise MeasurementError(f"{path}: figure {entry!r} lacks {', '.join(missing)} "
-                                   "(each a string)")
+            raise MeasurementError(
+                f"{path}: figure {entry!r} lacks {', '.join(missing)} (each a string)"
+            )
         if entry["id"] in figures:
             raise MeasurementError(f"{path}: figure id {entry['id']!r} appears twice")
         figures[entry["id"]] = Figure(**{k: entry[k] for k in FIGURE_KEYS})
@@ -87,41 +88,61 @@ def read(path: Path, figures: dict[str, Figure]) -> Measurement:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise MeasurementError(f"{where}: not JSON ({exc})") from exc
-    if (not isinstance(data, dict) or not isinstance(data.get("figure"), str)
-            or data["figure"] not in figures):
-        raise MeasurementError(f"{where}: 'figure' must be one of {sorted(figures)} "
-                               "(the ids of bench/figures.yaml)")
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("figure"), str)
+        or data["figure"] not in figures
+    ):
+        raise MeasurementError(
+            f"{where}: 'figure' must be one of {sorted(figures)} (the ids of bench/figures.yaml)"
+        )
     meta = data.get("meta")
-    if not isinstance(meta, dict) or any(not isinstance(meta.get(k), str) or not meta[k]
-                                         for k in META_KEYS):
-        raise MeasurementError(f"{where}: 'meta' must give {', '.join(META_KEYS)}, "
-                               "each a non-empty string")
+    if not isinstance(meta, dict) or any(
+        not isinstance(meta.get(k), str) or not meta[k] for k in META_KEYS
+    ):
+        raise MeasurementError(
+            f"{where}: 'meta' must give {', '.join(META_KEYS)}, each a non-empty string"
+        )
     try:
         datetime.date.fromisoformat(meta["date"])
     except ValueError as exc:
-        raise MeasurementError(f"{where}: meta.date {meta['date']!r} is not "
-                               "YYYY-MM-DD") from exc
+        raise MeasurementError(f"{where}: meta.date {meta['date']!r} is not YYYY-MM-DD") from exc
     if not re.fullmatch(r"[0-9a-f]{7,40}", meta["commit"]):
-        raise MeasurementError(f"{where}: meta.commit {meta['commit']!r} is not a git "
-                               "commit hash")
+        raise MeasurementError(f"{where}: meta.commit {meta['commit']!r} is not a git commit hash")
     rows = data.get("headline")
-    if (not isinstance(rows, list) or not rows
-            or any(not isinstance(r, dict) or not isinstance(r.get("label"), str)
-                   or not isinstance(r.get("value"), str) for r in rows)):
-        raise MeasurementError(f"{where}: 'headline' must be a non-empty list of "
-                               "{\"label\": str, \"value\": str}")
-    return Measurement(path, data["figure"], meta["date"], meta["cpu"], meta["precision"],
-                       meta["commit"], str(meta.get("command", "")),
-                       str(meta.get("note", "")),
-                       tuple((r["label"], r["value"]) for r in rows))
+    if (
+        not isinstance(rows, list)
+        or not rows
+        or any(
+            not isinstance(r, dict)
+            or not isinstance(r.get("label"), str)
+            or not isinstance(r.get("value"), str)
+            for r in rows
+        )
+    ):
+        raise MeasurementError(
+            f'{where}: \'headline\' must be a non-empty list of {{"label": str, "value": str}}'
+        )
+    return Measurement(
+        path,
+        data["figure"],
+        meta["date"],
+        meta["cpu"],
+        meta["precision"],
+        meta["commit"],
+        str(meta.get("command", "")),
+        str(meta.get("note", "")),
+        tuple((r["label"], r["value"]) for r in rows),
+    )
 
 
 def commit_times() -> dict[str, int]:
     """The commit time of every commit of this checkout's history, by full hash; empty
     where git cannot tell (no git, not a checkout)."""
     try:
-        out = subprocess.run(["git", "log", "--format=%H %ct"], cwd=ROOT, check=True,
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["git", "log", "--format=%H %ct"], cwd=ROOT, check=True, capture_output=True, text=True
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return {}
     return {full: int(when) for full, when in (line.split() for line in out.splitlines())}
@@ -136,6 +157,7 @@ def load_all(results: Path = RESULTS, figures_path: Path = FIGURES) -> list[Meas
 
     def when(m: Measurement) -> int:
         return next((t for full, t in times.items() if full.startswith(m.commit)), 0)
+
     return sorted(found, key=lambda m: (m.date, when(m), m.path.name), reverse=True)
 
 
@@ -157,6 +179,7 @@ def cpu_description() -> str:
     chosen for (:func:`cl_bench.cpu_flags.cpu_kind`, held to ``$ONEDNN_MAX_CPU_ISA``
     where that caps them) and the cores this process may use."""
     from cl_bench.cpu_flags import cpu_kind, isa_cap_setting
+
     cap = isa_cap_setting()
     kernels = f"{cpu_kind()} kernels" + (f", ONEDNN_MAX_CPU_ISA={cap}" if cap else "")
     return f"{cpu_model()} ({kernels}), {len(os.sched_getaffinity(0))} cores"
@@ -166,16 +189,23 @@ def cpu_slug() -> str:
     """A file-name part for this CPU: its model without trademarks, clock and filler
     words, and its kernels' kind (``intel-xeon-platinum-8480-amx``)."""
     from cl_bench.cpu_flags import cpu_kind
-    model = re.sub(r"\((R|TM)\)|@.*$|\b(CPU|Processor|\d+-Core)\b", " ", cpu_model(),
-                   flags=re.IGNORECASE)
+
+    model = re.sub(
+        r"\((R|TM)\)|@.*$|\b(CPU|Processor|\d+-Core)\b", " ", cpu_model(), flags=re.IGNORECASE
+    )
     words = re.findall(r"[a-z0-9]+", model.lower()) + [cpu_kind().replace("_", "-")]
     return "-".join(words)
 
 
 # the variables that change which kernels or precision a bench measures: a recorded
 # command names those that were set
-KERNEL_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS",
-                    "CL_BENCH_CPU_BF16", "CL_BENCH_FROZEN_RUNTIME")
+KERNEL_VARIABLES = (
+    "ONEDNN_MAX_CPU_ISA",
+    "ATEN_CPU_CAPABILITY",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "CL_BENCH_CPU_BF16",
+    "CL_BENCH_FROZEN_RUNTIME",
+)
 
 
 def command_line(args: list[str]) -> str:
@@ -189,29 +219,49 @@ def head_commit() -> str:
     """The checkout's commit; refused with the fix where git cannot tell (a copy of the
     tree without its history, as on a lent GPU machine)."""
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True,
-                              capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError) as exc:
         raise MeasurementError(
             f"git cannot tell the commit of {ROOT} (no git, or a copy without its "
             "history): give it, e.g. --commit $(git rev-parse --short HEAD) run where "
-            "the checkout is") from exc
+            "the checkout is"
+        ) from exc
 
 
-def record(figure: str, headline: list[tuple[str, str]], data: dict, precision: str,
-           command: str, note: str = "", cpu: str | None = None,
-           commit: str | None = None) -> dict:
+def record(
+    figure: str,
+    headline: list[tuple[str, str]],
+    data: dict,
+    precision: str,
+    command: str,
+    note: str = "",
+    cpu: str | None = None,
+    commit: str | None = None,
+) -> dict:
     """The record of a measurement made now (today's date; ``cpu`` defaults to
     :func:`cpu_description`, ``commit`` to :func:`head_commit`), not yet checked."""
     clash = {"figure", "meta", "headline"} & set(data)
     if clash:
         raise MeasurementError(f"the raw data may not use the keys {sorted(clash)}")
-    return {"figure": figure,
-            "meta": {"date": datetime.date.today().isoformat(),
-                     "cpu": cpu or cpu_description(), "precision": precision,
-                     "commit": commit or head_commit(), "command": command,
-                     **({"note": note} if note else {})},
-            "headline": [{"label": k, "value": v} for k, v in headline], **data}
+    return {
+        "figure": figure,
+        "meta": {
+            "date": datetime.date.today().isoformat(),
+            "cpu": cpu or cpu_description(),
+            "precision": precision,
+            "commit": commit or head_commit(),
+            "command": command,
+            **({"note": note} if note else {}),
+        },
+        "headline": [{"label": k, "value": v} for k, v in headline],
+        **data,
+    }
 
 
 def checked_text(record: dict, name: str) -> str:
@@ -224,9 +274,16 @@ def checked_text(record: dict, name: str) -> str:
     return text
 
 
-def write(figure: str, headline: list[tuple[str, str]], data: dict, precision: str,
-          command: str, slug: str | None = None, note: str = "",
-          results: Path = RESULTS) -> Path:
+def write(
+    figure: str,
+    headline: list[tuple[str, str]],
+    data: dict,
+    precision: str,
+    command: str,
+    slug: str | None = None,
+    note: str = "",
+    results: Path = RESULTS,
+) -> Path:
     """Record a measurement made now on this machine as
     ``results/FIGURE-DATE-SLUG.json`` (``-2``, ``-3``, ... added where that name is
     taken: a measurement never replaces another) with today's date, this CPU

@@ -25,10 +25,12 @@ def _base_python() -> str:
         return sys.executable
     found = shutil.which("python3.11")
     if found is None:
-        raise PeerVenvError("bench (d) needs Python 3.11 to create bench/.venv-avalanche "
-                            "(torch 2.14.1 and the pinned peer packages are installed for it), "
-                            "but neither this interpreter nor python3.11 on PATH is 3.11. "
-                            "Install Python 3.11 or put it on PATH.")
+        raise PeerVenvError(
+            "bench (d) needs Python 3.11 to create bench/.venv-avalanche "
+            "(torch 2.14.1 and the pinned peer packages are installed for it), "
+            "but neither this interpreter nor python3.11 on PATH is 3.11. "
+            "Install Python 3.11 or put it on PATH."
+        )
     return found
 
 
@@ -36,9 +38,11 @@ def _run(cmd: list[str], what: str) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
-        raise PeerVenvError(f"bench (d): {what} failed (exit {done.returncode}); the peer "
-                            f"environment {VENV} is left unfinished and is made again on the "
-                            f"next run. Last lines:\n{tail}")
+        raise PeerVenvError(
+            f"bench (d): {what} failed (exit {done.returncode}); the peer "
+            f"environment {VENV} is left unfinished and is made again on the "
+            f"next run. Last lines:\n{tail}"
+        )
 
 
 def peer_python() -> Path:
@@ -51,7 +55,6 @@ def peer_python() -> Path:
         shutil.rmtree(VENV)
     print(f"bench (d): creating {VENV} with {', '.join(PINS)} (once)", file=sys.stderr)
     _run([_base_python(), "-m", "venv", str(VENV)], "creating the virtual environment")
-    _run([str(python), "-m", "pip", "install", "--quiet", *PINS],
-         f"pip install {' '.join(PINS)}")
+    _run([str(python), "-m", "pip", "install", "--quiet", *PINS], f"pip install {' '.join(PINS)}")
     marker.write_text("\n".join(PINS))
     return python

@@ -35,8 +35,16 @@ import trainer  # noqa: E402  (PILOT's modules, from the checkout this runs in)
 from utils import factory  # noqa: E402
 
 NAMES = {"dualprompt": "dualprompt", "coda-prompt": "coda_prompt"}
-SHAPE = {"pretrained": False, "batch_size": 8, "tuned_epoch": 1, "init_cls": 2,
-         "increment": 2, "nb_classes": 4, "nb_tasks": 2, "device": [-1]}
+SHAPE = {
+    "pretrained": False,
+    "batch_size": 8,
+    "tuned_epoch": 1,
+    "init_cls": 2,
+    "increment": 2,
+    "nb_classes": 4,
+    "nb_tasks": 2,
+    "device": [-1],
+}
 
 
 def logits(learner, name: str, x: torch.Tensor) -> torch.Tensor:
@@ -71,9 +79,13 @@ def main(method: str) -> dict:
         learner._train([(None, train_x[mine], train_y[mine])], [])
         logits(learner, name, test_x)  # all 8 test images
         learner.after_task()
-    return {"method": method, "seconds": time.perf_counter() - t0, "imports_s": imports,
-            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9,
-            "threads": torch.get_num_threads()}
+    return {
+        "method": method,
+        "seconds": time.perf_counter() - t0,
+        "imports_s": imports,
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9,
+        "threads": torch.get_num_threads(),
+    }
 
 
 if __name__ == "__main__":

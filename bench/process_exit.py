@@ -29,8 +29,12 @@ if {quick}:
 
 def exit_seconds(quick: bool) -> float:
     """Seconds from the end of a child's work to its reaping."""
-    done = subprocess.run([sys.executable, "-c", CHILD.format(quick=quick)],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD.format(quick=quick)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     reaped = time.time()
     return reaped - float(done.stdout.split()[-1])
 
@@ -40,17 +44,22 @@ def main(rounds: int = 5) -> dict:
     for _ in range(rounds):
         teardown.append(exit_seconds(False))
         quick.append(exit_seconds(True))
-    result = {"rounds": rounds, "teardown_s": [round(s, 3) for s in teardown],
-              "quick_exit_s": [round(s, 3) for s in quick],
-              "median_teardown_s": round(statistics.median(teardown), 3),
-              "median_quick_exit_s": round(statistics.median(quick), 3)}
-    result["saved_per_process_s"] = round(result["median_teardown_s"]
-                                          - result["median_quick_exit_s"], 3)
+    result = {
+        "rounds": rounds,
+        "teardown_s": [round(s, 3) for s in teardown],
+        "quick_exit_s": [round(s, 3) for s in quick],
+        "median_teardown_s": round(statistics.median(teardown), 3),
+        "median_quick_exit_s": round(statistics.median(quick), 3),
+    }
+    result["saved_per_process_s"] = round(
+        result["median_teardown_s"] - result["median_quick_exit_s"], 3
+    )
     return result
 
 
 if __name__ == "__main__":
     from bench.run import record
+
     result = main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
     print(json.dumps(result))
     record("i", result, ["-m", "bench.process_exit", *sys.argv[1:2]])

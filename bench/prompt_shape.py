@@ -52,25 +52,49 @@ def main(method: str, precision: str = "auto", checkpoint_blocks: int = 0) -> di
     train_y = torch.arange(4).repeat_interleave(4)
     test_x = torch.rand(8, 3, 224, 224, generator=g)
     test_y = torch.arange(4).repeat_interleave(2)
-    data = SimpleNamespace(name="prompt-shape", fingerprint="prompt-shape", on_disk=False,
-                           train_x=train_x, test_x=test_x)
-    store = FeatureStore(torch.device("cpu"), precision=precision, progress=False,
-                         use_disk=False)
-    stream = build_stream(train_x, train_y, test_x, test_y, [0, 1, 2, 3], [2, 2],
-                          test_shuffle=False, seed=0,
-                          train_query=store.get(backbone, data, "train"),
-                          test_query=store.get(backbone, data, "test"))
-    params = dict(card.params, epochs=1, batch_size=8, eval_batch_size=8,
-                  checkpoint_blocks=checkpoint_blocks)
+    data = SimpleNamespace(
+        name="prompt-shape",
+        fingerprint="prompt-shape",
+        on_disk=False,
+        train_x=train_x,
+        test_x=test_x,
+    )
+    store = FeatureStore(torch.device("cpu"), precision=precision, progress=False, use_disk=False)
+    stream = build_stream(
+        train_x,
+        train_y,
+        test_x,
+        test_y,
+        [0, 1, 2, 3],
+        [2, 2],
+        test_shuffle=False,
+        seed=0,
+        train_query=store.get(backbone, data, "train"),
+        test_query=store.get(backbone, data, "test"),
+    )
+    params = dict(
+        card.params, epochs=1, batch_size=8, eval_batch_size=8, checkpoint_blocks=checkpoint_blocks
+    )
     strategy = strategy_of(card)(
-        params=params, backbone=backbone, n_classes=4, device=torch.device("cpu"),
-        plugins=[Recorder(stream.task_of_label, progress=False)], evaluator=quiet_evaluator())
+        params=params,
+        backbone=backbone,
+        n_classes=4,
+        device=torch.device("cpu"),
+        plugins=[Recorder(stream.task_of_label, progress=False)],
+        evaluator=quiet_evaluator(),
+    )
     for exp in stream.train:
         strategy.train(exp, eval_streams=[])
         strategy.eval(stream.seen_test[-1])  # all 8 test images, as the reference did
-    return {"method": method, "precision": precision, "checkpoint_blocks": checkpoint_blocks,
-            "seconds": time.perf_counter() - t0, "imports_s": imports,
-            "peak_rss_gb": peak_rss_gb(), "threads": torch.get_num_threads()}
+    return {
+        "method": method,
+        "precision": precision,
+        "checkpoint_blocks": checkpoint_blocks,
+        "seconds": time.perf_counter() - t0,
+        "imports_s": imports,
+        "peak_rss_gb": peak_rss_gb(),
+        "threads": torch.get_num_threads(),
+    }
 
 
 def arguments(argv: list[str]) -> tuple[str, str, int]:
@@ -87,8 +111,11 @@ def arguments(argv: list[str]) -> tuple[str, str, int]:
         except UserError as e:
             problem = str(e)
     if problem:
-        print(f"{problem}\nusage: python -m bench.prompt_shape {{{','.join(METHODS)}}} "
-              "[precision] [checkpoint_blocks >= 0]", file=sys.stderr)
+        print(
+            f"{problem}\nusage: python -m bench.prompt_shape {{{','.join(METHODS)}}} "
+            "[precision] [checkpoint_blocks >= 0]",
+            file=sys.stderr,
+        )
         sys.exit(2)
     return argv[0], argv[1] if len(argv) > 1 else "auto", int(argv[2]) if len(argv) > 2 else 0
 

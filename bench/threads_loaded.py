@@ -38,8 +38,9 @@ def _spin(deadline: float) -> None:
 def competitors(n: int) -> Iterator[None]:
     """``n`` processes each keeping one core busy in a Python loop while inside."""
     ctx = mp.get_context("fork")  # the child only spins: no torch state is touched
-    procs = [ctx.Process(target=_spin, args=(time.time() + SPIN_LIMIT_S,), daemon=True)
-             for _ in range(n)]
+    procs = [
+        ctx.Process(target=_spin, args=(time.time() + SPIN_LIMIT_S,), daemon=True) for _ in range(n)
+    ]
     for p in procs:
         p.start()
     time.sleep(0.5)  # let them reach their loop
@@ -67,14 +68,19 @@ def main(epochs: int = 100) -> dict:
             idle = timed(train)
             with competitors(cores):
                 loaded = timed(train)
-        out[label] = {"threads": n, "idle_s": idle, "loaded_s": loaded,
-                      "loaded_over_idle": loaded / idle}
+        out[label] = {
+            "threads": n,
+            "idle_s": idle,
+            "loaded_s": loaded,
+            "loaded_over_idle": loaded / idle,
+        }
     out["loaded_old_over_new"] = out["old"]["loaded_s"] / out["new"]["loaded_s"]
     return out
 
 
 if __name__ == "__main__":
     from bench.run import record
+
     result = main(int(sys.argv[1]) if len(sys.argv) > 1 else 100)
     print(json.dumps(result))
     record("f", result, ["-m", "bench.threads_loaded", *sys.argv[1:2]])

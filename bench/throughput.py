@@ -30,8 +30,9 @@ def gemm_gflops(dtype: torch.dtype, m: int = 16 * 197, k: int = 768, n: int = 30
     return 2 * m * k * n * 5 / timed(lambda: [a @ b for _ in range(5)], repeat=3) / 1e9
 
 
-def images_per_second(precision: str, batch: int = 16, batches: int = 3,
-                      bf16_weights: bool = False) -> float:
+def images_per_second(
+    precision: str, batch: int = 16, batches: int = 3, bf16_weights: bool = False
+) -> float:
     backbone = load_backbone("vit_base_patch16_224", "random")
     backbone.precision = precision
     if bf16_weights:
@@ -42,31 +43,43 @@ def images_per_second(precision: str, batch: int = 16, batches: int = 3,
         with autocast("cpu", precision):
             for _ in range(batches):
                 backbone.features(x)
+
     run()
     return batch * batches / timed(run, repeat=2)
 
 
 def fmnist_accuracy(precision: str) -> dict:
     from cl_bench.engine.runner import RunRequest, execute
+
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CL_BENCH_CACHE"] = str(Path(tmp) / "cache")
-        req = RunRequest(methods=["tosca", "simplecil"], precision=precision,
-                         out=Path(tmp) / "out", progress=False)
+        req = RunRequest(
+            methods=["tosca", "simplecil"],
+            precision=precision,
+            out=Path(tmp) / "out",
+            progress=False,
+        )
         return {r["method"]: r["last_acc"] for r in execute(req, echo=lambda _: None)}
 
 
 def main() -> dict:
     peaks = {"fp32": gemm_gflops(torch.float32), "bf16": gemm_gflops(torch.bfloat16)}
     out = {"gemm_peak_gflops": peaks}
-    for label, precision, weights in (("fp32", "fp32", False), ("bf16", "bf16", False),
-                                      ("bf16 + bf16 weights", "bf16", True)):
+    for label, precision, weights in (
+        ("fp32", "fp32", False),
+        ("bf16", "bf16", False),
+        ("bf16 + bf16 weights", "bf16", True),
+    ):
         ips = images_per_second(precision, bf16_weights=weights)
-        out[label] = {"images_per_s": ips,
-                      "share_of_reference_bf16_peak": ips * VIT_B_GFLOPS / BF16_PEAK_GFLOPS,
-                      "share_of_this_cpu_peak": ips * VIT_B_GFLOPS / peaks[precision]}
+        out[label] = {
+            "images_per_s": ips,
+            "share_of_reference_bf16_peak": ips * VIT_B_GFLOPS / BF16_PEAK_GFLOPS,
+            "share_of_this_cpu_peak": ips * VIT_B_GFLOPS / peaks[precision],
+        }
     acc32, acc16 = fmnist_accuracy("fp32"), fmnist_accuracy("bf16")
-    out["fmnist_last_acc"] = {m: {"fp32": acc32[m], "bf16": acc16[m],
-                                  "delta": acc16[m] - acc32[m]} for m in acc32}
+    out["fmnist_last_acc"] = {
+        m: {"fp32": acc32[m], "bf16": acc16[m], "delta": acc16[m] - acc32[m]} for m in acc32
+    }
     return out
 
 
@@ -74,6 +87,7 @@ if __name__ == "__main__":
     import json
 
     from bench.run import record
+
     result = main()
     print(json.dumps(result))
     record("e", result, ["-m", "bench.throughput"])

@@ -28,16 +28,17 @@ def main(tasks: int = 10, batch: int = 8) -> dict:
         for m in net.luca:  # the official code reloads module i and re-runs the ViT
             outs.append(net.classifier(m(backbone.features(x))))
         return torch.stack(outs)
+
     ours()
     t_ours, t_official = timed(ours, repeat=2), timed(official, repeat=1)
-    return {"ours_s": t_ours, "per_module_backbone_s": t_official,
-            "ratio": t_official / t_ours}
+    return {"ours_s": t_ours, "per_module_backbone_s": t_official, "ratio": t_official / t_ours}
 
 
 if __name__ == "__main__":
     import json
 
     from bench.run import record
+
     result = main()
     print(json.dumps(result))
     record("b", result, ["-m", "bench.tosca_eval"])

@@ -41,9 +41,11 @@ def __getattr__(name: str) -> object:
     except ModuleNotFoundError as e:
         if e.name != module_name:
             raise
-        raise ImportError(f"cl_bench.{name} needs the module {module_name}, which this "
-                          "cl-bench does not have; use a cl-bench version that has it.",
-                          name=module_name) from None
+        raise ImportError(
+            f"cl_bench.{name} needs the module {module_name}, which this "
+            "cl-bench does not have; use a cl-bench version that has it.",
+            name=module_name,
+        ) from None
     return module if attr is None else getattr(module, attr)
 
 

@@ -29,8 +29,16 @@ if TYPE_CHECKING:
 
     from cl_bench.engine.runner import RunRequest
 
-__all__ = ["RunsFailed", "SkippedResultWarning", "load_results", "plan", "report", "run",
-           "run_requests", "settings_as_sets"]
+__all__ = [
+    "RunsFailed",
+    "SkippedResultWarning",
+    "load_results",
+    "plan",
+    "report",
+    "run",
+    "run_requests",
+    "settings_as_sets",
+]
 
 Echo = Callable[[str], None]
 Skipped = Callable[[Path, str], None]
@@ -43,8 +51,10 @@ class RunsFailed(Exception):
     retries them."""
 
     def __init__(self, results: list[Result], failed: list[str], out: Path) -> None:
-        super().__init__(f"{len(failed)} run(s) failed ({', '.join(failed)}): see `cl-bench "
-                         f"status --out {out}`; the same command runs them again.")
+        super().__init__(
+            f"{len(failed)} run(s) failed ({', '.join(failed)}): see `cl-bench "
+            f"status --out {out}`; the same command runs them again."
+        )
         self.results, self.failed = results, failed
 
 
@@ -59,28 +69,43 @@ def settings_as_sets(settings: Mapping[str, object] | None) -> list[str]:
     value is a Python value (number, bool, None, list, dict), or a string, read as on
     the command line (``"0.01"`` is a number there, ``"batch"`` a name)."""
     sets = []
-    for key, value in arguments.mapping("settings", settings,
-                                        'settings={"tosca.epochs": 5}').items():
+    for key, value in arguments.mapping(
+        "settings", settings, 'settings={"tosca.epochs": 5}'
+    ).items():
         if not isinstance(key, str) or "=" in key:
-            raise UserError(f"settings key {key!r} must be a string owner.key, e.g. "
-                            '"tosca.epochs" or "scenario.increment".')
+            raise UserError(
+                f"settings key {key!r} must be a string owner.key, e.g. "
+                '"tosca.epochs" or "scenario.increment".'
+            )
         try:
             text = value if isinstance(value, str) else json.dumps(value, allow_nan=False)
         except (TypeError, ValueError):
-            raise UserError(f"settings[{key!r}] = {value!r} is not a number, bool, None, "
-                            "string, list or dict.") from None
+            raise UserError(
+                f"settings[{key!r}] = {value!r} is not a number, bool, None, string, list or dict."
+            ) from None
         sets.append(f"{key}={text}")
     return sets
 
 
 @refuse_long_names
-def plan(methods: str | Sequence[str] | None = None, scenario: str | Sequence[str] = "fmnist",
-         seeds: int | Iterable[int] = (1993,), *, out: str | Path = "results",
-         backbone: str | None = None, weights: str | None = None,
-         image_size: int | None = None, data_root: str | Path | None = None,
-         download: bool = False, device: str = "auto", precision: str = "auto",
-         progress: bool = False, sets: Iterable[str] = (), protocol: str = "fair",
-         deterministic: str = "strict") -> list[RunRequest]:
+def plan(
+    methods: str | Sequence[str] | None = None,
+    scenario: str | Sequence[str] = "fmnist",
+    seeds: int | Iterable[int] = (1993,),
+    *,
+    out: str | Path = "results",
+    backbone: str | None = None,
+    weights: str | None = None,
+    image_size: int | None = None,
+    data_root: str | Path | None = None,
+    download: bool = False,
+    device: str = "auto",
+    precision: str = "auto",
+    progress: bool = False,
+    sets: Iterable[str] = (),
+    protocol: str = "fair",
+    deterministic: str = "strict",
+) -> list[RunRequest]:
     """One request per scenario, the arguments checked that need no card: what
     :func:`run` runs, and what ``cl-bench run`` runs or hands to a launcher. A request
     without a backbone gets its scenario's (:func:`cl_bench.cards.config.resolve_backbone`)."""
@@ -91,6 +116,7 @@ def plan(methods: str | Sequence[str] | None = None, scenario: str | Sequence[st
         check_precision_name,
     )
     from cl_bench.engine.runner import RunRequest, default_methods
+
     seed_list = arguments.seeds(seeds)
     scenarios = arguments.names("scenario", scenario, 'scenario="fmnist"')
     if not scenarios:
@@ -98,23 +124,22 @@ def plan(methods: str | Sequence[str] | None = None, scenario: str | Sequence[st
     check_protocol(arguments.text("protocol", protocol, 'protocol="fair"'))
     method_list = [] if methods is None else arguments.methods(methods)
     common = {
-        "seeds": seed_list, "protocol": protocol,
-        "backbone": arguments.text("backbone", backbone, 'backbone="vit_base_patch16_224"',
-                                   optional=True),
-        "weights": arguments.text("weights", weights, 'weights="random"', optional=True,
-                                  path=True),
-        "image_size": arguments.whole("image_size", image_size, "image_size=224",
-                                      optional=True),
-        "data_root": arguments.folder("data_root", data_root, 'data_root="~/data"',
-                                      optional=True),
+        "seeds": seed_list,
+        "protocol": protocol,
+        "backbone": arguments.text(
+            "backbone", backbone, 'backbone="vit_base_patch16_224"', optional=True
+        ),
+        "weights": arguments.text("weights", weights, 'weights="random"', optional=True, path=True),
+        "image_size": arguments.whole("image_size", image_size, "image_size=224", optional=True),
+        "data_root": arguments.folder("data_root", data_root, 'data_root="~/data"', optional=True),
         "download": arguments.flag("download", download),
         "device": arguments.text("device", device, 'device="cuda"'),
         "precision": arguments.text("precision", precision, 'precision="fp32"'),
-        "deterministic": arguments.text("deterministic", deterministic,
-                                        'deterministic="strict"'),
+        "deterministic": arguments.text("deterministic", deterministic, 'deterministic="strict"'),
         "out": arguments.folder("out", out, 'out="results"'),
         "sets": arguments.strings("sets", sets, 'sets=["tosca.epochs=5"]'),
-        "progress": arguments.flag("progress", progress)}
+        "progress": arguments.flag("progress", progress),
+    }
     check_device_name(common["device"])
     check_precision_name(common["precision"])
     check_determinism_name(common["deterministic"])
@@ -130,26 +155,39 @@ def run_requests(requests: list[RunRequest], echo: Echo | None = print) -> list[
     runs; the results of all (a run another process is computing now is left out).
     Raises :class:`RunsFailed` after the last run when some failed on the way."""
     from cl_bench.engine.runner import execute, preflight
+
     say = arguments.callback("echo", echo) or (lambda _: None)
     if len(requests) > 1:
         preflight(requests)  # a bad last request stops the command before anything runs
     failed: list[str] = []
-    done = [Result.from_run(record, req.out)
-            for req in requests for record in execute(req, say, failed)]
+    done = [
+        Result.from_run(record, req.out) for req in requests for record in execute(req, say, failed)
+    ]
     if failed:
         raise RunsFailed(done, failed, requests[0].out)
     return done
 
 
 @refuse_long_names
-def run(methods: str | Sequence[str] | None = None, scenario: str | Sequence[str] = "fmnist",
-        seeds: int | Iterable[int] = (1993,), *, out: str | Path = "results",
-        backbone: str | None = None, weights: str | None = None,
-        image_size: int | None = None, data_root: str | Path | None = None,
-        download: bool = False, device: str = "auto", precision: str = "auto",
-        progress: bool = False, settings: Mapping[str, object] | None = None,
-        protocol: str = "fair", deterministic: str = "strict",
-        echo: Echo | None = print) -> list[Result]:
+def run(
+    methods: str | Sequence[str] | None = None,
+    scenario: str | Sequence[str] = "fmnist",
+    seeds: int | Iterable[int] = (1993,),
+    *,
+    out: str | Path = "results",
+    backbone: str | None = None,
+    weights: str | None = None,
+    image_size: int | None = None,
+    data_root: str | Path | None = None,
+    download: bool = False,
+    device: str = "auto",
+    precision: str = "auto",
+    progress: bool = False,
+    settings: Mapping[str, object] | None = None,
+    protocol: str = "fair",
+    deterministic: str = "strict",
+    echo: Echo | None = print,
+) -> list[Result]:
     """Run methods x seeds on one or more scenarios, as ``cl-bench run`` does, and
     return one :class:`Result` per run (finished runs in ``out`` are read, not run again).
 
@@ -164,11 +202,23 @@ def run(methods: str | Sequence[str] | None = None, scenario: str | Sequence[str
     go (None: nowhere). Raises UserError for bad input (nothing written) and
     :class:`RunsFailed` when runs failed midway (the others finished)."""
     echo = arguments.callback("echo", echo)
-    requests = plan(methods, scenario, seeds, out=out, backbone=backbone, weights=weights,
-                    image_size=image_size, data_root=data_root, download=download,
-                    device=device, precision=precision, progress=progress,
-                    sets=settings_as_sets(settings), protocol=protocol,
-                    deterministic=deterministic)
+    requests = plan(
+        methods,
+        scenario,
+        seeds,
+        out=out,
+        backbone=backbone,
+        weights=weights,
+        image_size=image_size,
+        data_root=data_root,
+        download=download,
+        device=device,
+        precision=precision,
+        progress=progress,
+        sets=settings_as_sets(settings),
+        protocol=protocol,
+        deterministic=deterministic,
+    )
     return run_requests(requests, echo)
 
 
@@ -178,9 +228,14 @@ def _warn(path: Path, why: str) -> None:
 
 
 @refuse_long_names
-def load_results(folder: str | Path = "results", *, scenarios: Iterable[str] = (),
-                 methods: Iterable[str] = (), on_skip: Skipped | None = None,
-                 allow_stale: bool = False) -> pd.DataFrame:
+def load_results(
+    folder: str | Path = "results",
+    *,
+    scenarios: Iterable[str] = (),
+    methods: Iterable[str] = (),
+    on_skip: Skipped | None = None,
+    allow_stale: bool = False,
+) -> pd.DataFrame:
     """Every finished run in a results folder, one row each (the columns of
     :meth:`Result.row` and the report's ``label``), sorted by scenario, method,
     configuration and seed; optionally only some scenarios or methods.
@@ -190,21 +245,31 @@ def load_results(folder: str | Path = "results", *, scenarios: Iterable[str] = (
     is a stale result (of other code or packages) unless ``allow_stale``, which keeps it
     with its ``stale`` column saying what changed and ``[stale]`` in its label."""
     from cl_bench.reporting.report import load_runs
+
     say = arguments.callback("on_skip", on_skip) or _warn
-    runs, skipped = load_runs(arguments.folder("folder", folder, 'folder="results"'),
-                              arguments.names("scenarios", scenarios, 'scenarios=["fmnist"]'),
-                              arguments.names("methods", methods, 'methods=["tosca"]'),
-                              arguments.flag("allow_stale", allow_stale))
+    runs, skipped = load_runs(
+        arguments.folder("folder", folder, 'folder="results"'),
+        arguments.names("scenarios", scenarios, 'scenarios=["fmnist"]'),
+        arguments.names("methods", methods, 'methods=["tosca"]'),
+        arguments.flag("allow_stale", allow_stale),
+    )
     for path, why in skipped:
         say(path, why)
     return runs
 
 
 @refuse_long_names
-def report(folder: str | Path = "results", out: str | Path = "reports/latest", *,
-           formats: str | Iterable[str] | None = None, images: str | Iterable[str] | None = None,
-           scenarios: Iterable[str] = (), methods: Iterable[str] = (),
-           on_skip: Skipped | None = None, allow_stale: bool = False) -> list[Path]:
+def report(
+    folder: str | Path = "results",
+    out: str | Path = "reports/latest",
+    *,
+    formats: str | Iterable[str] | None = None,
+    images: str | Iterable[str] | None = None,
+    scenarios: Iterable[str] = (),
+    methods: Iterable[str] = (),
+    on_skip: Skipped | None = None,
+    allow_stale: bool = False,
+) -> list[Path]:
     """Write the report of a results folder into ``out`` (its report files replaced), as
     ``cl-bench report`` does: ``formats`` of md, tex, csv, html and plot ``images`` png,
     svg (None: all of them; empty: none). Returns the files written. Invalid result
@@ -212,18 +277,24 @@ def report(folder: str | Path = "results", out: str | Path = "reports/latest", *
     :func:`load_results`."""
     from cl_bench.input_checks import writable_dir
     from cl_bench.reporting.report import FORMATS, IMAGE_FORMATS, write_report
+
     folder = arguments.folder("folder", folder, 'folder="results"')
     out = arguments.folder("out", out, 'out="reports/latest"')
-    selected = (arguments.names("scenarios", scenarios, 'scenarios=["fmnist"]'),
-                arguments.names("methods", methods, 'methods=["tosca"]'))
-    kinds = (arguments.names("formats", FORMATS if formats is None else formats,
-                             'formats=["md", "csv"]'),
-             arguments.names("images", IMAGE_FORMATS if images is None else images,
-                             'images=["png"]'))
+    selected = (
+        arguments.names("scenarios", scenarios, 'scenarios=["fmnist"]'),
+        arguments.names("methods", methods, 'methods=["tosca"]'),
+    )
+    kinds = (
+        arguments.names(
+            "formats", FORMATS if formats is None else formats, 'formats=["md", "csv"]'
+        ),
+        arguments.names("images", IMAGE_FORMATS if images is None else images, 'images=["png"]'),
+    )
     say = arguments.callback("on_skip", on_skip) or _warn
     writable_dir(out, "--out")
-    written, skipped = write_report(folder, out, *selected, *kinds,
-                                    allow_stale=arguments.flag("allow_stale", allow_stale))
+    written, skipped = write_report(
+        folder, out, *selected, *kinds, allow_stale=arguments.flag("allow_stale", allow_stale)
+    )
     for path, why in skipped:
         say(path, why)
     return written

@@ -23,12 +23,14 @@ def refuse(name: str, value: object, kind: str, example: str) -> UserError:
     """``name=value (type): name must be kind, e.g. example.``"""
     shown = repr(value)
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    return UserError(f"{name}={shown} ({type(value).__name__}): {name} must be {kind}, e.g. "
-                     f"{example}.")
+    return UserError(
+        f"{name}={shown} ({type(value).__name__}): {name} must be {kind}, e.g. {example}."
+    )
 
 
-def text(name: str, value: object, example: str, *, optional: bool = False,
-         path: bool = False) -> str | None:
+def text(
+    name: str, value: object, example: str, *, optional: bool = False, path: bool = False
+) -> str | None:
     """A string (a name, a device, a precision), or None where ``optional``; with
     ``path`` (``weights``: a name or a file) a pathlib.Path too, as its string."""
     if value is None and optional:
@@ -56,15 +58,18 @@ def whole(name: str, value: object, example: str, *, optional: bool = False) -> 
     return int(value)
 
 
-def folder(name: str, value: object, example: str, *, optional: bool = False
-           ) -> Path | None:
+def folder(name: str, value: object, example: str, *, optional: bool = False) -> Path | None:
     """A path (a string or an os.PathLike), ``~`` expanded, or None where ``optional``
     (an empty string there too: no folder given)."""
     if optional and (value is None or isinstance(value, str) and not value):
         return None
     if not isinstance(value, (str, os.PathLike)) or isinstance(value, bytes):
-        raise refuse(name, value, "a path (a string or a pathlib.Path)" + (
-            " or None" if optional else ""), example)
+        raise refuse(
+            name,
+            value,
+            "a path (a string or a pathlib.Path)" + (" or None" if optional else ""),
+            example,
+        )
     return Path(value).expanduser()
 
 
@@ -76,8 +81,7 @@ def names(name: str, value: object, example: str) -> list[str]:
     elif isinstance(value, Iterable) and not isinstance(value, Mapping):
         items = list(value)
     else:
-        raise refuse(name, value, "names: a comma-separated string or a list of strings",
-                     example)
+        raise refuse(name, value, "names: a comma-separated string or a list of strings", example)
     if not all(isinstance(item, str) for item in items):
         raise UserError(f"{name} must be names (strings), got {items!r}.")
     return list(dict.fromkeys(item.strip() for item in items if item.strip()))
@@ -88,8 +92,10 @@ def methods(value: object) -> list[str]:
     found = names("methods", value, 'methods=["tosca", "simplecil"]')
     if not found:
         text = value if isinstance(value, str) else ",".join(map(str, value))
-        raise UserError(f'--methods "{text}" names no method; give at least one (see '
-                        "`cl-bench list methods`), or omit --methods for the default set.")
+        raise UserError(
+            f'--methods "{text}" names no method; give at least one (see '
+            "`cl-bench list methods`), or omit --methods for the default set."
+        )
     return found
 
 

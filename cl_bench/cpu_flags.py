@@ -9,11 +9,16 @@ from collections.abc import Mapping
 from pathlib import Path
 
 # from the most capable down: the first flag this CPU reports names its kind
-KINDS = (("amx_bf16", "amx"), ("avx512_bf16", "avx512_bf16"), ("avx512f", "avx512"),
-         ("avx2", "avx2"))
+KINDS = (
+    ("amx_bf16", "amx"),
+    ("avx512_bf16", "avx512_bf16"),
+    ("avx512f", "avx512"),
+    ("avx2", "avx2"),
+)
 BF16_KINDS = ("amx", "avx512_bf16")
-RANK = {kind: rank for rank, kind in enumerate(("baseline", "avx2", "avx512", "avx512_bf16",
-                                                "amx"))}
+RANK = {
+    kind: rank for rank, kind in enumerate(("baseline", "avx2", "avx512", "avx512_bf16", "amx"))
+}
 # oneDNN's cap variable, and the name older releases read
 ISA_CAPS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
 
@@ -29,13 +34,22 @@ def _flags() -> str:
 # oneDNN's ``cpu_isa_t`` names (oneDNN developer guide, "CPU Dispatcher Control"), each
 # with the most capable kind it lets oneDNN dispatch to; ALL and DEFAULT are no cap
 ISA_NAMES = {
-    "SSE41": "baseline", "AVX": "baseline",
-    "AVX2": "avx2", "AVX2_VNNI": "avx2", "AVX2_VNNI_2": "avx2",
-    "AVX512_CORE": "avx512", "AVX512_CORE_VNNI": "avx512",
-    "AVX512_CORE_BF16": "avx512_bf16", "AVX512_CORE_FP16": "avx512_bf16",
-    "AVX10_1_512": "avx512_bf16", "AVX10_2_512": "avx512_bf16",
-    "AVX512_CORE_AMX": "amx", "AVX10_1_512_AMX": "amx", "AVX512_CORE_AMX_FP16": "amx",
-    "AVX10_1_512_AMX_FP16": "amx", "AVX10_2_512_AMX_2": "amx",
+    "SSE41": "baseline",
+    "AVX": "baseline",
+    "AVX2": "avx2",
+    "AVX2_VNNI": "avx2",
+    "AVX2_VNNI_2": "avx2",
+    "AVX512_CORE": "avx512",
+    "AVX512_CORE_VNNI": "avx512",
+    "AVX512_CORE_BF16": "avx512_bf16",
+    "AVX512_CORE_FP16": "avx512_bf16",
+    "AVX10_1_512": "avx512_bf16",
+    "AVX10_2_512": "avx512_bf16",
+    "AVX512_CORE_AMX": "amx",
+    "AVX10_1_512_AMX": "amx",
+    "AVX512_CORE_AMX_FP16": "amx",
+    "AVX10_1_512_AMX_FP16": "amx",
+    "AVX10_2_512_AMX_2": "amx",
 }
 
 

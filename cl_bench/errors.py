@@ -38,8 +38,7 @@ def unknown(kind: str, name: str, choices: Iterable[str]) -> UserError:
     """The standard error for an unknown method, scenario, backbone or key."""
     choices = sorted(choices)
     return UserError(
-        f'Unknown {kind} "{name}".{suggest(name, choices)} '
-        f"Known {kind}s: {', '.join(choices)}."
+        f'Unknown {kind} "{name}".{suggest(name, choices)} Known {kind}s: {", ".join(choices)}.'
     )
 
 
@@ -53,13 +52,16 @@ def name_too_long(e: OSError) -> UserError | None:
         return None
     name = str(e.filename or "")
     shown = name if len(name) <= 80 else f"{name[:40]}...{name[-30:]}"
-    return UserError(f"The path {shown} is too long for the filesystem: a name in it is "
-                     "longer than a name may be (255 bytes on most filesystems), or the whole "
-                     "path longer than 4096 bytes. Choose a shorter path.")
+    return UserError(
+        f"The path {shown} is too long for the filesystem: a name in it is "
+        "longer than a name may be (255 bytes on most filesystems), or the whole "
+        "path longer than 4096 bytes. Choose a shorter path."
+    )
 
 
 def refuse_long_names(fn: Callable[P, R]) -> Callable[P, R]:
     """A public function raises :func:`name_too_long`'s UserError, not the OSError."""
+
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
@@ -69,4 +71,5 @@ def refuse_long_names(fn: Callable[P, R]) -> Callable[P, R]:
             if error is None:
                 raise
             raise error from None
+
     return wrapper

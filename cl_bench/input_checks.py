@@ -21,8 +21,10 @@ SEED_MAX = 2**32 - 1  # numpy's RandomState takes seeds in 0..2**32-1
 def check_seeds(seeds: list[int]) -> None:
     bad = [s for s in seeds if not 0 <= s <= SEED_MAX]
     if bad:
-        raise UserError(f"--seeds {', '.join(map(str, bad))}: a seed must be an integer from 0 "
-                        f"to {SEED_MAX} (numpy's seed range), e.g. --seeds 1993,1994.")
+        raise UserError(
+            f"--seeds {', '.join(map(str, bad))}: a seed must be an integer from 0 "
+            f"to {SEED_MAX} (numpy's seed range), e.g. --seeds 1993,1994."
+        )
 
 
 def patch_size(backbone: str) -> int | None:
@@ -37,15 +39,19 @@ def check_image_size(backbone: str, kind: str, size: int | None) -> None:
     if size is None:
         return
     if size < 1:
-        raise UserError(f"--image-size {size}: the input resolution must be a positive number "
-                        "of pixels, e.g. --image-size 224 (omit it for the backbone's own, "
-                        "224).")
+        raise UserError(
+            f"--image-size {size}: the input resolution must be a positive number "
+            "of pixels, e.g. --image-size 224 (omit it for the backbone's own, "
+            "224)."
+        )
     patch = patch_size(backbone) if kind == "vit" else None
     if patch and size % patch:
         low = max(patch, size // patch * patch)
-        raise UserError(f"--image-size {size}: {backbone} cuts images into {patch}x{patch} "
-                        f"patches, so the size must be a multiple of {patch} (e.g. {low} or "
-                        f"{low + patch}).")
+        raise UserError(
+            f"--image-size {size}: {backbone} cuts images into {patch}x{patch} "
+            f"patches, so the size must be a multiple of {patch} (e.g. {low} or "
+            f"{low + patch})."
+        )
 
 
 RESERVED_BYTES = 255  # for what cl-bench writes below a folder: runs/<scenario>/<method>/...
@@ -56,24 +62,30 @@ def check_name_lengths(path: Path, existing: Path, what: str) -> None:
     whole path short enough to hold cl-bench's files: a longer one fails only when the
     folder is created, after data and backbone loaded. ``existing``: the nearest folder
     of ``path`` that exists, whose filesystem sets the limits."""
+
     def limit(name: str, default: int) -> int:
         try:
             return os.pathconf(existing, name)
         except (OSError, ValueError):
             return default
+
     name_max = limit("PC_NAME_MAX", 255)
     for part in path.parts:
         size = len(os.fsencode(part))
         if size > name_max:
-            raise UserError(f'{what}: the name "{part[:24]}..." is {size} bytes long, but this '
-                            f"filesystem allows at most {name_max} bytes per file or folder "
-                            "name. Choose a shorter name.")
+            raise UserError(
+                f'{what}: the name "{part[:24]}..." is {size} bytes long, but this '
+                f"filesystem allows at most {name_max} bytes per file or folder "
+                "name. Choose a shorter name."
+            )
     size = len(os.fsencode(os.path.abspath(path)))
     path_max = limit("PC_PATH_MAX", 4096) - RESERVED_BYTES
     if size > path_max:
-        raise UserError(f"{what}: the path is {size} bytes long, but cl-bench writes files "
-                        f"below it and needs it within {path_max} bytes (the filesystem's "
-                        f"limit less {RESERVED_BYTES}). Choose a shorter path.")
+        raise UserError(
+            f"{what}: the path is {size} bytes long, but cl-bench writes files "
+            f"below it and needs it within {path_max} bytes (the filesystem's "
+            f"limit less {RESERVED_BYTES}). Choose a shorter path."
+        )
 
 
 def nearest_existing(path: Path) -> Path:
@@ -111,8 +123,10 @@ def writable_dir(path: Path, what: str) -> None:
     reason = write_problem(existing)
     if reason is not None:
         made = "" if existing == path else f" (it would be created in {existing})"
-        raise UserError(f"{what} {path} cannot be written{made}: {reason}. Choose a folder "
-                        "you can write to, or fix its permissions.")
+        raise UserError(
+            f"{what} {path} cannot be written{made}: {reason}. Choose a folder "
+            "you can write to, or fix its permissions."
+        )
 
 
 def cache_folder(path: Path, what: str) -> None:

@@ -26,8 +26,12 @@ def summarize(acc_matrix: Sequence[Sequence[float]], acc_seen: Sequence[float]) 
     earlier = range(len(acc_matrix) - 1)
     forgetting = bwt = None
     if len(acc_matrix) > 1:
-        forgetting = _mean([max(acc_matrix[i][j] for i in range(j, len(acc_matrix) - 1))
-                            - last[j] for j in earlier])
+        forgetting = _mean(
+            [
+                max(acc_matrix[i][j] for i in range(j, len(acc_matrix) - 1)) - last[j]
+                for j in earlier
+            ]
+        )
         bwt = _mean([last[j] - acc_matrix[j][j] for j in earlier])
     return {
         "avg_acc": _mean(acc_seen),

@@ -27,8 +27,15 @@ class PlainProgress:
     """The part of tqdm's interface cl-bench uses (``update``, ``set_postfix``,
     ``close``, ``n``, iteration), written as a few whole lines."""
 
-    def __init__(self, iterable: Iterable | None, total: int | None, desc: str, unit: str,
-                 stream=None, clock=time.monotonic):
+    def __init__(
+        self,
+        iterable: Iterable | None,
+        total: int | None,
+        desc: str,
+        unit: str,
+        stream=None,
+        clock=time.monotonic,
+    ):
         self.iterable, self.total, self.desc, self.unit = iterable, total, desc, unit
         self.stream, self.clock = stream, clock
         self.n, self.postfix, self.closed = 0, "", False
@@ -66,8 +73,14 @@ class PlainProgress:
         self.close()
 
 
-def bar(iterable: Iterable | None = None, *, total: int | None, desc: str, unit: str,
-        enabled: bool = True):
+def bar(
+    iterable: Iterable | None = None,
+    *,
+    total: int | None,
+    desc: str,
+    unit: str,
+    enabled: bool = True,
+):
     """A progress display for ``total`` units of work: nothing when not ``enabled``."""
     if not enabled:
         return tqdm(iterable, total=total, disable=True)

@@ -42,9 +42,12 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(
-                    getattr(body[0], "value", None), ast.Constant) and isinstance(
-                    body[0].value.value, str):
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(getattr(body[0], "value", None), ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 node.body = body[1:]
     return tree
 
@@ -103,7 +106,7 @@ def _absolute(node: ast.ImportFrom, package: str) -> str:
     parts = package.split(".") if package else []
     if node.level - 1 > len(parts):
         return ""
-    base = parts[:len(parts) - (node.level - 1)]
+    base = parts[: len(parts) - (node.level - 1)]
     return ".".join(base + ([node.module] if node.module else []))
 
 
@@ -116,8 +119,14 @@ def _installed_roots() -> tuple[str, ...]:
     made from) and this environment's package folders."""
     roots = set()
     for base in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
-        paths = sysconfig.get_paths(vars={"base": base, "platbase": base,
-                                          "installed_base": base, "installed_platbase": base})
+        paths = sysconfig.get_paths(
+            vars={
+                "base": base,
+                "platbase": base,
+                "installed_base": base,
+                "installed_platbase": base,
+            }
+        )
         roots |= {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
     return tuple(sorted(str(Path(r).resolve()) for r in roots))
 
@@ -128,7 +137,8 @@ def _is_installed(path: Path) -> bool:
     too), or under one of :func:`_installed_roots`."""
     text = str(path)
     return bool(PACKAGE_FOLDERS & set(path.parts)) or any(
-        text == root or text.startswith(root + os.sep) for root in _installed_roots())
+        text == root or text.startswith(root + os.sep) for root in _installed_roots()
+    )
 
 
 def _is_project(path: Path) -> bool:
@@ -193,8 +203,11 @@ def closure(starts: Iterable[Path], strategies: bool = True) -> list[Path]:
         if key[1] < 0:
             continue
         for name in _digest(*key)[1]:
-            todo += [f for f in _files_of(name) if f not in seen and (
-                strategies or not _strategy_module(f))]
+            todo += [
+                f
+                for f in _files_of(name)
+                if f not in seen and (strategies or not _strategy_module(f))
+            ]
     return sorted(seen)
 
 

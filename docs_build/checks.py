@@ -37,8 +37,8 @@ def check_method_pages(pages: Mapping[str, str], cards: Iterable[str]) -> None:
         for target in linked_pages(page, markdown):
             m = _METHOD_PAGE.fullmatch(target)
             if m and m.group(1) != "index" and m.group(1) not in cards:
-                problems.append(f"{page} links {target}, but there is no card "
-                                f"methods/{m.group(1)}.yaml")
+                problems.append(
+                    f"{page} links {target}, but there is no card methods/{m.group(1)}.yaml"
+                )
     if problems:
-        raise DocsError("method pages do not match the cards of methods/: "
-                        + "; ".join(problems))
+        raise DocsError("method pages do not match the cards of methods/: " + "; ".join(problems))

@@ -26,29 +26,41 @@ def help_text(app, path: tuple[str, ...]) -> str:
     """``cl-bench PATH --help`` at :data:`WIDTH` columns, without colour."""
     import typer.rich_utils as rich_utils
     from typer.testing import CliRunner
+
     saved = rich_utils.MAX_WIDTH, rich_utils.FORCE_TERMINAL, rich_utils.COLOR_SYSTEM
     rich_utils.MAX_WIDTH, rich_utils.FORCE_TERMINAL, rich_utils.COLOR_SYSTEM = WIDTH, False, None
     try:
-        result = CliRunner().invoke(app, [*path, "--help"], prog_name="cl-bench", color=False,
-                                    env={"COLUMNS": str(WIDTH), "TERMINAL_WIDTH": str(WIDTH),
-                                         "NO_COLOR": "1"})
+        result = CliRunner().invoke(
+            app,
+            [*path, "--help"],
+            prog_name="cl-bench",
+            color=False,
+            env={"COLUMNS": str(WIDTH), "TERMINAL_WIDTH": str(WIDTH), "NO_COLOR": "1"},
+        )
     finally:
         rich_utils.MAX_WIDTH, rich_utils.FORCE_TERMINAL, rich_utils.COLOR_SYSTEM = saved
     if result.exit_code != 0:
-        raise DocsError(f"`cl-bench {' '.join(path)} --help` exited {result.exit_code}: "
-                        f"{result.output.strip() or result.exception!r}")
+        raise DocsError(
+            f"`cl-bench {' '.join(path)} --help` exited {result.exit_code}: "
+            f"{result.output.strip() or result.exception!r}"
+        )
     return "\n".join(line.rstrip() for line in result.output.splitlines()).strip("\n")
 
 
 def command_page(app=None) -> dict[str, str]:
     """``{commands.md: ...}``: one section per command path, its help in a code block."""
     from typer.main import get_command
+
     if app is None:
         from cl_bench.commands.cli import app
     root = get_command(app)
-    lines = ["# Command reference", "",
-             f"The `--help` of every `cl-bench` command, as a terminal {WIDTH} columns wide "
-             "shows it; generated from the command line itself when the site is built.", ""]
+    lines = [
+        "# Command reference",
+        "",
+        f"The `--help` of every `cl-bench` command, as a terminal {WIDTH} columns wide "
+        "shows it; generated from the command line itself when the site is built.",
+        "",
+    ]
     for path in command_paths(root):
         name = " ".join(("cl-bench", *path))
         lines += [f"## {name}", "", *block(help_text(app, path), "text")]

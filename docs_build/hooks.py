@@ -36,8 +36,10 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
     global _site
     _importable()
     docs = Path(config.docs_dir)
-    handwritten = {p.relative_to(docs).as_posix(): p.read_text(encoding="utf-8")
-                   for p in sorted(docs.rglob("*.md"))}
+    handwritten = {
+        p.relative_to(docs).as_posix(): p.read_text(encoding="utf-8")
+        for p in sorted(docs.rglob("*.md"))
+    }
     try:
         _site = generate(handwritten)
     except DocsError as e:
@@ -52,7 +54,9 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     assert _site is not None, "on_config runs first"
     for path, markdown in _site.pages.items():
         if files.get_file_from_path(path) is not None:
-            raise PluginError(f"docs_build: docs/{path} exists, and the build generates "
-                              f"{path}: rename or remove the hand-written page.")
+            raise PluginError(
+                f"docs_build: docs/{path} exists, and the build generates "
+                f"{path}: rename or remove the hand-written page."
+            )
         files.append(File.generated(config, path, content=markdown))
     return files

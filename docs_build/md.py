@@ -21,7 +21,7 @@ def text(value: object) -> str:
     s = " ".join(str(value).split())
     out, pos = [], 0
     for m in _CODE_SPAN.finditer(s):
-        out.append(_escape(s[pos:m.start()]))
+        out.append(_escape(s[pos : m.start()]))
         out.append(m.group(0))
         pos = m.end()
     out.append(_escape(s[pos:]))
@@ -40,8 +40,9 @@ def code(value: object) -> str:
     return f"{fence}{pad}{s}{pad}{fence}"
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence[str]],
-          align: Sequence[str] | None = None) -> list[str]:
+def table(
+    header: Sequence[str], rows: Iterable[Sequence[str]], align: Sequence[str] | None = None
+) -> list[str]:
     """A Markdown table; cells are Markdown already (use :func:`text` / :func:`code`)."""
     marks = {"l": "---", "r": "--:", "c": ":-:"}
     align = align or ["l"] * len(header)

@@ -52,6 +52,7 @@ def load_methods(folder: Path | None = None) -> list[Method]:
     YAML (cl-bench looks cards up by name, and these names are the built-in ones)."""
     from cl_bench.cards import config, places
     from cl_bench.errors import UserError
+
     folder = folder or places.METHODS_DIR
     builtin = folder.resolve() == places.METHODS_DIR.resolve()
     out = []
@@ -73,11 +74,17 @@ def describe(card: Card) -> Method:
     runs; the card's own keys repeat them) and the strategy module's docstring."""
     from cl_bench.cards.declared import declared
     from cl_bench.cards.strategy import strategy_of
+
     cls = strategy_of(card)
     said = declared(cls)
     module = importlib.import_module(cls.__module__)
-    return Method(card, blocks(card.path.read_text(encoding="utf-8")), said["inputs"],
-                  said["backbones"], module.__doc__ or "")
+    return Method(
+        card,
+        blocks(card.path.read_text(encoding="utf-8")),
+        said["inputs"],
+        said["backbones"],
+        module.__doc__ or "",
+    )
 
 
 def comment(method: Method, key: str) -> str:
@@ -113,11 +120,17 @@ def yes_no(flag: object) -> str:
 def glance(method: Method) -> list[str]:
     raw = method.raw
     rows = [
-        ("Inputs", " — ".join(filter(None, [code(method.inputs),
-                                            text(comment(method, "inputs"))]))),
+        (
+            "Inputs",
+            " — ".join(filter(None, [code(method.inputs), text(comment(method, "inputs"))])),
+        ),
         ("Backbones", code(method.backbones)),
-        ("In the default run", " — ".join(filter(None, [yes_no(raw.get("default_run")),
-                                                        text(comment(method, "default_run"))]))),
+        (
+            "In the default run",
+            " — ".join(
+                filter(None, [yes_no(raw.get("default_run")), text(comment(method, "default_run"))])
+            ),
+        ),
         ("Strategy", code(raw["strategy"])),
         ("Card", code(f"methods/{method.card.path.name}")),
         ("Run it", code(f"cl-bench run --methods {method.name}")),
@@ -127,27 +140,35 @@ def glance(method: Method) -> list[str]:
 
 def mechanics(method: Method) -> list[str]:
     raw = method.raw
-    what = {"features": "the frozen backbone's final feature (from the feature cache); it "
-                        "trains nothing inside the backbone",
-            "adapted-features": "images on the first task (first-session adaptation of "
-                                "the backbone), then the cached features of the adapted "
-                                "backbone",
-            "images": "images, through the backbone in every step",
-            "images+query": "images, through the frozen ViT with its trained prompts, plus "
-                            "the frozen query feature from the feature cache"}
-    lines = [f"{text(method.card.title)} reads {what.get(method.inputs, code(method.inputs))}"
-             f" ({code('inputs: ' + method.inputs)}); it runs on "
-             + ("any backbone" if method.backbones == "any" else
-                f"{code(method.backbones)} backbones only")
-             + (". It is part of the default run (`cl-bench run` without `--methods`)."
-                if raw.get("default_run") else
-                ". It is not in the default run: name it with `--methods`.")]
+    what = {
+        "features": "the frozen backbone's final feature (from the feature cache); it "
+        "trains nothing inside the backbone",
+        "adapted-features": "images on the first task (first-session adaptation of "
+        "the backbone), then the cached features of the adapted "
+        "backbone",
+        "images": "images, through the backbone in every step",
+        "images+query": "images, through the frozen ViT with its trained prompts, plus "
+        "the frozen query feature from the feature cache",
+    }
+    lines = [
+        f"{text(method.card.title)} reads {what.get(method.inputs, code(method.inputs))}"
+        f" ({code('inputs: ' + method.inputs)}); it runs on "
+        + (
+            "any backbone"
+            if method.backbones == "any"
+            else f"{code(method.backbones)} backbones only"
+        )
+        + (
+            ". It is part of the default run (`cl-bench run` without `--methods`)."
+            if raw.get("default_run")
+            else ". It is not in the default run: name it with `--methods`."
+        )
+    ]
     doc = method.module_doc.strip().split("\n\n", 1)
     if doc[0].count('"') >= 2:  # a first paragraph that cites the paper, as the page does
         doc = doc[1:]
     if doc and doc[0]:
-        lines += ["", "From the strategy's module "
-                  f"({code(raw['strategy'].split(':')[0])}):", ""]
+        lines += ["", f"From the strategy's module ({code(raw['strategy'].split(':')[0])}):", ""]
         lines += docstring("\n\n".join(doc))
     if raw.get("accounting"):
         lines += ["", f"**What it stores and computes.** {text(raw['accounting'])}"]
@@ -161,17 +182,20 @@ def defaults(method: Method) -> list[str]:
     if found and found.comment:
         lines += [f"Source: {text(found.comment)}", ""]
     if found and list(found.values) == [str(k) for k in own]:
-        lines += table(["setting", "default", "explanation"],
-                       [(code(k), code(v), text(found.comments.get(k, "")))
-                        for k, v in found.values.items()])
+        lines += table(
+            ["setting", "default", "explanation"],
+            [(code(k), code(v), text(found.comments.get(k, ""))) for k, v in found.values.items()],
+        )
         if found.note:
             lines += [text(found.note), ""]
     else:  # a layout the comment reader does not know: the block as written
         lines += block(found.text if found else _dump({"defaults": own}), "yaml")
     when = method.blocks.get("defaults_when")
     if when:
-        lines += ["Defaults that depend on another setting (`defaults_when:`; a `--set` "
-                  "value wins):", ""]
+        lines += [
+            "Defaults that depend on another setting (`defaults_when:`; a `--set` value wins):",
+            "",
+        ]
         lines += block(when.text, "yaml")
     lines += [f"Change one with {code(f'--set {method.name}.<setting>=<value>')}.", ""]
     return lines
@@ -179,6 +203,7 @@ def defaults(method: Method) -> list[str]:
 
 def _dump(value: object) -> str:
     import yaml
+
     return yaml.safe_dump(value, sort_keys=False)
 
 
@@ -197,8 +222,14 @@ def bounds(method: Method) -> list[str]:
     for key, (low, high) in rules["bounds"].items():
         lo, hi = _limit(low), _limit(high)
         allowed.setdefault(key, []).append(
-            f"from {lo} to {hi}" if lo and hi else f"at least {lo}" if lo else
-            f"at most {hi}" if hi else "any number")
+            f"from {lo} to {hi}"
+            if lo and hi
+            else f"at least {lo}"
+            if lo
+            else f"at most {hi}"
+            if hi
+            else "any number"
+        )
     for key in rules["positive"]:
         allowed.setdefault(key, []).append("greater than 0")
     for key, values in rules["choices"].items():
@@ -207,12 +238,17 @@ def bounds(method: Method) -> list[str]:
         allowed.setdefault(key, []).append("also " + " or ".join(map(str, kinds)))
     if not allowed:
         return []
-    lines = ["## Bounds", "",
-             "Every setting is checked before anything runs; a `--set` value outside these "
-             "is refused with the rule it breaks. Bounds include both ends.", ""]
-    lines += table(["setting", "allowed", "note"],
-                   [(code(k), text("; ".join(v)), text(notes.get(k, "")))
-                    for k, v in allowed.items()])
+    lines = [
+        "## Bounds",
+        "",
+        "Every setting is checked before anything runs; a `--set` value outside these "
+        "is refused with the rule it breaks. Bounds include both ends.",
+        "",
+    ]
+    lines += table(
+        ["setting", "allowed", "note"],
+        [(code(k), text("; ".join(v)), text(notes.get(k, ""))) for k, v in allowed.items()],
+    )
     return lines
 
 
@@ -226,9 +262,13 @@ def paper(method: Method) -> list[str]:
         lines += [text(said), ""]
     if block_:
         lines += ["`--protocol paper` sets:", ""]
-        lines += table(["setting", "value", "source"],
-                       [(code(k), code(_flow(e.get("value"))), text(e.get("source", "")))
-                        for k, e in block_.items()])
+        lines += table(
+            ["setting", "value", "source"],
+            [
+                (code(k), code(_flow(e.get("value"))), text(e.get("source", "")))
+                for k, e in block_.items()
+            ],
+        )
     else:
         lines += ["`--protocol paper` changes no setting of this method.", ""]
     return lines
@@ -236,6 +276,7 @@ def paper(method: Method) -> list[str]:
 
 def _flow(value: object) -> str:
     import yaml
+
     out = yaml.safe_dump(value, default_flow_style=True).strip()
     return out[:-4] if out.endswith("\n...") else out.removesuffix("...").strip()
 
@@ -264,19 +305,38 @@ def published(method: Method, scenarios: set[str]) -> list[str]:
         lines += [text(found.note), ""]
     results = pub.get("results") or {}
     metrics = list(dict.fromkeys(k for v in results.values() for k in (v or {})))
-    lines += table(["scenario", *metrics],
-                   [(f"[{text(s)}](../scenarios/{s}.md)" if s in scenarios else text(s),
-                     *(str((v or {}).get(m, "")) for m in metrics))
-                    for s, v in results.items()], ["l", *["r"] * len(metrics)])
+    lines += table(
+        ["scenario", *metrics],
+        [
+            (
+                f"[{text(s)}](../scenarios/{s}.md)" if s in scenarios else text(s),
+                *(str((v or {}).get(m, "")) for m in metrics),
+            )
+            for s, v in results.items()
+        ],
+        ["l", *["r"] * len(metrics)],
+    )
     lines += ["`cl-bench report` shows these beside the measured numbers.", ""]
     return lines
 
 
 def method_page(method: Method, parity: dict | None, scenarios: set[str]) -> str:
     from docs_build.parity import parity_row
-    lines = [f"# {text(method.card.title)}", "", *citation(method.raw), *glance(method),
-             *mechanics(method), *defaults(method), *bounds(method), *paper(method),
-             *departures(method), *published(method, scenarios), "## Parity", ""]
+
+    lines = [
+        f"# {text(method.card.title)}",
+        "",
+        *citation(method.raw),
+        *glance(method),
+        *mechanics(method),
+        *defaults(method),
+        *bounds(method),
+        *paper(method),
+        *departures(method),
+        *published(method, scenarios),
+        "## Parity",
+        "",
+    ]
     if parity is None:
         lines += ["No parity row: `bench/parity/results/` has no file for this method.", ""]
     else:
@@ -288,22 +348,33 @@ def index_page(methods: list[Method]) -> str:
     rows = []
     for m in methods:
         cite = m.raw.get("citation") or {}
-        rows.append((f"[{text(m.name)}]({m.name}.md)",
-                     text(cite.get("title", "")),
-                     " — ".join(filter(None, [code(m.inputs), text(comment(m, "inputs"))])),
-                     code(m.backbones), yes_no(m.raw.get("default_run"))))
-    lines = ["# Methods", "",
-             "One page per method card of `methods/`: its citation, what it reads and "
-             "trains, its defaults and their bounds, where it departs from the reference "
-             "code, the published numbers and its parity row. `cl-bench list methods` lists "
-             "the same cards, with those of `--cards` folders and installed packages.", "",
-             *table(["method", "paper", "inputs (what it trains)", "backbones",
-                     "in the default run"], rows)]
+        rows.append(
+            (
+                f"[{text(m.name)}]({m.name}.md)",
+                text(cite.get("title", "")),
+                " — ".join(filter(None, [code(m.inputs), text(comment(m, "inputs"))])),
+                code(m.backbones),
+                yes_no(m.raw.get("default_run")),
+            )
+        )
+    lines = [
+        "# Methods",
+        "",
+        "One page per method card of `methods/`: its citation, what it reads and "
+        "trains, its defaults and their bounds, where it departs from the reference "
+        "code, the published numbers and its parity row. `cl-bench list methods` lists "
+        "the same cards, with those of `--cards` folders and installed packages.",
+        "",
+        *table(
+            ["method", "paper", "inputs (what it trains)", "backbones", "in the default run"], rows
+        ),
+    ]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def method_pages(methods: list[Method], parity: list[dict],
-                 scenarios: set[str] = frozenset()) -> dict[str, str]:
+def method_pages(
+    methods: list[Method], parity: list[dict], scenarios: set[str] = frozenset()
+) -> dict[str, str]:
     """``{methods/index.md: ..., methods/<name>.md: ...}``."""
     by_method = {d["method"]: d for d in parity}
     pages = {INDEX: index_page(methods)}

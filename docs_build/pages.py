@@ -21,26 +21,28 @@ class Site:
     optional: tuple[str, ...] = (changelog.PAGE,)  # nav entries dropped when not generated
 
 
-def generate(handwritten: Mapping[str, str] | None = None,
-             methods_dir: Path | None = None) -> Site:
+def generate(handwritten: Mapping[str, str] | None = None, methods_dir: Path | None = None) -> Site:
     """All generated pages; ``handwritten``: the docs folder's own pages (path ->
     markdown), checked with them for links to method pages without a card."""
     from cl_bench.cards.places import METHODS_DIR
+
     methods_dir = methods_dir or METHODS_DIR
     cards = methods.load_methods(methods_dir)
     found = scenarios.load_scenarios()
     results = parity.load_results()
     pages: dict[str, str] = {}
-    pages.update(methods.method_pages(cards, results,
-                                      {s.name for s in found if s.kind == "scenario"}))
+    pages.update(
+        methods.method_pages(cards, results, {s.name for s in found if s.kind == "scenario"})
+    )
     pages.update(scenarios.scenario_pages(found, {c.name for c in cards}))
     pages.update(performance.performance_page())
     pages.update(parity.parity_page(results))
     pages.update(commands.command_page())
     pages.update(api.api_page())
     pages.update(changelog.changelog_page())
-    checks.check_method_pages({**(handwritten or {}), **pages},
-                              [p.stem for p in methods.card_paths(methods_dir)])
+    checks.check_method_pages(
+        {**(handwritten or {}), **pages}, [p.stem for p in methods.card_paths(methods_dir)]
+    )
     return Site(pages, {methods.INDEX: methods.nav(cards), scenarios.INDEX: scenarios.nav(found)})
 
 
@@ -50,7 +52,7 @@ def fill_nav(nav: list, site: Site) -> list:
     out = []
     for entry in nav:
         if isinstance(entry, dict):
-            (title, target), = entry.items()
+            ((title, target),) = entry.items()
         else:
             title, target = None, entry
         if isinstance(target, list):

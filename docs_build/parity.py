@@ -41,8 +41,13 @@ def parity_row(data: dict, link: str, folder: Path = schema.RESULTS) -> list[str
     page's summary row writes them (its own cell functions), and where to read more."""
     paired, ref = data["paired"], data["reference"]
     rows = [
-        ("Reference", text(f"{ref['repo']} at {ref['commit'][:7]}"
-                           + (f": {ref['what']}" if ref.get("what") else ""))),
+        (
+            "Reference",
+            text(
+                f"{ref['repo']} at {ref['commit'][:7]}"
+                + (f": {ref['what']}" if ref.get("what") else "")
+            ),
+        ),
         ("Step check: params / loss / logits (bound)", text(render._step_cell(data))),
         ("Paired seeds", text(f"{paired['n_seeds']} seeds, {paired['pairing']}")),
         ("Average accuracy, cl-bench - reference [95 % CI]", text(render._ci(paired["avg"]))),
@@ -52,7 +57,10 @@ def parity_row(data: dict, link: str, folder: Path = schema.RESULTS) -> list[str
     lines = table(["Check", "Result"], rows)
     if data["verdict"] == "differs" and data.get("why"):
         lines += [f"Why it differs: {text(data['why'])}", ""]
-    lines += [f"The whole row, per seed and with every difference kept: "
-              f"[Parity: {data['method']}]({link}#{anchor(data['method'])}); the results file "
-              f"is {code(results_path(data['method'], folder))}.", ""]
+    lines += [
+        f"The whole row, per seed and with every difference kept: "
+        f"[Parity: {data['method']}]({link}#{anchor(data['method'])}); the results file "
+        f"is {code(results_path(data['method'], folder))}.",
+        "",
+    ]
     return lines

@@ -16,8 +16,9 @@ from docs_build.md import code, slug, table, text
 PAGE = "performance.md"
 
 
-def load(results: Path = measurements.RESULTS, figures_path: Path = measurements.FIGURES
-         ) -> tuple[dict[str, measurements.Figure], list[measurements.Measurement]]:
+def load(
+    results: Path = measurements.RESULTS, figures_path: Path = measurements.FIGURES
+) -> tuple[dict[str, measurements.Figure], list[measurements.Measurement]]:
     """The figure catalogue and every measurement, newest first (``load_all``'s order);
     any file that fails the schema, or is not JSON, raises :class:`DocsError` naming it."""
     try:
@@ -42,40 +43,54 @@ def _headline(m: measurements.Measurement) -> str:
     return "; ".join(f"{text(label)}: {text(value)}" for label, value in m.headline)
 
 
-def figure_section(figure: measurements.Figure, found: list[measurements.Measurement]
-                   ) -> list[str]:
-    lines = [f"## {text(figure.title)}", "",
-             f"**Measures:** {text(figure.measures)}", "",
-             f"**Command:** {code(figure.command)}", "",
-             f"**Target:** {text(figure.target)}", ""]
+def figure_section(figure: measurements.Figure, found: list[measurements.Measurement]) -> list[str]:
+    lines = [
+        f"## {text(figure.title)}",
+        "",
+        f"**Measures:** {text(figure.measures)}",
+        "",
+        f"**Command:** {code(figure.command)}",
+        "",
+        f"**Target:** {text(figure.target)}",
+        "",
+    ]
     if not found:
         return [*lines, "No measurement yet.", ""]
     now = found[0]
-    lines += [f"### Current: {now.date}", "",
-              f"Measured {now.date} on {text(now.cpu)}, precision {text(now.precision)}, "
-              f"commit {code(now.commit)}"
-              + (f", by {code(now.command)}" if now.command and now.command != figure.command
-                 else "") + f" ({code(_where(now.path))}).", ""]
+    lines += [
+        f"### Current: {now.date}",
+        "",
+        f"Measured {now.date} on {text(now.cpu)}, precision {text(now.precision)}, "
+        f"commit {code(now.commit)}"
+        + (f", by {code(now.command)}" if now.command and now.command != figure.command else "")
+        + f" ({code(_where(now.path))}).",
+        "",
+    ]
     if now.note:
         lines += [text(now.note), ""]
-    lines += table(["measured", "value"], [(text(k), text(v)) for k, v in now.headline],
-                   ["l", "r"])
+    lines += table(["measured", "value"], [(text(k), text(v)) for k, v in now.headline], ["l", "r"])
     lines += ["### History", "", "Newest first; compare values within one CPU.", ""]
-    lines += table(["date", "CPU", "precision", "commit", "headline"],
-                   [(m.date, text(m.cpu), text(m.precision), code(m.commit), _headline(m))
-                    for m in found])
+    lines += table(
+        ["date", "CPU", "precision", "commit", "headline"],
+        [(m.date, text(m.cpu), text(m.precision), code(m.commit), _headline(m)) for m in found],
+    )
     return lines
 
 
-def performance_page(results: Path = measurements.RESULTS,
-                     figures_path: Path = measurements.FIGURES) -> dict[str, str]:
+def performance_page(
+    results: Path = measurements.RESULTS, figures_path: Path = measurements.FIGURES
+) -> dict[str, str]:
     """``{performance.md: ...}``; no catalogue yet: a page that says so."""
-    lines = ["# Performance", "",
-             "The committed measurements of `bench/results/`, one section per figure of "
-             "`bench/figures.yaml`: what it measures, the command that makes it, its target, "
-             "the newest measurement and every earlier one. Each measurement names its date, "
-             "CPU, precision and commit; a new one is recorded by its bench "
-             "(`bench.measurements.write`).", ""]
+    lines = [
+        "# Performance",
+        "",
+        "The committed measurements of `bench/results/`, one section per figure of "
+        "`bench/figures.yaml`: what it measures, the command that makes it, its target, "
+        "the newest measurement and every earlier one. Each measurement names its date, "
+        "CPU, precision and commit; a new one is recorded by its bench "
+        "(`bench.measurements.write`).",
+        "",
+    ]
     if not figures_path.exists():
         lines += [f"No figure catalogue ({code(_where(figures_path))}) yet: nothing to show.", ""]
         return {PAGE: "\n".join(lines)}

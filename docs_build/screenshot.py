@@ -22,9 +22,16 @@ from pathlib import Path
 CHROMIUM = "/usr/bin/chromium"
 DRIVER = "/usr/bin/chromedriver"
 PAGES = {"front": "", "method-tosca": "methods/tosca/"}
-OPTIONS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--disable-sync", "--no-first-run",
-           "--window-size=1280,900")
+OPTIONS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1280,900",
+)
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -50,6 +57,7 @@ def served(folder: Path) -> Iterator[str]:
 def screenshots(site: Path, out: Path, pages: dict[str, str] = PAGES) -> list[Path]:
     """One PNG per page (``name -> path under the site``) written to ``out``."""
     from selenium import webdriver
+
     if not (site / "index.html").is_file():
         raise SystemExit(f"{site} holds no built site (no index.html): run mkdocs build first")
     out.mkdir(parents=True, exist_ok=True)

@@ -30,9 +30,9 @@ class Block:
     key: str
     lines: list[str]
     comment: str = ""
-    values: dict[str, str] = field(default_factory=dict)    # key -> value as written
+    values: dict[str, str] = field(default_factory=dict)  # key -> value as written
     comments: dict[str, str] = field(default_factory=dict)  # key -> its comment
-    note: str = ""                                          # comments after the last key
+    note: str = ""  # comments after the last key
 
     @property
     def text(self) -> str:
@@ -50,7 +50,7 @@ def split_comment(rest: str) -> tuple[str, str]:
         elif ch in "'\"":
             quote = ch
         elif ch == "#" and (i == 0 or rest[i - 1].isspace()):
-            return rest[:i].strip(), rest[i + 1:].strip()
+            return rest[:i].strip(), rest[i + 1 :].strip()
     return rest.strip(), ""
 
 
@@ -66,7 +66,7 @@ def blocks(text: str) -> dict[str, Block]:
         top = _TOP.match(line)
         if top:
             current = Block(top.group("key"), [line])
-            current.comment = split_comment(line[top.end():])[1]
+            current.comment = split_comment(line[top.end() :])[1]
             found[current.key] = current
         elif current is not None:
             current.lines.append(line)
@@ -77,8 +77,8 @@ def blocks(text: str) -> dict[str, Block]:
 
 def _read_children(block: Block) -> None:
     header = [block.comment]
-    indent = None       # the indentation of the block's keys
-    last = None         # the key the comments below it continue
+    indent = None  # the indentation of the block's keys
+    last = None  # the key the comments below it continue
     pending: list[str] = []  # comments at the keys' indentation, for the next key
     comments: dict[str, list[str]] = {}
     for line in block.lines[1:]:

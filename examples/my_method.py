@@ -20,7 +20,7 @@ class Means(nn.Module):
         self.mu = nn.Parameter(torch.empty(0, dim), requires_grad=False)
 
     def forward(self, f: torch.Tensor) -> torch.Tensor:
-        return -torch.cdist(f.float(), self.mu) ** 2
+        return -(torch.cdist(f.float(), self.mu) ** 2)
 
 
 class MyMethod(Method, Resumable, SupervisedTemplate):
@@ -28,10 +28,17 @@ class MyMethod(Method, Resumable, SupervisedTemplate):
 
     def __init__(self, *, params, backbone, n_classes, device, plugins, evaluator) -> None:
         model = Means(backbone.dim)
-        super().__init__(model=model, optimizer=torch.optim.SGD([model.mu], lr=0.0),
-                         criterion=nn.CrossEntropyLoss(), train_mb_size=params["batch_size"],
-                         train_epochs=0, eval_mb_size=params["batch_size"], device=device,
-                         plugins=plugins, evaluator=evaluator)
+        super().__init__(
+            model=model,
+            optimizer=torch.optim.SGD([model.mu], lr=0.0),
+            criterion=nn.CrossEntropyLoss(),
+            train_mb_size=params["batch_size"],
+            train_epochs=0,
+            eval_mb_size=params["batch_size"],
+            device=device,
+            plugins=plugins,
+            evaluator=evaluator,
+        )
 
     def make_optimizer(self, **kwargs) -> None:
         """Nothing is trained."""

@@ -56,19 +56,26 @@ def installed() -> dict[str, str]:
 
 def verify() -> int:
     if not LOCK.is_file():
-        print(f"{LOCK} is missing: restore it from git (`git checkout -- "
-              f"{LOCK.relative_to(ROOT)}`) or write it with `python scripts/lock.py refresh`.",
-              file=sys.stderr)
+        print(
+            f"{LOCK} is missing: restore it from git (`git checkout -- "
+            f"{LOCK.relative_to(ROOT)}`) or write it with `python scripts/lock.py refresh`.",
+            file=sys.stderr,
+        )
         return 1
     pins, have = read_lock(), installed()
-    wrong = [f"{name} {version} (lock: {pins.get(name, 'absent')})"
-             for name, version in sorted(have.items())
-             if name not in UNLOCKED and pins.get(name) != version]
+    wrong = [
+        f"{name} {version} (lock: {pins.get(name, 'absent')})"
+        for name, version in sorted(have.items())
+        if name not in UNLOCKED and pins.get(name) != version
+    ]
     if wrong:
-        print(f"This environment differs from {LOCK.relative_to(ROOT)} in {len(wrong)} "
-              f"package(s): {', '.join(wrong)}. Recreate it (rm -rf .venv && make test) or, "
-              "if pyproject.toml's dependencies changed on purpose, refresh the lock with "
-              "`python scripts/lock.py refresh`.", file=sys.stderr)
+        print(
+            f"This environment differs from {LOCK.relative_to(ROOT)} in {len(wrong)} "
+            f"package(s): {', '.join(wrong)}. Recreate it (rm -rf .venv && make test) or, "
+            "if pyproject.toml's dependencies changed on purpose, refresh the lock with "
+            "`python scripts/lock.py refresh`.",
+            file=sys.stderr,
+        )
         return 1
     print(f"environment matches {LOCK.relative_to(ROOT)} ({len(have)} packages)")
     return 0
@@ -80,14 +87,23 @@ def refresh() -> int:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
         subprocess.run([*pip, "install", "--quiet", f"{ROOT}[dev]"], check=True)
-        frozen = subprocess.run([*pip, "freeze", "--all"], check=True, capture_output=True,
-                                text=True).stdout.splitlines()
-    pins = sorted((line for line in frozen if "==" in line
-                   and canonical(line.split("==")[0]) not in UNLOCKED), key=str.lower)
-    header = [f"# cl-bench's whole dependency tree (.[dev]), resolved {time.strftime('%Y-%m-%d')}",
-              f"# with Python {sys.version.split()[0]} on {sys.platform}. Installed as a pip "
-              "constraints file by `make run` / `make test`.",
-              "# Refresh: python scripts/lock.py refresh (docs/getting-started.md)."]
+        frozen = subprocess.run(
+            [*pip, "freeze", "--all"], check=True, capture_output=True, text=True
+        ).stdout.splitlines()
+    pins = sorted(
+        (
+            line
+            for line in frozen
+            if "==" in line and canonical(line.split("==")[0]) not in UNLOCKED
+        ),
+        key=str.lower,
+    )
+    header = [
+        f"# cl-bench's whole dependency tree (.[dev]), resolved {time.strftime('%Y-%m-%d')}",
+        f"# with Python {sys.version.split()[0]} on {sys.platform}. Installed as a pip "
+        "constraints file by `make run` / `make test`.",
+        "# Refresh: python scripts/lock.py refresh (docs/getting-started.md).",
+    ]
     LOCK.parent.mkdir(exist_ok=True)
     LOCK.write_text("\n".join(header + pins) + "\n", encoding="utf-8")
     print(f"wrote {LOCK.relative_to(ROOT)}: {len(pins)} packages")

@@ -39,7 +39,8 @@ def fp32(images: torch.Tensor, ov: str) -> dict:
     first = backbone._compiled
     chunks = torch.cat([frozen_features(backbone, c) for c in images.split(7)])
     return {
-        "dtype": str(compiled.dtype), "shape": list(compiled.shape),
+        "dtype": str(compiled.dtype),
+        "shape": list(compiled.shape),
         "identical_to_eager": torch.equal(compiled, eager),
         "max_diff_share": float((compiled - eager).abs().max() / eager.abs().max()),
         "fp16_changed_share": float((compiled.half() != eager.half()).float().mean()),
@@ -47,7 +48,8 @@ def fp32(images: torch.Tensor, ov: str) -> dict:
         "chunks_equal": torch.equal(chunks, compiled),
         "single_equal": torch.equal(frozen_features(backbone, images[5:6]), compiled[5:6]),
         "compiled_once": backbone._compiled is first,
-        "streams": len(first.requests), "threads": torch.get_num_threads(),
+        "streams": len(first.requests),
+        "threads": torch.get_num_threads(),
     }
 
 
@@ -58,14 +60,20 @@ def recompiled(images: torch.Tensor, ov: str) -> dict:
     with torch.no_grad():
         backbone.model.bn2.running_mean.add_(0.5)  # in place, as batch-norm adaptation does
     after = frozen_features(backbone, images)
-    changed = {"new_compilation": backbone._compiled is not first,
-               "moved": float((after - before).abs().max()),
-               "max_diff_share": float((after - backbone.features(images)).abs().max()
-                                       / after.abs().max())}
+    changed = {
+        "new_compilation": backbone._compiled is not first,
+        "moved": float((after - before).abs().max()),
+        "max_diff_share": float(
+            (after - backbone.features(images)).abs().max() / after.abs().max()
+        ),
+    }
     torch.set_num_threads(1)
     frozen_features(backbone, images[:2])
-    return {**changed, "threads_after_set_to_1": backbone._compiled.threads,
-            "streams_after_set_to_1": len(backbone._compiled.requests)}
+    return {
+        **changed,
+        "threads_after_set_to_1": backbone._compiled.threads,
+        "streams_after_set_to_1": len(backbone._compiled.requests),
+    }
 
 
 def bf16(images: torch.Tensor, ov: str) -> dict | None:
@@ -77,10 +85,12 @@ def bf16(images: torch.Tensor, ov: str) -> dict | None:
         autocast_bf16 = eager.features(images)
     backbone = lite0(ov, "bf16")
     compiled = frozen_features(backbone, images)
-    return {"max_diff_share": float((compiled - reference).abs().max() / reference.abs().max()),
-            "similarity": similarity(compiled, reference),
-            "autocast_similarity": similarity(autocast_bf16, reference),
-            "repeat_equal": torch.equal(frozen_features(backbone, images), compiled)}
+    return {
+        "max_diff_share": float((compiled - reference).abs().max() / reference.abs().max()),
+        "similarity": similarity(compiled, reference),
+        "autocast_similarity": similarity(autocast_bf16, reference),
+        "repeat_equal": torch.equal(frozen_features(backbone, images), compiled),
+    }
 
 
 def runs(out: Path) -> dict:
@@ -91,20 +101,42 @@ def runs(out: Path) -> dict:
     from typer.testing import CliRunner
 
     from cl_bench.commands.cli import app
+
     printed = {}
     for runtime in ("torch", "auto"):
         os.environ[SWITCH] = runtime
-        result = CliRunner().invoke(app, [
-            "run", "--methods", "simplecil,aper", "--set", "aper.adapt=bn", "--set",
-            "aper.epochs=1", "--scenario", "synthetic", "--image-size", "32", "--precision",
-            "fp32", "--out", str(out / "out"), "--no-progress"])
+        result = CliRunner().invoke(
+            app,
+            [
+                "run",
+                "--methods",
+                "simplecil,aper",
+                "--set",
+                "aper.adapt=bn",
+                "--set",
+                "aper.epochs=1",
+                "--scenario",
+                "synthetic",
+                "--image-size",
+                "32",
+                "--precision",
+                "fp32",
+                "--out",
+                str(out / "out"),
+                "--no-progress",
+            ],
+        )
         printed[runtime] = {"exit_code": result.exit_code, "stdout": result.stdout}
     records = [json.loads(p.read_text()) for p in (out / "out").glob("runs/*/*/*.json")]
-    return {"printed": printed,
-            "acc_matrix": {f'{r["method"]} {r["config"]["backbone"].get("runtime")}':
-                           r["acc_matrix"] for r in records},
-            "results": len(records),
-            "cache_entries": len(list((out / "cache").glob("*/*.npy")))}
+    return {
+        "printed": printed,
+        "acc_matrix": {
+            f"{r['method']} {r['config']['backbone'].get('runtime')}": r["acc_matrix"]
+            for r in records
+        },
+        "results": len(records),
+        "cache_entries": len(list((out / "cache").glob("*/*.npy"))),
+    }
 
 
 def main(out: Path) -> dict:
@@ -114,8 +146,10 @@ def main(out: Path) -> dict:
     ov = runtime_for("cnn", "cpu", "fp32")
     images = ToModelInput(SIZE)(torch.from_numpy(np.load(DATA)["train_x"][:24]).unsqueeze(1))
     found.update({"runtime": ov, "fp32": fp32(images, ov), "bf16": bf16(images, ov)})
-    found["telemetry"] = [sys.modules[f"openvino.tools.ovc.{m}"].tm.__name__
-                          for m in ("convert_impl", "telemetry_utils")]
+    found["telemetry"] = [
+        sys.modules[f"openvino.tools.ovc.{m}"].tm.__name__
+        for m in ("convert_impl", "telemetry_utils")
+    ]
     found["recompiled"] = recompiled(images, ov)  # last: it leaves one thread
     return found
 

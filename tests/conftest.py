@@ -46,8 +46,15 @@ from cl_bench.strategies.blocks.per_task import AutocastForward, PerTaskTemplate
 REPO = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
 
-FAST = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32", "--set",
-        "tosca.epochs=3"]
+FAST = [
+    "--scenario",
+    "synthetic",
+    "--no-progress",
+    "--precision",
+    "fp32",
+    "--set",
+    "tosca.epochs=3",
+]
 
 
 def invoke(*args: str):
@@ -91,20 +98,24 @@ def e2e_run(tmp_path_factory, private_feature_cache) -> tuple[Path, object, dict
     with pytest.MonkeyPatch.context() as mp:  # its own cache: it checks that it extracts
         mp.setenv("CL_BENCH_CACHE", str(e2e_cache(tmp_path_factory)))
         result = invoke("run", "--out", str(out), *FAST)
-    records = {json.loads(p.read_text())["method"]: json.loads(p.read_text())
-               for p in sorted(out.glob("runs/*/*/*.json"))}
+    records = {
+        json.loads(p.read_text())["method"]: json.loads(p.read_text())
+        for p in sorted(out.glob("runs/*/*/*.json"))
+    }
     return out, result, records
 
 
 def balanced_subset(data: ImageData, n_train: int, n_test: int) -> ImageData:
     """The first images of each class in turn (every class present), so a run sees
     n_train / n_test images: feature chunks of 32 on CPU leave 1 to 3 at the end."""
+
     def take(x, y, n):
         rank = torch.zeros_like(y)
         for c in y.unique():
             rank[y == c] = torch.arange(int((y == c).sum()))
         idx = torch.argsort(rank * data.n_classes + y)[:n]
         return x[idx], y[idx]
+
     train_x, train_y = take(data.train_x, data.train_y, n_train)
     test_x, test_y = take(data.test_x, data.test_y, n_test)
     return ImageData(data.name, train_x, train_y, test_x, test_y, data.class_names)
@@ -114,13 +125,15 @@ def balanced_subset(data: ImageData, n_train: int, n_test: int) -> ImageData:
 
 
 # the advice of a strategy that declares no method contract
-ADVICE = ("declares no method contract: what it consumes, whether it trains the backbone and "
-          "how it is driven. Either the class derives from cl_bench.contract.Method and "
-          "declares it, e.g. spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=False, "
-          "schedule=Schedule.PER_TASK) (see cl_bench/contract/), or, for a plain Avalanche "
-          "strategy, its method card declares it in a `contract:` block with inputs, "
-          "trains_backbone, schedule and the model factory to build it with (see "
-          "cl_bench/contract/plain.py).")
+ADVICE = (
+    "declares no method contract: what it consumes, whether it trains the backbone and "
+    "how it is driven. Either the class derives from cl_bench.contract.Method and "
+    "declares it, e.g. spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=False, "
+    "schedule=Schedule.PER_TASK) (see cl_bench/contract/), or, for a plain Avalanche "
+    "strategy, its method card declares it in a `contract:` block with inputs, "
+    "trains_backbone, schedule and the model factory to build it with (see "
+    "cl_bench/contract/plain.py)."
+)
 
 
 def refused(result, needle: str, out: Path | None = None) -> None:
@@ -166,34 +179,77 @@ def one_image_classes(root: Path, n_classes: int) -> Path:
     return root
 
 
-TREE = ["--scenario", "imagefolder", "--methods", "simplecil", "--image-size", "32",
-        "--no-progress", "--set", "scenario.init_cls=1", "--set", "scenario.increment=1"]
+TREE = [
+    "--scenario",
+    "imagefolder",
+    "--methods",
+    "simplecil",
+    "--image-size",
+    "32",
+    "--no-progress",
+    "--set",
+    "scenario.init_cls=1",
+    "--set",
+    "scenario.increment=1",
+]
 
 
 # --------------------------- runs in a fresh process, killed and resumed
 
 
-VIT_STREAM = ["--scenario", "synthetic", "--backbone", "vit_tiny_patch16_224", "--weights",
-              "random", "--image-size", "32", "--precision", "fp32", "--no-progress",
-              "--set", "scenario.init_cls=4", "--set", "scenario.increment=3",  # 3 tasks: 4+3+3
-              "--set", "scenario.dataset_args={train_per_class: 6, test_per_class: 3}"]
+VIT_STREAM = [
+    "--scenario",
+    "synthetic",
+    "--backbone",
+    "vit_tiny_patch16_224",
+    "--weights",
+    "random",
+    "--image-size",
+    "32",
+    "--precision",
+    "fp32",
+    "--no-progress",
+    "--set",
+    "scenario.init_cls=4",
+    "--set",
+    "scenario.increment=3",  # 3 tasks: 4+3+3
+    "--set",
+    "scenario.dataset_args={train_per_class: 6, test_per_class: 3}",
+]
 
 
-NUMBERS = ("acc_matrix", "acc_seen", "avg_acc", "last_acc", "avg_acc_task_mean", "forgetting",
-           "bwt", "routing_acc", "accounting", "class_order", "config")
+NUMBERS = (
+    "acc_matrix",
+    "acc_seen",
+    "avg_acc",
+    "last_acc",
+    "avg_acc_task_mean",
+    "forgetting",
+    "bwt",
+    "routing_acc",
+    "accounting",
+    "class_order",
+    "config",
+)
 
 
-def cl_bench(out: Path, *args: str, kill_after: int | None = None
-             ) -> subprocess.CompletedProcess:
+def cl_bench(out: Path, *args: str, kill_after: int | None = None) -> subprocess.CompletedProcess:
     """``cl-bench run --out out ...`` in a fresh process (the feature cache is the
     session's private one, through the environment)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
+    }
     env.pop(KILL_ENV, None)
     if kill_after is not None:
         env[KILL_ENV] = str(kill_after)
-    return subprocess.run([sys.executable, "-m", "cl_bench", "run", "--out", str(out), *args],
-                          env=env, capture_output=True, text=True, timeout=1200)
+    return subprocess.run(
+        [sys.executable, "-m", "cl_bench", "run", "--out", str(out), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
 
 
 def records(out: Path) -> dict[str, dict]:
@@ -209,8 +265,9 @@ def resumed_line(method: str, task: int, tasks: int) -> str:
     return f"resuming {method} seed 1993 at task {task}/{tasks} from "
 
 
-def kill_and_resume(out: Path, args: list[str], methods: list[str], kill_after: int,
-                    tasks: int) -> dict[str, dict]:
+def kill_and_resume(
+    out: Path, args: list[str], methods: list[str], kill_after: int, tasks: int
+) -> dict[str, dict]:
     """Kill each method once after task ``kill_after`` (0-based) and resume it (see the
     module docstring); returns the final records."""
     command = [*args, "--methods", ",".join(methods)]
@@ -242,16 +299,28 @@ def assert_same_numbers(resumed: dict, reference: dict) -> None:
 def vit_backbone(name: str, dim: int, size: int = 32) -> Backbone:
     torch.manual_seed(0)
     model = timm.create_model(name, pretrained=False, num_classes=0, img_size=size)
-    return Backbone(name=name, model=model, dim=dim, input_size=size, kind="vit",
-                    weights="random", weights_digest="random")
+    return Backbone(
+        name=name,
+        model=model,
+        dim=dim,
+        input_size=size,
+        kind="vit",
+        weights="random",
+        weights_digest="random",
+    )
 
 
 def strategy(method: str, backbone: Backbone, n_classes: int, plugins=(), **overrides):
     card = load_method(method)
     params = card.params | overrides
     return import_object(card.raw["strategy"])(
-        params=params, backbone=backbone, n_classes=n_classes, device=CPU,
-        plugins=list(plugins), evaluator=quiet_evaluator())
+        params=params,
+        backbone=backbone,
+        n_classes=n_classes,
+        device=CPU,
+        plugins=list(plugins),
+        evaluator=quiet_evaluator(),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -271,9 +340,18 @@ def small_stream() -> Stream:
     """4 synthetic classes (8 training, 4 test images each, 32 px) in 3 tasks."""
     data = synthetic(n_classes=4, train_per_class=8, test_per_class=4, size=32)
     tf = ToModelInput(32)
-    return build_stream(data.train_x, data.train_y, data.test_x, data.test_y, [2, 0, 3, 1],
-                        task_split(4, 2, 1), test_shuffle=True, seed=1993,
-                        train_transform=tf, eval_transform=tf)
+    return build_stream(
+        data.train_x,
+        data.train_y,
+        data.test_x,
+        data.test_y,
+        [2, 0, 3, 1],
+        task_split(4, 2, 1),
+        test_shuffle=True,
+        seed=1993,
+        train_transform=tf,
+        eval_transform=tf,
+    )
 
 
 def run_stream(method: str, backbone, start=None, **overrides):
@@ -293,6 +371,7 @@ def run_stream(method: str, backbone, start=None, **overrides):
         buf = io.BytesIO()
         torch.save({"strategy": s.checkpoint_state(), "rng": rng_state()}, buf)
         saved[i] = buf.getvalue()
+
     drive(s, stream, start=0 if start is None else start[0], after_task=after)
     return s, recorder, saved
 
@@ -309,10 +388,21 @@ class TinyPerTask(AutocastForward, PerTaskTemplate):
         self.precision = precision
         with seeded_init():
             model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 4))
-        params = {"batch_size": 4, "eval_batch_size": 8, "epochs": 2, "optimizer": "sgd",
-                  "lr": 0.01, "momentum": 0.9} | (settings or {})
-        super().__init__(params=params, model=model, device=CPU, plugins=list(plugins),
-                         evaluator=quiet_evaluator())
+        params = {
+            "batch_size": 4,
+            "eval_batch_size": 8,
+            "epochs": 2,
+            "optimizer": "sgd",
+            "lr": 0.01,
+            "momentum": 0.9,
+        } | (settings or {})
+        super().__init__(
+            params=params,
+            model=model,
+            device=CPU,
+            plugins=list(plugins),
+            evaluator=quiet_evaluator(),
+        )
 
 
 def run_tiny(precision: str, plugins=(), **settings) -> TinyPerTask:
@@ -415,8 +505,9 @@ def probe(tmp_path, monkeypatch) -> Path:
     (home / "driver.py").write_text(DRIVER)
     monkeypatch.setattr(config, "METHODS_DIR", home / "methods")
     monkeypatch.syspath_prepend(str(home))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        p for p in (str(home), os.environ.get("PYTHONPATH")) if p))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(p for p in (str(home), os.environ.get("PYTHONPATH")) if p)
+    )
     monkeypatch.setenv("PROBE_LOG", str(home / "probe.log"))
     monkeypatch.setenv("PROBE_GO", str(home / "go"))
     for name in ("PROBE_FAIL", "PROBE_OOM", "PROBE_HOLD", "PROBE_HOLD_TASK"):
@@ -427,8 +518,11 @@ def probe(tmp_path, monkeypatch) -> Path:
 def starts(home: Path) -> Counter:
     """How many times each seed's run started (one log line per start)."""
     log = home / "probe.log"
-    return Counter(line.split()[0] for line in log.read_text().splitlines()) if (
-        log.exists()) else Counter()
+    return (
+        Counter(line.split()[0] for line in log.read_text().splitlines())
+        if (log.exists())
+        else Counter()
+    )
 
 
 def _interruptible() -> None:
@@ -445,12 +539,25 @@ def start_grid(probe):
     started: list[tuple[subprocess.Popen, object]] = []
 
     def start(out: Path, *args: str, log: Path, **env: str) -> subprocess.Popen:
-        cmd = [sys.executable, str(probe / "driver.py"), str(probe / "methods"), "run",
-               "--out", str(out), *GRID, *args]
+        cmd = [
+            sys.executable,
+            str(probe / "driver.py"),
+            str(probe / "methods"),
+            "run",
+            "--out",
+            str(out),
+            *GRID,
+            *args,
+        ]
         sink = log.open("w")
-        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT,
-                                env={**os.environ, **env}, start_new_session=True,
-                                preexec_fn=_interruptible)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+            start_new_session=True,
+            preexec_fn=_interruptible,
+        )
         started.append((proc, sink))
         return proc
 
@@ -476,14 +583,15 @@ def slurm_cluster(tmp_path_factory):
     """A one-node SLURM cluster (scripts/slurm-local.sh), started once for the
     `slurm`-marked tests and stopped after them; skipped unless asked for."""
     if os.environ.get("CL_BENCH_SLURM_TESTS") != "1":
-        pytest.skip("the slurm tests start a one-node SLURM cluster: run them with "
-                    "CL_BENCH_SLURM_TESTS=1 as root on Debian (.ci/run does)")
+        pytest.skip(
+            "the slurm tests start a one-node SLURM cluster: run them with "
+            "CL_BENCH_SLURM_TESTS=1 as root on Debian (.ci/run does)"
+        )
     if os.geteuid() != 0:
         pytest.skip("scripts/slurm-local.sh needs root to install and run the daemons")
     state = tmp_path_factory.mktemp("slurm")
     env = {**os.environ, "CL_BENCH_SLURM_DIR": str(state)}
-    started = subprocess.run([str(SLURM_LOCAL), "start"], env=env, capture_output=True,
-                             text=True)
+    started = subprocess.run([str(SLURM_LOCAL), "start"], env=env, capture_output=True, text=True)
     if started.returncode != 0:
         subprocess.run([str(SLURM_LOCAL), "stop"], env=env)
         pytest.fail(f"scripts/slurm-local.sh start failed:\n{started.stderr[-3000:]}")
@@ -491,6 +599,5 @@ def slurm_cluster(tmp_path_factory):
         mp.setenv("SLURM_CONF", str(state / "slurm.conf"))
         mp.setenv("CL_BENCH_SLURM_POLL_S", "1")
         yield state
-    stopped = subprocess.run([str(SLURM_LOCAL), "stop"], env=env, capture_output=True,
-                             text=True)
+    stopped = subprocess.run([str(SLURM_LOCAL), "stop"], env=env, capture_output=True, text=True)
     assert stopped.returncode == 0, stopped.stderr

@@ -26,12 +26,24 @@ from cl_bench.cards.config import METHODS_DIR, load_method
 from cl_bench.engine.environment import threads
 
 BUILT_IN = sorted(p.stem for p in METHODS_DIR.glob("*.yaml"))
-SHORT = {"epochs": 1, "init_epochs": 1, "batch_size": 1, "M": 100,
-         "buffer_size": 100}  # where a card has the setting
+SHORT = {
+    "epochs": 1,
+    "init_epochs": 1,
+    "batch_size": 1,
+    "M": 100,
+    "buffer_size": 100,
+}  # where a card has the setting
 TASKS, CLASSES = 5, 10
-FIELDS = {"trainable_per_task", "added_per_task", "stored_per_task", "stored_at_end",
-          "backbone_params", "backbone_gflops_per_pass", "inference_gflops_per_image",
-          "train_gflops_per_sample"}  # at least these are compared
+FIELDS = {
+    "trainable_per_task",
+    "added_per_task",
+    "stored_per_task",
+    "stored_at_end",
+    "backbone_params",
+    "backbone_gflops_per_pass",
+    "inference_gflops_per_image",
+    "train_gflops_per_sample",
+}  # at least these are compared
 
 
 def variant(name: str) -> str:
@@ -46,24 +58,57 @@ def backbone_for(name: str) -> tuple[str, int]:
     return "vit_tiny_patch16_224", 32
 
 
-def run_and_account(tmp: Path, cards: Path, root: Path, backbone: tuple[str, int],
-                    names: list[str]) -> tuple[dict, dict]:
+def run_and_account(
+    tmp: Path, cards: Path, root: Path, backbone: tuple[str, int], names: list[str]
+) -> tuple[dict, dict]:
     """(record accounting, account row) per variant of ``names`` on ``backbone``."""
     methods = ",".join(variant(n) for n in names)
     shape = ["--backbone", backbone[0], "--image-size", str(backbone[1])]
     step, out = str(CLASSES // TASKS), tmp / backbone[0]
     with threads(1):
-        ran = invoke("run", "--out", str(out), "--cards", str(cards), "--methods", methods,
-                     "--scenario", "imagefolder", "--data-root", str(root), "--set",
-                     f"scenario.init_cls={step}", "--set", f"scenario.increment={step}", *shape,
-                     "--weights", "random", "--precision", "fp32", "--no-progress")
-        counted = invoke("account", "--cards", str(cards), "--methods", methods, *shape,
-                         "--tasks", str(TASKS), "--classes", str(CLASSES), "--json")
+        ran = invoke(
+            "run",
+            "--out",
+            str(out),
+            "--cards",
+            str(cards),
+            "--methods",
+            methods,
+            "--scenario",
+            "imagefolder",
+            "--data-root",
+            str(root),
+            "--set",
+            f"scenario.init_cls={step}",
+            "--set",
+            f"scenario.increment={step}",
+            *shape,
+            "--weights",
+            "random",
+            "--precision",
+            "fp32",
+            "--no-progress",
+        )
+        counted = invoke(
+            "account",
+            "--cards",
+            str(cards),
+            "--methods",
+            methods,
+            *shape,
+            "--tasks",
+            str(TASKS),
+            "--classes",
+            str(CLASSES),
+            "--json",
+        )
     assert ran.exit_code == 0, ran.output
     assert counted.exit_code == 0, counted.output
     records = [json.loads(p.read_text()) for p in out.glob("runs/imagefolder/*/*.json")]
-    return ({r["method"]: r["accounting"] for r in records},
-            {row["method"]: row for row in json.loads(counted.stdout)})
+    return (
+        {r["method"]: r["accounting"] for r in records},
+        {row["method"]: row for row in json.loads(counted.stdout)},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -73,13 +118,19 @@ def both(tmp_path_factory) -> tuple[dict, dict]:
     tmp = tmp_path_factory.mktemp("account")
     for name in BUILT_IN:
         defaults = load_method(name).raw["defaults"]
-        cards = card_variant(tmp, METHODS_DIR, name, variant(name), defaults={
-            **defaults, **{k: v for k, v in SHORT.items() if k in defaults}})
+        cards = card_variant(
+            tmp,
+            METHODS_DIR,
+            name,
+            variant(name),
+            defaults={**defaults, **{k: v for k, v in SHORT.items() if k in defaults}},
+        )
     root = make_tree(tmp / "data", [f"c{k}" for k in range(CLASSES)], n_train=1, n_test=1)
     records, rows = {}, {}
     for backbone in sorted({backbone_for(n) for n in BUILT_IN}):
-        found = run_and_account(tmp, cards, root, backbone,
-                                [n for n in BUILT_IN if backbone_for(n) == backbone])
+        found = run_and_account(
+            tmp, cards, root, backbone, [n for n in BUILT_IN if backbone_for(n) == backbone]
+        )
         records.update(found[0])
         rows.update(found[1])
     return records, rows
@@ -91,8 +142,9 @@ def test_account_equals_the_record(both, name):
     record, row = records[variant(name)], rows[variant(name)]
     assert FIELDS <= record.keys()
     assert {key: row[key] for key in record} == record
-    assert row["inference_backbone_passes"] == (record["inference_gflops_per_image"]
-                                                / record["backbone_gflops_per_pass"])
+    assert row["inference_backbone_passes"] == (
+        record["inference_gflops_per_image"] / record["backbone_gflops_per_pass"]
+    )
 
 
 def test_ease_trains_a_proxy_over_the_task_classes(both):

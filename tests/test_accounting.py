@@ -20,8 +20,16 @@ def vit_flops(name: str, size: int = 224) -> int:
     return c.get_total_flops()
 
 
-def analytic_vit_flops(d: int, depth: int, heads: int, patch: int = 16, size: int = 224,
-                       mlp: int = 4, extra_tokens: int = 0, last_rows: int | None = None) -> int:
+def analytic_vit_flops(
+    d: int,
+    depth: int,
+    heads: int,
+    patch: int = 16,
+    size: int = 224,
+    mlp: int = 4,
+    extra_tokens: int = 0,
+    last_rows: int | None = None,
+) -> int:
     """2 x MACs: patch embedding, qkv, QK^T, AV, proj, MLP (no norms/softmax).
     ``last_rows``: the last block's queries, projection and MLP on that many rows
     (qkv on every token)."""
@@ -30,6 +38,7 @@ def analytic_vit_flops(d: int, depth: int, heads: int, patch: int = 16, size: in
 
     def block(rows: int) -> int:
         return n * d * 3 * d + 2 * rows * n * d + rows * d * d + 2 * rows * d * mlp * d
+
     assert heads * (d // heads) == d
     return 2 * (embed + (depth - 1) * block(n) + block(n if last_rows is None else last_rows))
 
@@ -143,15 +152,29 @@ def test_l2p_on_200_classes_of_vit_base_has_199_880_trainable():
     from cl_bench.backbones import load_backbone
     from cl_bench.cards.config import load_method
     from cl_bench.strategies.l2p import L2P
+
     backbone = load_backbone("vit_base_patch16_224", "random", 32)
-    strategy = L2P(params=load_method("l2p").params, backbone=backbone, n_classes=200,
-                   device=torch.device("cpu"), plugins=[], evaluator=None)
+    strategy = L2P(
+        params=load_method("l2p").params,
+        backbone=backbone,
+        n_classes=200,
+        device=torch.device("cpu"),
+        plugins=[],
+        evaluator=None,
+    )
     assert sum(p.numel() for p in strategy.model.parameters() if p.requires_grad) == 199_880
 
 
 def test_account_runs_every_loop_a_card_sets_in_epochs_once():
     from cl_bench.engine.placeholder_run import one_pass
-    params = {"epochs": 20, "init_epochs": 10, "fit_epochs": 3, "ca_epochs": 30,
-              "epochs_scale": 2.0, "lr": 0.1, "batch_size": 128}
-    assert one_pass(params) == {"epochs": 1, "init_epochs": 1, "fit_epochs": 1,
-                                "ca_epochs": 1}
+
+    params = {
+        "epochs": 20,
+        "init_epochs": 10,
+        "fit_epochs": 3,
+        "ca_epochs": 30,
+        "epochs_scale": 2.0,
+        "lr": 0.1,
+        "batch_size": 128,
+    }
+    assert one_pass(params) == {"epochs": 1, "init_epochs": 1, "fit_epochs": 1, "ca_epochs": 1}

@@ -18,8 +18,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread
 @pytest.fixture(scope="module")
 def vit() -> torch.nn.Module:
     torch.manual_seed(0)
-    return timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=0,
-                             img_size=32).eval().requires_grad_(False)
+    return (
+        timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=0, img_size=32)
+        .eval()
+        .requires_grad_(False)
+    )
 
 
 def images(b: int = 3) -> torch.Tensor:
@@ -54,7 +57,7 @@ def test_init_is_the_official_lora_init():
     assert torch.equal(a.up.weight, torch.zeros(192, 8))
     assert torch.equal(a.up.bias, torch.zeros(192))
     assert torch.equal(a.down.bias, torch.zeros(8))
-    bound = 1 / 192 ** 0.5  # kaiming_uniform_(a=sqrt(5)) on fan_in 192
+    bound = 1 / 192**0.5  # kaiming_uniform_(a=sqrt(5)) on fan_in 192
     assert 0 < float(a.down.weight.detach().abs().max()) <= bound
     assert (a.scale, a.dropout) == (0.1, 0.1)
 

@@ -33,8 +33,19 @@ from cl_bench.scenarios.transforms import eval_transform, train_transform
 from cl_bench.strategies.aper import Aper
 from cl_bench.strategies.blocks.first_session_adapt import BatchNormStats, check_variant
 
-TINY = ["--scenario", "synthetic", "--backbone", "vit_tiny_patch16_224", "--weights", "random",
-        "--image-size", "32", "--precision", "fp32", "--no-progress"]
+TINY = [
+    "--scenario",
+    "synthetic",
+    "--backbone",
+    "vit_tiny_patch16_224",
+    "--weights",
+    "random",
+    "--image-size",
+    "32",
+    "--precision",
+    "fp32",
+    "--no-progress",
+]
 
 
 def drive_aper(adapt: str):
@@ -47,17 +58,33 @@ def drive_aper(adapt: str):
     backbone = load_backbone("vit_tiny_patch16_224", "random", 32)
     order = scenario_order(scenario, data.n_classes, 1993)
     sizes = task_split(data.n_classes, 2, 2)
-    images = build_stream(data.train_x, data.train_y, data.test_x, data.test_y, order, sizes,
-                          test_shuffle=True, seed=1993,
-                          train_transform=train_transform(False, 32),
-                          eval_transform=eval_transform(False, 32))
+    images = build_stream(
+        data.train_x,
+        data.train_y,
+        data.test_x,
+        data.test_y,
+        order,
+        sizes,
+        test_shuffle=True,
+        seed=1993,
+        train_transform=train_transform(False, 32),
+        eval_transform=eval_transform(False, 32),
+    )
     store = FeatureStore(torch.device("cpu"), progress=False, use_disk=False)
-    stream = AdaptedStream(images, backbone, lambda backbones: features_stream(
-        store, data, order, sizes, True, 1993, backbones))
+    stream = AdaptedStream(
+        images,
+        backbone,
+        lambda backbones: features_stream(store, data, order, sizes, True, 1993, backbones),
+    )
     torch.manual_seed(0)
-    strategy = Aper(params=params, backbone=backbone, n_classes=10, device=torch.device("cpu"),
-                    plugins=[Recorder(images.task_of_label, backbone, progress=False)],
-                    evaluator=quiet_evaluator())
+    strategy = Aper(
+        params=params,
+        backbone=backbone,
+        n_classes=10,
+        device=torch.device("cpu"),
+        plugins=[Recorder(images.task_of_label, backbone, progress=False)],
+        evaluator=quiet_evaluator(),
+    )
     drive(strategy, stream)
     return strategy, store, data, order, backbone
 
@@ -91,11 +118,21 @@ def test_adapt_none_is_simplecil_on_the_frozen_features():
 
 
 def test_accounting_of_an_adapted_run(tmp_path):
-    result = invoke("run", "--out", str(tmp_path), *TINY, "--methods", "aper,simplecil",
-                    "--set", "aper.epochs=1")
+    result = invoke(
+        "run",
+        "--out",
+        str(tmp_path),
+        *TINY,
+        "--methods",
+        "aper,simplecil",
+        "--set",
+        "aper.epochs=1",
+    )
     assert result.exit_code == 0, result.output
-    found = {json.loads(p.read_text())["method"]: json.loads(p.read_text())
-             for p in tmp_path.glob("runs/synthetic/*/*.json")}
+    found = {
+        json.loads(p.read_text())["method"]: json.loads(p.read_text())
+        for p in tmp_path.glob("runs/synthetic/*/*.json")
+    }
     acc, base = found["aper"]["accounting"], found["simplecil"]["accounting"]
     assert found["aper"]["config"]["method"]["adapt"] == "adapter"
     adapters = 12 * (2 * 192 * 64 + 64 + 192)
@@ -107,24 +144,47 @@ def test_accounting_of_an_adapted_run(tmp_path):
     assert 2.0 < ratio < 2.2
 
 
-@pytest.mark.parametrize(("adapt", "variant", "epochs", "batch", "decay"), [
-    ("auto", "bn", 1, 128, 0.0005), ("finetune", "finetune", 1, 128, 0.05)])
+@pytest.mark.parametrize(
+    ("adapt", "variant", "epochs", "batch", "decay"),
+    [("auto", "bn", 1, 128, 0.0005), ("finetune", "finetune", 1, 128, 0.05)],
+)
 def test_cnn_variants_counted_as_stored(tmp_path, adapt, variant, epochs, batch, decay):
     """EfficientNet-Lite0 (random, 32 px). auto means bn: only the re-estimated
     batch-norm statistics are stored, only the discarded head trains; finetune: the
     whole adapted copy. Each records its variant's own defaults (batch 128; finetune's
     weight decay 0.05) under the explicit epochs, and the dry run plans exactly that
     result (done)."""
-    args = ["run", "--out", str(tmp_path), "--scenario", "synthetic", "--weights", "random",
-            "--image-size", "32", "--precision", "fp32", "--no-progress", "--methods", "aper",
-            "--set", "aper.epochs=1", "--set", f"aper.adapt={adapt}"]
+    args = [
+        "run",
+        "--out",
+        str(tmp_path),
+        "--scenario",
+        "synthetic",
+        "--weights",
+        "random",
+        "--image-size",
+        "32",
+        "--precision",
+        "fp32",
+        "--no-progress",
+        "--methods",
+        "aper",
+        "--set",
+        "aper.epochs=1",
+        "--set",
+        f"aper.adapt={adapt}",
+    ]
     result = invoke(*args)
     assert result.exit_code == 0, result.output
     [path] = tmp_path.glob("runs/synthetic/aper/*.json")
     record = json.loads(path.read_text())
     method = record["config"]["method"]
-    assert (method["adapt"], method["epochs"], method["batch_size"],
-            method["weight_decay"]) == (variant, epochs, batch, decay)
+    assert (method["adapt"], method["epochs"], method["batch_size"], method["weight_decay"]) == (
+        variant,
+        epochs,
+        batch,
+        decay,
+    )
     plan = invoke(*args, "--dry-run")
     assert plan.exit_code == 0, plan.output
     assert f"  done     aper seed 1993  {path}" in plan.stdout.splitlines()
@@ -170,8 +230,15 @@ def test_bn_variant_re_estimates_the_statistics_from_zero():
 
 def test_killed_runs_resume_with_identical_numbers(tmp_path):
     """APER and RanPAC (first-session adaptation, then features) killed after task 1."""
-    args = [*VIT_STREAM, "--set", "aper.epochs=1", "--set", "ranpac.M=32",
-            "--set", "ranpac.epochs=1"]
+    args = [
+        *VIT_STREAM,
+        "--set",
+        "aper.epochs=1",
+        "--set",
+        "ranpac.M=32",
+        "--set",
+        "ranpac.epochs=1",
+    ]
     reference = cl_bench(tmp_path / "reference", *args, "--methods", "aper,ranpac")
     assert reference.returncode == 0, reference.stdout + reference.stderr
     final = kill_and_resume(tmp_path / "out", args, ["aper", "ranpac"], kill_after=0, tasks=3)
@@ -184,7 +251,7 @@ def test_killed_bn_run_resumes_with_identical_numbers(tmp_path):
     """APER w/ BN on a random EfficientNet-Lite0: the re-estimated statistics come back
     from the checkpoint, so the resumed run equals the uninterrupted one."""
     at = VIT_STREAM.index("--backbone")
-    cnn = VIT_STREAM[:at] + VIT_STREAM[at + 2:]  # the same small stream, the default CNN
+    cnn = VIT_STREAM[:at] + VIT_STREAM[at + 2 :]  # the same small stream, the default CNN
     args = [*cnn, "--set", "aper.epochs=1"]
     reference = cl_bench(tmp_path / "reference", *args, "--methods", "aper")
     assert reference.returncode == 0, reference.stdout + reference.stderr
@@ -200,11 +267,29 @@ def test_learns_on_fmnist_features(tmp_path, monkeypatch):
     of the 5,000 training and 500 of the 1,000 test images, balanced over the classes
     (the whole set: `cl-bench check --suite ci`, RanPAC 86.5 %)."""
     full = scenarios.LOADERS["fmnist"]
-    monkeypatch.setitem(scenarios.LOADERS, "fmnist",
-                        lambda root, **args: balanced_subset(full(root, **args), 2000, 500))
-    result = invoke("run", "--out", str(tmp_path), "--scenario", "fmnist", "--image-size", "112",
-                    "--precision", "fp32", "--no-progress", "--methods", "aper,ranpac",
-                    "--set", "aper.adapt=none", "--set", "ranpac.M=2000")
+    monkeypatch.setitem(
+        scenarios.LOADERS,
+        "fmnist",
+        lambda root, **args: balanced_subset(full(root, **args), 2000, 500),
+    )
+    result = invoke(
+        "run",
+        "--out",
+        str(tmp_path),
+        "--scenario",
+        "fmnist",
+        "--image-size",
+        "112",
+        "--precision",
+        "fp32",
+        "--no-progress",
+        "--methods",
+        "aper,ranpac",
+        "--set",
+        "aper.adapt=none",
+        "--set",
+        "ranpac.M=2000",
+    )
     assert result.exit_code == 0, result.output
     [aper] = tmp_path.glob("runs/fmnist/aper/*.json")
     assert json.loads(aper.read_text())["last_acc"] > 70.0  # chance: 10

@@ -23,14 +23,23 @@ from cl_bench.store.records import InvalidResult, Result
 
 METHODS = ["simplecil", "tosca"]
 SETTINGS = {"tosca.epochs": 1}
-CLI = ["--scenario", "synthetic", "--no-progress", "--methods", "simplecil,tosca",
-       "--set", "tosca.epochs=1"]
+CLI = [
+    "--scenario",
+    "synthetic",
+    "--no-progress",
+    "--methods",
+    "simplecil,tosca",
+    "--set",
+    "tosca.epochs=1",
+]
 
 
 def files_of(out: Path) -> dict[str, dict]:
     """Result files under ``out`` (path relative to it -> record)."""
-    return {str(p.relative_to(out)): json.loads(p.read_text())
-            for p in sorted(out.glob("runs/*/*/*.json"))}
+    return {
+        str(p.relative_to(out)): json.loads(p.read_text())
+        for p in sorted(out.glob("runs/*/*/*.json"))
+    }
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +48,9 @@ def ran(tmp_path_factory) -> tuple[Path, list[Result], list[str]]:
     results and the lines it printed."""
     out = tmp_path_factory.mktemp("api")
     lines: list[str] = []
-    done = cl_bench.run(METHODS, scenario="synthetic", seeds=[1993], out=out,
-                        settings=SETTINGS, echo=lines.append)
+    done = cl_bench.run(
+        METHODS, scenario="synthetic", seeds=[1993], out=out, settings=SETTINGS, echo=lines.append
+    )
     return out, done, lines
 
 
@@ -53,11 +63,19 @@ def test_run_returns_the_result_files(ran):
     for r in done:
         record = records[str(r.path.relative_to(out))]
         assert r.path.name == f"1993-{r.config_hash}.json"
-        assert (r.scenario, r.seed, r.status, r.protocol_name) == ("synthetic", 1993, "done",
-                                                                   "fair")
+        assert (r.scenario, r.seed, r.status, r.protocol_name) == (
+            "synthetic",
+            1993,
+            "done",
+            "fair",
+        )
         assert r.acc_matrix == record["acc_matrix"] and r.acc_seen == record["acc_seen"]
         assert (r.avg_acc, r.last_acc, r.forgetting, r.bwt) == (
-            record["avg_acc"], record["last_acc"], record["forgetting"], record["bwt"])
+            record["avg_acc"],
+            record["last_acc"],
+            record["forgetting"],
+            record["bwt"],
+        )
         assert r.config == record["config"] and r.timing == record["timing"]
         assert r.train_s == sum(record["timing"]["train_s"])
         assert r == Result.from_file(r.path)
@@ -66,7 +84,8 @@ def test_run_returns_the_result_files(ran):
     assert tosca.protocol_settings["selection"] == "sample"
     assert tosca.added_params == 413_520 + 2 * 1280
     assert f"  tosca seed 1993: avg {tosca.avg_acc:.2f}  last {tosca.last_acc:.2f}" in "\n".join(
-        lines)
+        lines
+    )
 
 
 def test_the_cli_makes_the_same_runs(ran, tmp_path):
@@ -86,37 +105,58 @@ def test_a_second_call_skips_finished_runs(ran):
     out, done, _ = ran
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("runs/*/*/*.json")}
     lines: list[str] = []
-    again = cl_bench.run(METHODS, scenario="synthetic", seeds=1993, out=out,
-                         settings=SETTINGS, echo=lines.append)
+    again = cl_bench.run(
+        METHODS, scenario="synthetic", seeds=1993, out=out, settings=SETTINGS, echo=lines.append
+    )
     assert again == done
     assert [line for line in lines if line.startswith("  ")] == [
-        f"  skip {r.method} seed 1993: finished ({r.path})" for r in done]
+        f"  skip {r.method} seed 1993: finished ({r.path})" for r in done
+    ]
     assert {p: p.stat().st_mtime_ns for p in out.glob("runs/*/*/*.json")} == stamps
 
 
 def test_settings_are_the_command_lines_set():
-    assert api.settings_as_sets({"tosca.epochs": 3, "tosca.selection": "batch",
-                                 "tosca.lr": "0.01", "scenario.test_shuffle": False,
-                                 "tosca.x": None, "scenario.dataset_args": {"n": [1, 2]}}) == [
-        "tosca.epochs=3", "tosca.selection=batch", "tosca.lr=0.01",
-        "scenario.test_shuffle=false", "tosca.x=null", 'scenario.dataset_args={"n": [1, 2]}']
+    assert api.settings_as_sets(
+        {
+            "tosca.epochs": 3,
+            "tosca.selection": "batch",
+            "tosca.lr": "0.01",
+            "scenario.test_shuffle": False,
+            "tosca.x": None,
+            "scenario.dataset_args": {"n": [1, 2]},
+        }
+    ) == [
+        "tosca.epochs=3",
+        "tosca.selection=batch",
+        "tosca.lr=0.01",
+        "scenario.test_shuffle=false",
+        "tosca.x=null",
+        'scenario.dataset_args={"n": [1, 2]}',
+    ]
     with pytest.raises(UserError, match="is not a number, bool, None, string, list or dict"):
         api.settings_as_sets({"tosca.lr": object()})
 
 
-@pytest.mark.parametrize(("kwargs", "needle"), [
-    ({"settings": {"tosca.lrr": 0.1}}, '"tosca" has no setting "lrr". Did you mean "lr"?'),
-    ({"settings": {"tosca.lr": "fast"}}, "expected a float"),
-    ({"settings": {"epochs": 1}}, "not of the form owner.key=value"),
-    ({"seeds": []}, "--seeds is empty"),
-    ({"seeds": ["1993"]}, "seeds must be integers"),
-    ({"methods": []}, '--methods "" names no method'),
-    ({"methods": ["tosac"]}, 'Unknown method "tosac". Did you mean "tosca"?'),
-    ({"scenario": "fminst"}, 'Unknown scenario "fminst". Did you mean "fmnist"?'),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"settings": {"tosca.lrr": 0.1}}, '"tosca" has no setting "lrr". Did you mean "lr"?'),
+        ({"settings": {"tosca.lr": "fast"}}, "expected a float"),
+        ({"settings": {"epochs": 1}}, "not of the form owner.key=value"),
+        ({"seeds": []}, "--seeds is empty"),
+        ({"seeds": ["1993"]}, "seeds must be integers"),
+        ({"methods": []}, '--methods "" names no method'),
+        ({"methods": ["tosac"]}, 'Unknown method "tosac". Did you mean "tosca"?'),
+        ({"scenario": "fminst"}, 'Unknown scenario "fminst". Did you mean "fmnist"?'),
+    ],
+)
 def test_bad_input_raises_user_error_and_writes_nothing(tmp_path, kwargs, needle):
-    args = {"methods": ["tosca"], "scenario": "synthetic", "out": tmp_path / "out",
-            "echo": None} | kwargs
+    args = {
+        "methods": ["tosca"],
+        "scenario": "synthetic",
+        "out": tmp_path / "out",
+        "echo": None,
+    } | kwargs
     with pytest.raises(UserError) as e:
         cl_bench.run(**args)
     assert needle in e.value.paragraph()
@@ -127,14 +167,39 @@ def test_load_results_one_row_per_run(ran):
     out, done, _ = ran
     runs = cl_bench.load_results(out)
     assert len(runs) == 2 and list(runs["method"]) == METHODS
-    assert {"scenario", "method", "seed", "config", "protocol", "backbone", "weights",
-            "avg_acc", "last_acc", "forgetting", "added_params", "stored_params", "gflops",
-            "train_s", "acc_seen", "acc_matrix", "file", "label"} <= set(runs.columns)
+    assert {
+        "scenario",
+        "method",
+        "seed",
+        "config",
+        "protocol",
+        "backbone",
+        "weights",
+        "avg_acc",
+        "last_acc",
+        "forgetting",
+        "added_params",
+        "stored_params",
+        "gflops",
+        "train_s",
+        "acc_seen",
+        "acc_matrix",
+        "file",
+        "label",
+    } <= set(runs.columns)
     for row, r in zip(runs.itertuples(), done, strict=True):
         assert (row.config, row.avg_acc, row.last_acc, row.acc_matrix) == (
-            r.config_hash, r.avg_acc, r.last_acc, r.acc_matrix)
+            r.config_hash,
+            r.avg_acc,
+            r.last_acc,
+            r.acc_matrix,
+        )
         assert (row.file, row.protocol, row.backbone, row.weights) == (
-            str(r.path.relative_to(out)), "fair", "efficientnet_lite0", "pretrained")
+            str(r.path.relative_to(out)),
+            "fair",
+            "efficientnet_lite0",
+            "pretrained",
+        )
     assert list(runs["label"]) == ["simplecil", "tosca (selection=sample)"]
     assert list(cl_bench.load_results(out, methods=["tosca"])["method"]) == ["tosca"]
 
@@ -177,8 +242,9 @@ def test_records_are_validated(ran):
     with pytest.raises(InvalidResult, match="^avg_acc is 'x', not a number$"):
         Result.from_dict({**record, "avg_acc": "x"})
     named = {**record, "protocol": {**record["protocol"], "name": "paper"}}
-    with pytest.raises(InvalidResult, match="protocol.name is 'paper' but the config was run "
-                                            "under 'fair'"):
+    with pytest.raises(
+        InvalidResult, match="protocol.name is 'paper' but the config was run under 'fair'"
+    ):
         Result.from_dict(named)
     paper = Result.from_dict({**named, "config": {**record["config"], "protocol": "paper"}})
     assert (paper.protocol_name, done[0].protocol_name) == ("paper", "fair")
@@ -187,11 +253,12 @@ def test_records_are_validated(ran):
 
 
 def test_import_is_cheap():
-    code = ("import sys, cl_bench; cl_bench.run; cl_bench.Result; cl_bench.load_results; "
-            "print(sorted(m for m in ('torch', 'avalanche', 'pandas', 'timm') "
-            "if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
+    code = (
+        "import sys, cl_bench; cl_bench.run; cl_bench.Result; cl_bench.load_results; "
+        "print(sorted(m for m in ('torch', 'avalanche', 'pandas', 'timm') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
 
@@ -199,6 +266,7 @@ def test_scenario_export():
     if importlib.util.find_spec("cl_bench.scenarios.avalanche") is not None:
         assert callable(cl_bench.scenario)
         return
-    with pytest.raises(ImportError, match="cl_bench.scenario needs the module "
-                                          "cl_bench.scenarios.avalanche"):
+    with pytest.raises(
+        ImportError, match="cl_bench.scenario needs the module cl_bench.scenarios.avalanche"
+    ):
         cl_bench.scenario  # noqa: B018

@@ -34,15 +34,17 @@ def test_crop_box_stays_inside_and_respects_scale_and_ratio():
 
 
 def test_crop_box_is_deterministic_and_falls_back_to_a_central_box():
-    assert (crop_box(40, 60, torch.Generator().manual_seed(3))
-            == crop_box(40, 60, torch.Generator().manual_seed(3)))
+    assert crop_box(40, 60, torch.Generator().manual_seed(3)) == crop_box(
+        40, 60, torch.Generator().manual_seed(3)
+    )
     # a 1 x 1000 strip: no box of area >= 50 px and ratio <= 4/3 fits in one row
     assert crop_box(1, 1000, torch.Generator().manual_seed(0)) == (0, 499, 1, 1)
 
 
 def grey_image() -> torch.Tensor:
-    return torch.randint(0, 256, (28, 28), generator=torch.Generator().manual_seed(0),
-                         dtype=torch.uint8)
+    return torch.randint(
+        0, 256, (28, 28), generator=torch.Generator().manual_seed(0), dtype=torch.uint8
+    )
 
 
 def test_augmented_view_is_a_function_of_view_and_index():
@@ -62,7 +64,7 @@ def test_augmented_view_is_crop_resize_flip_of_the_stored_pixels():
     view = AugmentedView(32, 2)
     gen = view.generator(7)
     top, left, h, w = crop_box(28, 28, gen)
-    expected = ToModelInput(32)(image[top:top + h, left:left + w])
+    expected = ToModelInput(32)(image[top : top + h, left : left + w])
     if float(torch.rand((), generator=gen)) < 0.5:
         expected = expected.flip(-1)
     assert torch.equal(view(image, 7), expected)
@@ -93,10 +95,12 @@ def test_epoch_view_cycles_through_views_and_test_view_is_row_zero():
 
 def fake_extract(calls):
     """features = view index + 1 (eval transform: 0) in every column."""
+
     def extract(backbone, images, device, *, transform=None, **kwargs):
         view = getattr(transform, "view", -1) + 1
         calls.append(view)
         return torch.full((len(images), backbone.dim), float(view))
+
     return extract
 
 
@@ -104,11 +108,16 @@ def test_store_views_are_cached_one_file_each_and_shared(tmp_path, monkeypatch):
     monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path))
     calls = []
     monkeypatch.setattr(features, "extract", fake_extract(calls))
-    backbone = SimpleNamespace(name="fake", weights_digest="0", normalization="none",
-                               input_size=8, dim=2, runtime="torch")
-    data = SimpleNamespace(name="fake", fingerprint="f", on_disk=False,
-                           train_x=torch.zeros(3, 8, 8, dtype=torch.uint8),
-                           test_x=torch.zeros(2, 8, 8, dtype=torch.uint8))
+    backbone = SimpleNamespace(
+        name="fake", weights_digest="0", normalization="none", input_size=8, dim=2, runtime="torch"
+    )
+    data = SimpleNamespace(
+        name="fake",
+        fingerprint="f",
+        on_disk=False,
+        train_x=torch.zeros(3, 8, 8, dtype=torch.uint8),
+        test_x=torch.zeros(2, 8, 8, dtype=torch.uint8),
+    )
     store = FeatureStore(CPU, progress=False)
     views = store.get_views(backbone, data, 3)
     assert views.shape == (3, 4, 2)
@@ -129,8 +138,18 @@ def test_tosca_trains_on_the_epoch_view_and_prototypes_use_the_test_view():
     base = centres[y] + 0.1 * torch.randn(len(y), d, generator=torch.Generator().manual_seed(0))
     x = torch.stack([base + v for v in range(1 + k)], dim=1)  # (N, 1 + k, d)
     view = EpochView()
-    stream = build_stream(x, y, base, y, [0, 1, 2, 3], [2, 2], test_shuffle=True, seed=0,
-                          train_transform=view, eval_transform=evaluation_view)
+    stream = build_stream(
+        x,
+        y,
+        base,
+        y,
+        [0, 1, 2, 3],
+        [2, 2],
+        test_shuffle=True,
+        seed=0,
+        train_transform=view,
+        eval_transform=evaluation_view,
+    )
     seen = []
 
     class Spy(Recorder):
@@ -140,14 +159,32 @@ def test_tosca_trains_on_the_epoch_view_and_prototypes_use_the_test_view():
                 offset = strategy.mb_x - centres[strategy.mb_y]  # view index + noise
                 seen.append((strategy.clock.train_exp_epochs, round(float(offset.mean()))))
 
-    params = {"flow": "tosca", "mlp_ratio": 2, "se_ratio": 2, "l1": 0.0, "epochs": 3,
-              "batch_size": 4, "optimizer": "sgd", "lr": 0.01, "momentum": 0.9,
-              "weight_decay": 0.0, "scheduler": "constant", "init": "xavier",
-              "selection": "sample", "eval_batch_size": 8, "augment_views": k}
+    params = {
+        "flow": "tosca",
+        "mlp_ratio": 2,
+        "se_ratio": 2,
+        "l1": 0.0,
+        "epochs": 3,
+        "batch_size": 4,
+        "optimizer": "sgd",
+        "lr": 0.01,
+        "momentum": 0.9,
+        "weight_decay": 0.0,
+        "scheduler": "constant",
+        "init": "xavier",
+        "selection": "sample",
+        "eval_batch_size": 8,
+        "augment_views": k,
+    }
     torch.manual_seed(0)
-    strategy = Tosca(params=params, backbone=SimpleNamespace(dim=d), n_classes=4, device=CPU,
-                     plugins=[Spy(stream.task_of_label, progress=False), ViewClock(view)],
-                     evaluator=quiet_evaluator())
+    strategy = Tosca(
+        params=params,
+        backbone=SimpleNamespace(dim=d),
+        n_classes=4,
+        device=CPU,
+        plugins=[Spy(stream.task_of_label, progress=False), ViewClock(view)],
+        evaluator=quiet_evaluator(),
+    )
     strategy.train(stream.train[0], eval_streams=[])
     assert dict(seen) == {0: 1, 1: 2, 2: 1} and len(seen) == 3 * 3  # 12 samples, batch 4
     model = strategy.model.eval()
@@ -161,14 +198,22 @@ def test_tosca_trains_on_the_epoch_view_and_prototypes_use_the_test_view():
 
 def test_augment_views_run_is_recorded_and_reproducible(tmp_path, monkeypatch):
     monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path / "cache"))  # leave the session's alone
-    args = ["--methods", "tosca", "--scenario", "synthetic", "--no-progress",
-            "--set", "tosca.epochs=2", "--set", "tosca.augment_views=2"]
+    args = [
+        "--methods",
+        "tosca",
+        "--scenario",
+        "synthetic",
+        "--no-progress",
+        "--set",
+        "tosca.epochs=2",
+        "--set",
+        "tosca.augment_views=2",
+    ]
     first = invoke("run", "--out", str(tmp_path / "a"), *args)
     assert first.exit_code == 0, first.output
     second = invoke("run", "--out", str(tmp_path / "b"), *args)
     plain = invoke("run", "--out", str(tmp_path / "c"), *args[:-2])
-    a, b, c = (json.loads(next((tmp_path / x).glob("runs/*/*/*.json")).read_text())
-               for x in "abc")
+    a, b, c = (json.loads(next((tmp_path / x).glob("runs/*/*/*.json")).read_text()) for x in "abc")
     assert a["config"]["method"]["augment_views"] == 2
     assert a["protocol"]["settings"]["augment_views"] == 2
     assert c["protocol"]["settings"]["augment_views"] == 0
@@ -180,8 +225,17 @@ def test_augment_views_run_is_recorded_and_reproducible(tmp_path, monkeypatch):
 
 
 def test_negative_augment_views_is_a_one_paragraph_error(tmp_path):
-    result = invoke("run", "--out", str(tmp_path), "--methods", "tosca", "--scenario",
-                    "synthetic", "--set", "tosca.augment_views=-1")
+    result = invoke(
+        "run",
+        "--out",
+        str(tmp_path),
+        "--methods",
+        "tosca",
+        "--scenario",
+        "synthetic",
+        "--set",
+        "tosca.augment_views=-1",
+    )
     assert result.exit_code == 2
     assert "tosca.augment_views = -1 is out of range: it must be at least 0" in result.output
     assert "Traceback" not in result.output and not list(tmp_path.glob("runs/*"))

@@ -13,11 +13,14 @@ from bench import run as bench_run
 def test_prompt_shape_arguments(capsys):
     assert prompt_shape.arguments(["l2p"]) == ("l2p", "auto", 0)
     assert prompt_shape.arguments(["coda-prompt", "fp32", "8"]) == ("coda-prompt", "fp32", 8)
-    for bad, why in (([], "got ''"), (["tosca"], "got 'tosca'"),
-                     (["l2p", "auto", "0", "extra"], "got 'l2p auto 0 extra'"),
-                     (["l2p", "auto", "-1"], "checkpoint_blocks '-1' is not an integer >= 0"),
-                     (["l2p", "auto", "x"], "checkpoint_blocks 'x' is not an integer >= 0"),
-                     (["l2p", "bogus"], 'Unknown precision "bogus"')):
+    for bad, why in (
+        ([], "got ''"),
+        (["tosca"], "got 'tosca'"),
+        (["l2p", "auto", "0", "extra"], "got 'l2p auto 0 extra'"),
+        (["l2p", "auto", "-1"], "checkpoint_blocks '-1' is not an integer >= 0"),
+        (["l2p", "auto", "x"], "checkpoint_blocks 'x' is not an integer >= 0"),
+        (["l2p", "bogus"], 'Unknown precision "bogus"'),
+    ):
         with pytest.raises(SystemExit) as stop:
             prompt_shape.arguments(bad)
         assert stop.value.code == 2
@@ -33,7 +36,8 @@ def test_figure_h_without_a_checkout_names_what_is_missing(tmp_path, monkeypatch
     assert set(out) == {"not_measured"}
     message = out["not_measured"]
     assert f"no LAMDA-PILOT checkout at {tmp_path}" in message
-    assert ("missing models/coda_prompt.py, exps/dualprompt.json, exps/coda_prompt.json, "
-            "trainer.py") in message
+    assert (
+        "missing models/coda_prompt.py, exps/dualprompt.json, exps/coda_prompt.json, trainer.py"
+    ) in message
     assert "bench/parity.md" in message and "$CL_BENCH_PILOT" in message
     assert "(h) not measured: " + message in capsys.readouterr().err

@@ -32,12 +32,35 @@ def test_extracting_an_image_tree_leaves_the_global_generator_alone(tmp_path):
     assert torch.equal(torch.get_rng_state(), before)
 
 
-CODA = ["--scenario", "imagefolder", "--methods", "coda-prompt", "--backbone",
-        "vit_tiny_patch16_224", "--weights", "random", "--image-size", "32", "--precision",
-        "fp32", "--device", "cpu", "--no-progress", "--seeds", "1",
-        "--set", "scenario.init_cls=1", "--set", "scenario.increment=1",
-        "--set", "coda-prompt.epochs=1", "--set", "coda-prompt.batch_size=2",
-        "--set", "coda-prompt.lr=0.05"]
+CODA = [
+    "--scenario",
+    "imagefolder",
+    "--methods",
+    "coda-prompt",
+    "--backbone",
+    "vit_tiny_patch16_224",
+    "--weights",
+    "random",
+    "--image-size",
+    "32",
+    "--precision",
+    "fp32",
+    "--device",
+    "cpu",
+    "--no-progress",
+    "--seeds",
+    "1",
+    "--set",
+    "scenario.init_cls=1",
+    "--set",
+    "scenario.increment=1",
+    "--set",
+    "coda-prompt.epochs=1",
+    "--set",
+    "coda-prompt.batch_size=2",
+    "--set",
+    "coda-prompt.lr=0.05",
+]
 
 
 def _run(tmp_path, monkeypatch, tree, cache, name) -> dict:
@@ -54,5 +77,7 @@ def test_coda_prompt_same_numbers_from_a_cold_and_a_warm_cache(tmp_path, monkeyp
     cold = _run(tmp_path, monkeypatch, tree, tmp_path / "cache", "cold")
     warm = _run(tmp_path, monkeypatch, tree, tmp_path / "cache", "warm")
     assert (cold["timing"]["features_from"], warm["timing"]["features_from"]) == (
-        "extracted", "disk cache")
+        "extracted",
+        "disk cache",
+    )
     assert warm["acc_matrix"] == cold["acc_matrix"]

@@ -30,7 +30,8 @@ def test_each_reader_gets_its_own_copy(tmp_path):
 
 def test_same_values_as_pyyaml_for_every_built_in_card():
     for path in sorted(places.METHODS_DIR.glob("*.yaml")) + sorted(
-            places.BENCHMARKS_DIR.glob("*.yaml")):
+        places.BENCHMARKS_DIR.glob("*.yaml")
+    ):
         assert places.read_yaml(path) == yaml.safe_load(path.read_text()), path
 
 
@@ -42,5 +43,7 @@ def test_a_broken_file_keeps_pyyaml_s_message(tmp_path):
     mark = expected.value.problem_mark
     with pytest.raises(UserError) as got:
         places.read_yaml(card)
-    assert (f"{card} is not valid YAML at line {mark.line + 1}, column {mark.column + 1}: "
-            f"{expected.value.problem}. Fix the file") in str(got.value)
+    assert (
+        f"{card} is not valid YAML at line {mark.line + 1}, column {mark.column + 1}: "
+        f"{expected.value.problem}. Fix the file"
+    ) in str(got.value)

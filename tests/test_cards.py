@@ -22,9 +22,17 @@ from cl_bench.cards.places import ROOT
 EXAMPLES = ROOT / "examples"
 SYN = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32"]
 # the example (Euclidean class means) on `synthetic`, seed 1993, offline EfficientNet-Lite0
-MY_METHOD = {"avg_acc": 95.875, "last_acc": 95.0,
-             "acc_matrix": [[100.0], [93.75, 100.0], [87.5, 100.0, 93.75],
-                            [87.5, 100.0, 93.75, 93.75], [87.5, 100.0, 93.75, 93.75, 100.0]]}
+MY_METHOD = {
+    "avg_acc": 95.875,
+    "last_acc": 95.0,
+    "acc_matrix": [
+        [100.0],
+        [93.75, 100.0],
+        [87.5, 100.0, 93.75],
+        [87.5, 100.0, 93.75, 93.75],
+        [87.5, 100.0, 93.75, 93.75, 100.0],
+    ],
+}
 
 
 @pytest.fixture(autouse=True)
@@ -35,8 +43,10 @@ def own_sys_path(monkeypatch):
 
 
 def records(out: Path) -> dict[str, dict]:
-    return {json.loads(p.read_text())["method"]: json.loads(p.read_text())
-            for p in sorted(out.glob("runs/*/*/*.json"))}
+    return {
+        json.loads(p.read_text())["method"]: json.loads(p.read_text())
+        for p in sorted(out.glob("runs/*/*/*.json"))
+    }
 
 
 def test_example_method_runs_through_cards(tmp_path):
@@ -47,8 +57,9 @@ def test_example_method_runs_through_cards(tmp_path):
     assert line.endswith(f"(--cards: {EXAMPLES / 'my-method.yaml'})")
     assert "(built-in)" in next(ln for ln in listed.stdout.splitlines() if ln.startswith("tosca"))
 
-    result = invoke("run", "--cards", f"{EXAMPLES}/", "--methods", "my-method", *SYN,
-                    "--out", str(tmp_path))
+    result = invoke(
+        "run", "--cards", f"{EXAMPLES}/", "--methods", "my-method", *SYN, "--out", str(tmp_path)
+    )
     assert result.exit_code == 0, result.output
     record = records(tmp_path)["my-method"]
     assert {k: record[k] for k in MY_METHOD} == MY_METHOD
@@ -59,51 +70,80 @@ def test_example_method_runs_through_cards(tmp_path):
 
 def test_cards_refused(tmp_path, monkeypatch):
     out = tmp_path / "out"
-    refused(invoke("run", "--cards", str(tmp_path / "none"), "--methods", "simplecil", *SYN,
-                   "--out", str(out)), f"--cards {tmp_path / 'none'}: no such folder", out)
+    refused(
+        invoke(
+            "run",
+            "--cards",
+            str(tmp_path / "none"),
+            "--methods",
+            "simplecil",
+            *SYN,
+            "--out",
+            str(out),
+        ),
+        f"--cards {tmp_path / 'none'}: no such folder",
+        out,
+    )
 
     clash = tmp_path / "clash"
     clash.mkdir()
     shutil.copy(config.METHODS_DIR / "simplecil.yaml", clash)
-    refused(invoke("run", "--cards", str(clash), "--methods", "simplecil", *SYN, "--out",
-                   str(out)),
-            f'Two method cards are named "simplecil": {config.METHODS_DIR / "simplecil.yaml"}'
-            f" (built-in) and {clash / 'simplecil.yaml'} (--cards)", out)
+    refused(
+        invoke("run", "--cards", str(clash), "--methods", "simplecil", *SYN, "--out", str(out)),
+        f'Two method cards are named "simplecil": {config.METHODS_DIR / "simplecil.yaml"}'
+        f" (built-in) and {clash / 'simplecil.yaml'} (--cards)",
+        out,
+    )
 
     stray = tmp_path / "stray"
     stray.mkdir()
     (stray / "notes.yaml").write_text("todo: write a method\n")
-    refused(invoke("list", "methods", "--cards", str(stray)),
-            f"{stray / 'notes.yaml'} is not a card: a method card has `strategy:`")
+    refused(
+        invoke("list", "methods", "--cards", str(stray)),
+        f"{stray / 'notes.yaml'} is not a card: a method card has `strategy:`",
+    )
 
     monkeypatch.setenv("CL_BENCH_CARDS", str(tmp_path / "gone"))
-    refused(invoke("list", "scenarios"), f"CL_BENCH_CARDS names {tmp_path / 'gone'}, which is "
-                                         "not a folder")
+    refused(
+        invoke("list", "scenarios"),
+        f"CL_BENCH_CARDS names {tmp_path / 'gone'}, which is not a folder",
+    )
     monkeypatch.delenv("CL_BENCH_CARDS")
 
     lost = tmp_path / "lost"
     lost.mkdir()
-    (lost / "lost.yaml").write_text((EXAMPLES / "my-method.yaml").read_text().replace(
-        "my_method:MyMethod", "lost_module:MyMethod"))
-    refused(invoke("run", "--cards", str(lost), "--methods", "lost", *SYN, "--out", str(out)),
-            "cannot be imported: no module named 'lost_module'. Fix `strategy:` in the card (a "
-            "module is found among the installed packages, or beside a card from outside the "
-            f"package: {lost / 'lost_module'}.py)", out)
+    (lost / "lost.yaml").write_text(
+        (EXAMPLES / "my-method.yaml")
+        .read_text()
+        .replace("my_method:MyMethod", "lost_module:MyMethod")
+    )
+    refused(
+        invoke("run", "--cards", str(lost), "--methods", "lost", *SYN, "--out", str(out)),
+        "cannot be imported: no module named 'lost_module'. Fix `strategy:` in the card (a "
+        "module is found among the installed packages, or beside a card from outside the "
+        f"package: {lost / 'lost_module'}.py)",
+        out,
+    )
 
 
 def test_suite_from_cards_has_its_baseline_beside_it(tmp_path):
     suite = tmp_path / "mine"
     suite.mkdir()
-    (suite / "mini.yaml").write_text("runs:\n  - {name: a, scenario: synthetic, methods: "
-                                     "[my-method]}\n")
+    (suite / "mini.yaml").write_text(
+        "runs:\n  - {name: a, scenario: synthetic, methods: [my-method]}\n"
+    )
     out = tmp_path / "out"
-    refused(invoke("check", "--suite", "mini", "--cards", f"{suite},{EXAMPLES}", "--out",
-                   str(out)), f"Baseline {suite / 'baselines' / 'mini.json'} does not exist", out)
+    refused(
+        invoke("check", "--suite", "mini", "--cards", f"{suite},{EXAMPLES}", "--out", str(out)),
+        f"Baseline {suite / 'baselines' / 'mini.json'} does not exist",
+        out,
+    )
 
 
-DIST_INFO = {"METADATA": "Metadata-Version: 2.1\nName: demo-cards\nVersion: 0.1\n",
-             "entry_points.txt": "[cl_bench.cards]\ndemo = demo_cards\n"
-                                 "demo-path = demo_cards.more:CARDS\n"}
+DIST_INFO = {
+    "METADATA": "Metadata-Version: 2.1\nName: demo-cards\nVersion: 0.1\n",
+    "entry_points.txt": "[cl_bench.cards]\ndemo = demo_cards\ndemo-path = demo_cards.more:CARDS\n",
+}
 
 
 @pytest.fixture
@@ -114,11 +154,11 @@ def installed_cards(tmp_path, monkeypatch) -> Path:
     pkg = site / "demo_cards"
     (pkg / "extra").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
-    (pkg / "more.py").write_text("from pathlib import Path\n\n"
-                                 "CARDS = Path(__file__).parent / 'extra'\n")
+    (pkg / "more.py").write_text(
+        "from pathlib import Path\n\nCARDS = Path(__file__).parent / 'extra'\n"
+    )
     (pkg / "demo-ncm.yaml").write_text((config.METHODS_DIR / "simplecil.yaml").read_text())
-    (pkg / "extra" / "tiny.yaml").write_text(
-        (config.BENCHMARKS_DIR / "synthetic.yaml").read_text())
+    (pkg / "extra" / "tiny.yaml").write_text((config.BENCHMARKS_DIR / "synthetic.yaml").read_text())
     info = site / "demo_cards-0.1.dist-info"
     info.mkdir()
     for name, text in DIST_INFO.items():
@@ -127,8 +167,9 @@ def installed_cards(tmp_path, monkeypatch) -> Path:
     return pkg
 
 
-def test_entry_point_and_env_cards_are_listed_with_their_origin(installed_cards, tmp_path,
-                                                                monkeypatch):
+def test_entry_point_and_env_cards_are_listed_with_their_origin(
+    installed_cards, tmp_path, monkeypatch
+):
     env = tmp_path / "env"
     env.mkdir()
     (env / "env-ncm.yaml").write_text((config.METHODS_DIR / "simplecil.yaml").read_text())
@@ -140,19 +181,33 @@ def test_entry_point_and_env_cards_are_listed_with_their_origin(installed_cards,
     assert origin["env-ncm"] == f"CL_BENCH_CARDS: {env / 'env-ncm.yaml'})"
     assert origin["simplecil"] == "built-in)"
     scenarios = invoke("list", "scenarios").stdout.splitlines()
-    assert (f"tiny           Synthetic colour patterns (for tests)  [init 2, +2]  "
-            f"(entry point demo-path: {installed_cards / 'extra' / 'tiny.yaml'})") in scenarios
+    assert (
+        f"tiny           Synthetic colour patterns (for tests)  [init 2, +2]  "
+        f"(entry point demo-path: {installed_cards / 'extra' / 'tiny.yaml'})"
+    ) in scenarios
 
     (env / "demo-ncm.yaml").write_text((config.METHODS_DIR / "simplecil.yaml").read_text())
-    refused(invoke("list", "methods"),
-            f'Two method cards are named "demo-ncm": {installed_cards / "demo-ncm.yaml"} '
-            f"(entry point demo) and {env / 'demo-ncm.yaml'} (CL_BENCH_CARDS)")
+    refused(
+        invoke("list", "methods"),
+        f'Two method cards are named "demo-ncm": {installed_cards / "demo-ncm.yaml"} '
+        f"(entry point demo) and {env / 'demo-ncm.yaml'} (CL_BENCH_CARDS)",
+    )
 
 
-WHEEL_SOURCES = ["pyproject.toml", "setup.py", "README.md", "cl_bench", "methods", "benchmarks",
-                 "results/baselines"]
-NO_WHEEL = None if importlib.util.find_spec("setuptools") and importlib.util.find_spec("pip") \
+WHEEL_SOURCES = [
+    "pyproject.toml",
+    "setup.py",
+    "README.md",
+    "cl_bench",
+    "methods",
+    "benchmarks",
+    "results/baselines",
+]
+NO_WHEEL = (
+    None
+    if importlib.util.find_spec("setuptools") and importlib.util.find_spec("pip")
     else "building the wheel needs setuptools and pip in the test environment"
+)
 
 
 @pytest.mark.skipif(NO_WHEEL is not None, reason=NO_WHEEL or "")
@@ -168,27 +223,66 @@ def test_wheel_works_outside_the_checkout(tmp_path):
         else:
             shutil.copy(ROOT / name, src / name)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w",
-                    str(tmp_path / "dist"), str(src)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            *pip,
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            str(tmp_path / "dist"),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+    )
     wheel = next((tmp_path / "dist").glob("cl_bench-*.whl"))
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    subprocess.run([*pip, "--python", str(venv / "bin" / "python"), "install", "--no-deps",
-                    "--no-index", str(wheel)], check=True, capture_output=True)
-    purelib = Path(subprocess.run([venv / "bin" / "python", "-c",
-                                   "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                  check=True, capture_output=True, text=True).stdout.strip())
+    subprocess.run(
+        [
+            *pip,
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "--no-deps",
+            "--no-index",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    purelib = Path(
+        subprocess.run(
+            [
+                venv / "bin" / "python",
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     # a plain path line: the test environment's own .pth files (an editable cl_bench) stay out
-    (purelib / "test-env.pth").write_text("\n".join(
-        dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))) + "\n")
+    (purelib / "test-env.pth").write_text(
+        "\n".join(dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))) + "\n"
+    )
     home = tmp_path / "elsewhere"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CL_BENCH_CARDS")}
     env["CL_BENCH_CACHE"] = str(tmp_path / "cache")  # features of its own, not the tests'
 
     def cl_bench(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([venv / "bin" / "cl-bench", *args], cwd=home, env=env,
-                              capture_output=True, text=True, timeout=600)
+        return subprocess.run(
+            [venv / "bin" / "cl-bench", *args],
+            cwd=home,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
     listed = cl_bench("list", "methods")
     assert listed.returncode == 0, listed.stderr
@@ -202,18 +296,25 @@ def test_wheel_works_outside_the_checkout(tmp_path):
     assert here.exit_code == 0, here.output
     ours = records(tmp_path / "here")["simplecil"]
     for method, expected in (("simplecil", ours), ("my-method", MY_METHOD)):
-        assert {k: wheel_runs[method][k] for k in MY_METHOD} == {k: expected[k]
-                                                                 for k in MY_METHOD}
+        assert {k: wheel_runs[method][k] for k in MY_METHOD} == {k: expected[k] for k in MY_METHOD}
     assert wheel_runs["simplecil"]["config"] == ours["config"]
     assert wheel_runs["simplecil"]["env"]["git"] is None  # not a checkout
 
     probe = subprocess.run(
-        [venv / "bin" / "python", "-c",
-         "from cl_bench.cards import places\nfrom cl_bench.commands import accuracy_gate\n"
-         "path = accuracy_gate.default_baseline('ci', writing=False)\n"
-         "accuracy_gate.read_baseline(path, accuracy_gate.load_suite('ci'))\n"
-         "print(places.CHECKOUT, path)"],
-        cwd=home, env=env, capture_output=True, text=True, check=True)
+        [
+            venv / "bin" / "python",
+            "-c",
+            "from cl_bench.cards import places\nfrom cl_bench.commands import accuracy_gate\n"
+            "path = accuracy_gate.default_baseline('ci', writing=False)\n"
+            "accuracy_gate.read_baseline(path, accuracy_gate.load_suite('ci'))\n"
+            "print(places.CHECKOUT, path)",
+        ],
+        cwd=home,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert probe.stdout == f"None {purelib / 'cl_bench' / '_cards' / 'baselines' / 'ci.json'}\n"
     write = cl_bench("check", "--update-baseline")
     assert write.returncode == 2 and "is part of the installed cl-bench" in write.stderr

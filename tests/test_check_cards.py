@@ -28,9 +28,12 @@ def test_the_printed_baseline_command_works_as_printed(tmp_path, monkeypatch):
     (tmp_path / "my cards" / "mini.yaml").write_text(SUITE)
     check = ["check", "--cards", "my cards", "--suite", "mini", "--out", "out", "--no-progress"]
     missing = invoke(*check)
-    refused(missing, "Baseline my cards/baselines/mini.json does not exist. Recreate it with "
-                     "`cl-bench check --cards 'my cards' --suite mini --update-baseline "
-                     "--baseline 'my cards/baselines/mini.json'`.")
+    refused(
+        missing,
+        "Baseline my cards/baselines/mini.json does not exist. Recreate it with "
+        "`cl-bench check --cards 'my cards' --suite mini --update-baseline "
+        "--baseline 'my cards/baselines/mini.json'`.",
+    )
     printed = shlex.split(re.search(r"`(cl-bench check [^`]*)`", missing.stderr).group(1))
     made = invoke(*printed[1:])
     assert made.exit_code == 0, made.output

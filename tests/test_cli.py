@@ -8,10 +8,34 @@ import json
 import pytest
 from conftest import FAST, e2e_cache, invoke
 
-SCHEMA = {"schema_version", "method", "scenario", "seed", "status", "config", "class_order",
-          "class_names", "tasks", "protocol", "env", "acc_matrix", "acc_seen", "avg_acc",
-          "last_acc", "acc_task_mean", "avg_acc_task_mean", "last_acc_task_mean", "forgetting",
-          "bwt", "routing_acc", "accounting", "timing", "memory", "created", "code"}
+SCHEMA = {
+    "schema_version",
+    "method",
+    "scenario",
+    "seed",
+    "status",
+    "config",
+    "class_order",
+    "class_names",
+    "tasks",
+    "protocol",
+    "env",
+    "acc_matrix",
+    "acc_seen",
+    "avg_acc",
+    "last_acc",
+    "acc_task_mean",
+    "avg_acc_task_mean",
+    "last_acc_task_mean",
+    "forgetting",
+    "bwt",
+    "routing_acc",
+    "accounting",
+    "timing",
+    "memory",
+    "created",
+    "code",
+}
 
 
 def test_run_writes_complete_consistent_results(e2e_run):
@@ -36,8 +60,11 @@ def test_run_writes_complete_consistent_results(e2e_run):
         assert r["accounting"]["backbone_params"] == r["accounting"]["backbone_frozen"] > 4e6
         assert r["config"]["backbone"]["weights_digest"] == "579344248a93e230"
     tosca, simplecil = records["tosca"], records["simplecil"]
-    assert tosca["protocol"]["settings"] == {"selection": "sample", "augment_views": 0,
-                                             "eval_batch_size": 48}
+    assert tosca["protocol"]["settings"] == {
+        "selection": "sample",
+        "augment_views": 0,
+        "eval_batch_size": 48,
+    }
     assert len(tosca["routing_acc"]) == 5 and tosca["routing_acc"][0] == 100.0
     assert simplecil["routing_acc"] is None
     # synthetic classes are well separated: far above chance (10 %)
@@ -76,35 +103,41 @@ def test_same_command_same_numbers(e2e_run, tmp_path, tmp_path_factory, monkeypa
 
 def test_changed_setting_is_a_new_run(e2e_run):
     out, _, _ = e2e_run
-    result = invoke("run", "--out", str(out), "--methods", "tosca", *FAST,
-                    "--set", "tosca.selection=batch")
+    result = invoke(
+        "run", "--out", str(out), "--methods", "tosca", *FAST, "--set", "tosca.selection=batch"
+    )
     assert result.exit_code == 0, result.output
     files = sorted(out.glob("runs/synthetic/tosca/*.json"))
     assert len(files) == 2
-    batch = [json.loads(p.read_text()) for p in files
-             if json.loads(p.read_text())["protocol"]["settings"]["selection"] == "batch"]
+    batch = [
+        json.loads(p.read_text())
+        for p in files
+        if json.loads(p.read_text())["protocol"]["settings"]["selection"] == "batch"
+    ]
     assert len(batch) == 1 and batch[0]["config"]["method"]["selection"] == "batch"
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--methods", "tosac"], 'Unknown method "tosac". Did you mean "tosca"?'),
-    (["--scenario", "fminst"], 'Unknown scenario "fminst". Did you mean "fmnist"?'),
-    (["--backbone", "efficientnet_lite"], 'Did you mean "efficientnet_lite0"?'),
-    (["--set", "tosca.lrr=0.1"], '"tosca" has no setting "lrr". Did you mean "lr"?'),
-    (["--set", "tosca.lr=fast"], "expected a float"),
-    (["--set", "tosca.selection=oracle"], "choose one of sample, batch"),
-    (["--set", "l2p.lr=0.1"], '"l2p" is neither "scenario" nor one of the methods'),
-    (["--set", "tosca.lr"], "not of the form owner.key=value"),
-    (["--seeds", "19x3"], "comma-separated integers"),
-    (["--weights", "/nonexistent/w.pth"], "/nonexistent/w.pth"),
-    (["--scenario", "fmnist-full", "--data-root", "/nonexistent"], "apt-get install"),
-    (["--device", "cuda"], "no CUDA GPU"),
-    (["--backbone", "vit_tiny_patch16_224"], "vit_tiny_patch16_224.augreg_in21k"),
-    (["--methods", "l2p,tosca"], "l2p needs a VIT backbone"),
-    (["--scenario", "imagenet-a"], "no data root was given"),
-])
-def test_bad_input_is_one_paragraph_exit_2_nothing_written(tmp_path, args, needle,
-                                                          monkeypatch):
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--methods", "tosac"], 'Unknown method "tosac". Did you mean "tosca"?'),
+        (["--scenario", "fminst"], 'Unknown scenario "fminst". Did you mean "fmnist"?'),
+        (["--backbone", "efficientnet_lite"], 'Did you mean "efficientnet_lite0"?'),
+        (["--set", "tosca.lrr=0.1"], '"tosca" has no setting "lrr". Did you mean "lr"?'),
+        (["--set", "tosca.lr=fast"], "expected a float"),
+        (["--set", "tosca.selection=oracle"], "choose one of sample, batch"),
+        (["--set", "l2p.lr=0.1"], '"l2p" is neither "scenario" nor one of the methods'),
+        (["--set", "tosca.lr"], "not of the form owner.key=value"),
+        (["--seeds", "19x3"], "comma-separated integers"),
+        (["--weights", "/nonexistent/w.pth"], "/nonexistent/w.pth"),
+        (["--scenario", "fmnist-full", "--data-root", "/nonexistent"], "apt-get install"),
+        (["--device", "cuda"], "no CUDA GPU"),
+        (["--backbone", "vit_tiny_patch16_224"], "vit_tiny_patch16_224.augreg_in21k"),
+        (["--methods", "l2p,tosca"], "l2p needs a VIT backbone"),
+        (["--scenario", "imagenet-a"], "no data root was given"),
+    ],
+)
+def test_bad_input_is_one_paragraph_exit_2_nothing_written(tmp_path, args, needle, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     out = tmp_path / "out"
     result = invoke("run", "--out", str(out), "--scenario", "synthetic", "--no-progress", *args)
@@ -125,6 +158,7 @@ def test_corrupt_weights_file(tmp_path):
 
 def test_malformed_yaml_card(tmp_path, monkeypatch):
     from cl_bench.cards import config
+
     (tmp_path / "broken.yaml").write_text("name: broken\ndefaults: {lr: [0.1\n")
     monkeypatch.setattr(config, "METHODS_DIR", tmp_path)
     result = invoke("run", "--methods", "broken", "--out", str(tmp_path / "out"), *FAST[:3])

@@ -22,15 +22,23 @@ from cl_bench.strategies.coda_prompt import (
 def test_coda_cosine_holds_the_first_two_epochs_then_lags_one_epoch():
     epochs = 5
     factors = [coda_cosine_factor(e, epochs) for e in range(epochs)]
-    expected = [1.0, 1.0, *(math.cos(99 * math.pi * (e - 1) / (200 * (epochs - 1)))
-                             for e in range(2, epochs))]
+    expected = [
+        1.0,
+        1.0,
+        *(math.cos(99 * math.pi * (e - 1) / (200 * (epochs - 1))) for e in range(2, epochs)),
+    ]
     assert factors == pytest.approx(expected, abs=1e-12)
     assert coda_cosine_factor(0, 1) == 1.0  # one epoch: no division by zero
 
 
 def test_strategy_schedule_gives_the_official_rate_per_epoch():
-    params = {"optimizer": "adam", "lr": 0.01, "weight_decay": 0.0, "epochs": 4,
-              "scheduler": "coda_cosine"}
+    params = {
+        "optimizer": "adam",
+        "lr": 0.01,
+        "weight_decay": 0.0,
+        "epochs": 4,
+        "scheduler": "coda_cosine",
+    }
     model = torch.nn.Linear(3, 2)
     opt, sched = CodaPrompt.build_optimizer(SimpleNamespace(params=params), model)
     rates = []
@@ -38,8 +46,10 @@ def test_strategy_schedule_gives_the_official_rate_per_epoch():
         rates.append(opt.param_groups[0]["lr"])
         opt.step()
         sched.step()  # after each epoch, as the strategy steps it
-    assert rates == pytest.approx([0.01, 0.01, 0.01 * math.cos(99 * math.pi / 600),
-                                   0.01 * math.cos(99 * math.pi * 2 / 600)], abs=1e-12)
+    assert rates == pytest.approx(
+        [0.01, 0.01, 0.01 * math.cos(99 * math.pi / 600), 0.01 * math.cos(99 * math.pi * 2 / 600)],
+        abs=1e-12,
+    )
 
 
 def classical_gram_schmidt(old: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:

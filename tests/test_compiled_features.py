@@ -47,9 +47,14 @@ def probe(tmp_path_factory) -> dict:
     a home folder of its own (what is written there is listed)."""
     home, scratch = tmp_path_factory.mktemp("home"), tmp_path_factory.mktemp("probe")
     env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, str(ROOT / "tests" / "compiled_probe.py"),
-                           str(scratch)],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "compiled_probe.py"), str(scratch)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     return {**json.loads(done.stdout.splitlines()[-1]), "home": sorted(os.listdir(home))}
 
@@ -142,10 +147,13 @@ def test_run_records_the_runtime_and_keeps_eager_results_apart(probe):
     CNN's (extracted in torch either way: the second run reads them)."""
     cli = probe["cli"]
     assert {r: cli["printed"][r]["exit_code"] for r in ("torch", "auto")} == {
-        "torch": 0, "auto": 0}, cli["printed"]
+        "torch": 0,
+        "auto": 0,
+    }, cli["printed"]
     assert cli["results"] == 4
-    assert set(cli["acc_matrix"]) == {f"{m} {r}" for m in ("simplecil", "aper")
-                                      for r in ("None", OV)}
+    assert set(cli["acc_matrix"]) == {
+        f"{m} {r}" for m in ("simplecil", "aper") for r in ("None", OV)
+    }
     for method in ("simplecil", "aper"):
         assert cli["acc_matrix"][f"{method} None"] == cli["acc_matrix"][f"{method} {OV}"]
     assert f"cpu/fp32, frozen features through {OV}" in cli["printed"]["auto"]["stdout"]
@@ -159,11 +167,17 @@ def test_runtime_failures_become_a_user_error_with_the_way_around():
     exception types) name the backbone, the precision, the cause and the fixes; any other
     exception passes unchanged."""
     from cl_bench.backbones.compiled import runtime_errors
-    conversion_failure = type("OpConversionFailure", (Exception,),
-                              {"__module__": "openvino._pyopenvino"})
-    for error in (RuntimeError("Exception from src/node.cpp:823:\n[CPU] Convolution node "
-                               "with name 'Multiply_1' object is not initialized\n"),
-                  conversion_failure("Model wasn't fully converted.")):
+
+    conversion_failure = type(
+        "OpConversionFailure", (Exception,), {"__module__": "openvino._pyopenvino"}
+    )
+    for error in (
+        RuntimeError(
+            "Exception from src/node.cpp:823:\n[CPU] Convolution node "
+            "with name 'Multiply_1' object is not initialized\n"
+        ),
+        conversion_failure("Model wasn't fully converted."),
+    ):
         with pytest.raises(UserError) as caught, runtime_errors("efficientnet_lite0", "bf16"):
             raise error
         message = str(caught.value)

@@ -46,9 +46,11 @@ SHIPPED = {
     "min": (Inputs.IMAGES, False, Schedule.PER_TASK),
 }
 # the protocol settings each declares, in order (the others: eval_batch_size only)
-PROTOCOL = {"tosca": ["selection", "augment_views", "eval_batch_size"],
-            "l2p": ["batchwise", "eval_batch_size"],
-            "dualprompt": ["batchwise", "eval_batch_size"]}
+PROTOCOL = {
+    "tosca": ["selection", "augment_views", "eval_batch_size"],
+    "l2p": ["batchwise", "eval_batch_size"],
+    "dualprompt": ["batchwise", "eval_batch_size"],
+}
 
 
 def test_every_shipped_strategy_declares_its_contract():
@@ -56,8 +58,12 @@ def test_every_shipped_strategy_declares_its_contract():
     for name, (inputs, trains_backbone, schedule) in SHIPPED.items():
         cls = import_object(load_method(name).raw["strategy"])
         assert issubclass(cls, Method)
-        assert spec_of(cls) == MethodSpec(inputs=inputs, trains_backbone=trains_backbone,
-                                          schedule=schedule, protocol=spec_of(cls).protocol)
+        assert spec_of(cls) == MethodSpec(
+            inputs=inputs,
+            trains_backbone=trains_backbone,
+            schedule=schedule,
+            protocol=spec_of(cls).protocol,
+        )
         assert [s.key for s in spec_of(cls).protocol] == PROTOCOL.get(name, ["eval_batch_size"])
 
 
@@ -81,8 +87,12 @@ def test_a_protocol_setting_names_its_values_and_its_per_batch_rules():
     with pytest.raises(TypeError, match="one-line meaning"):
         ProtocolSetting("k", "two\nlines")
     with pytest.raises(TypeError, match="distinct keys"):
-        MethodSpec(inputs=Inputs.FEATURES, trains_backbone=False, schedule=Schedule.PER_TASK,
-                   protocol=(EVAL_BATCH_SIZE, EVAL_BATCH_SIZE))
+        MethodSpec(
+            inputs=Inputs.FEATURES,
+            trains_backbone=False,
+            schedule=Schedule.PER_TASK,
+            protocol=(EVAL_BATCH_SIZE, EVAL_BATCH_SIZE),
+        )
 
 
 def test_a_bare_avalanche_template_is_refused_with_one_message():
@@ -109,12 +119,15 @@ def test_cli_refuses_a_card_whose_strategy_declares_nothing(tmp_path, monkeypatc
     cards = tmp_path / "methods"
     cards.mkdir()
     card = cards / "bare.yaml"
-    card.write_text("strategy: avalanche.training.supervised:Naive\n"
-                    "defaults: {batch_size: 8, eval_batch_size: 8}\n")
+    card.write_text(
+        "strategy: avalanche.training.supervised:Naive\n"
+        "defaults: {batch_size: 8, eval_batch_size: 8}\n"
+    )
     monkeypatch.setattr(config, "METHODS_DIR", cards)
     out = tmp_path / "out"
-    result = invoke("run", "--methods", "bare", "--scenario", "synthetic", "--no-progress",
-                    "--out", str(out))
+    result = invoke(
+        "run", "--methods", "bare", "--scenario", "synthetic", "--no-progress", "--out", str(out)
+    )
     assert result.exit_code == 2
     assert result.stderr == f"error: {card}: strategy {NAIVE} {ADVICE}\n"
     assert not out.exists()
@@ -145,11 +158,21 @@ STREAM = SimpleNamespace(train=["t0", "t1", "t2"], seen_test=["s0", "s1", "s2"])
 
 def test_drive_per_task_trains_then_evaluates_each_task_and_reports_it():
     fake, done = Fake(), []
-    drive(fake, STREAM, after_task=lambda n: done.append((n, len(fake.calls))),
-          loader_args={"num_workers": 2})
+    drive(
+        fake,
+        STREAM,
+        after_task=lambda n: done.append((n, len(fake.calls))),
+        loader_args={"num_workers": 2},
+    )
     w = {"num_workers": 2}
-    assert fake.calls == [("train", "t0", w), ("eval", "s0", w), ("train", "t1", w),
-                          ("eval", "s1", w), ("train", "t2", w), ("eval", "s2", w)]
+    assert fake.calls == [
+        ("train", "t0", w),
+        ("eval", "s0", w),
+        ("train", "t1", w),
+        ("eval", "s1", w),
+        ("train", "t2", w),
+        ("eval", "s2", w),
+    ]
     assert done == [(1, 2), (2, 4), (3, 6)]
 
 
@@ -159,8 +182,14 @@ def test_drive_gives_evaluation_its_own_loader_arguments():
     fake = Fake()
     train, test = {"num_workers": 1}, {"num_workers": 0}
     drive(fake, STREAM, loader_args=train, eval_args=test)
-    assert fake.calls == [("train", "t0", train), ("eval", "s0", test), ("train", "t1", train),
-                          ("eval", "s1", test), ("train", "t2", train), ("eval", "s2", test)]
+    assert fake.calls == [
+        ("train", "t0", train),
+        ("eval", "s0", test),
+        ("train", "t1", train),
+        ("eval", "s1", test),
+        ("train", "t2", train),
+        ("eval", "s2", test),
+    ]
     joint = FakeJoint()
     drive(joint, STREAM, loader_args=train, eval_args=test)
     assert [c[2] for c in joint.calls] == [train, test, test, test]
@@ -182,8 +211,12 @@ def test_drive_without_evaluation_only_trains():
 def test_drive_joint_trains_once_on_every_task_then_evaluates_each():
     fake, done = FakeJoint(), []
     drive(fake, STREAM, after_task=done.append)
-    assert fake.calls == [("train", ["t0", "t1", "t2"], {}), ("eval", "s0", {}),
-                          ("eval", "s1", {}), ("eval", "s2", {})]
+    assert fake.calls == [
+        ("train", ["t0", "t1", "t2"], {}),
+        ("eval", "s0", {}),
+        ("eval", "s1", {}),
+        ("eval", "s2", {}),
+    ]
     assert done == []
     with pytest.raises(ValueError, match="cannot start at task 1"):
         drive(FakeJoint(), STREAM, start=1)

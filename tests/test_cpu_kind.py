@@ -19,16 +19,25 @@ SKYLAKE = "flags : fpu sse2 avx2 avx512f avx512cd"
 ZEN2 = "flags : fpu sse2 avx avx2 fma"
 
 
-@pytest.mark.parametrize(("flags", "kind"), [
-    (SAPPHIRE, "amx"), (GENOA, "avx512_bf16"), (SKYLAKE, "avx512"), (ZEN2, "avx2"),
-    ("flags : fpu sse2", "baseline"), ("", "baseline"),
-    ("flags : avx2 avx512_bf16x", "avx2")])  # whole flags only, never a prefix
+@pytest.mark.parametrize(
+    ("flags", "kind"),
+    [
+        (SAPPHIRE, "amx"),
+        (GENOA, "avx512_bf16"),
+        (SKYLAKE, "avx512"),
+        (ZEN2, "avx2"),
+        ("flags : fpu sse2", "baseline"),
+        ("", "baseline"),
+        ("flags : avx2 avx512_bf16x", "avx2"),
+    ],
+)  # whole flags only, never a prefix
 def test_the_kind_is_the_most_capable_unit_the_cpu_reports(flags, kind):
     assert cpu_flags.cpu_kind(flags, environ={}) == kind
 
 
-@pytest.mark.parametrize(("flags", "bf16"), [(SAPPHIRE, True), (GENOA, True),
-                                             (SKYLAKE, False), (ZEN2, False)])
+@pytest.mark.parametrize(
+    ("flags", "bf16"), [(SAPPHIRE, True), (GENOA, True), (SKYLAKE, False), (ZEN2, False)]
+)
 def test_bf16_units_are_amx_or_avx512_bf16(monkeypatch, flags, bf16):
     for var in cpu_flags.ISA_CAPS:
         monkeypatch.delenv(var, raising=False)
@@ -36,15 +45,28 @@ def test_bf16_units_are_amx_or_avx512_bf16(monkeypatch, flags, bf16):
     assert cpu_flags.detect_cpu_bf16() is bf16
 
 
-@pytest.mark.parametrize(("cap", "sapphire", "zen2"), [
-    ("AVX2", "avx2", "avx2"), ("avx2_vnni_2", "avx2", "avx2"),
-    ("AVX512_CORE", "avx512", "avx2"), ("AVX512_CORE_VNNI", "avx512", "avx2"),
-    ("AVX512_CORE_BF16", "avx512_bf16", "avx2"), ("AVX10_1_512", "avx512_bf16", "avx2"),
-    ("AVX512_CORE_AMX", "amx", "avx2"), ("AVX10_1_512_AMX_FP16", "amx", "avx2"),
-    ("SSE41", "baseline", "baseline"), ("AVX", "baseline", "baseline"),
-    ("ALL", "amx", "avx2"), ("DEFAULT", "amx", "avx2"), ("", "amx", "avx2"),
-    ("NOT_AN_ISA", "amx", "avx2"), (" AVX2", "amx", "avx2"), ("AVX2_FOO", "amx", "avx2"),
-    ("avx10_2_512_amx_2", "amx", "avx2")])  # oneDNN ignores a name it does not know
+@pytest.mark.parametrize(
+    ("cap", "sapphire", "zen2"),
+    [
+        ("AVX2", "avx2", "avx2"),
+        ("avx2_vnni_2", "avx2", "avx2"),
+        ("AVX512_CORE", "avx512", "avx2"),
+        ("AVX512_CORE_VNNI", "avx512", "avx2"),
+        ("AVX512_CORE_BF16", "avx512_bf16", "avx2"),
+        ("AVX10_1_512", "avx512_bf16", "avx2"),
+        ("AVX512_CORE_AMX", "amx", "avx2"),
+        ("AVX10_1_512_AMX_FP16", "amx", "avx2"),
+        ("SSE41", "baseline", "baseline"),
+        ("AVX", "baseline", "baseline"),
+        ("ALL", "amx", "avx2"),
+        ("DEFAULT", "amx", "avx2"),
+        ("", "amx", "avx2"),
+        ("NOT_AN_ISA", "amx", "avx2"),
+        (" AVX2", "amx", "avx2"),
+        ("AVX2_FOO", "amx", "avx2"),
+        ("avx10_2_512_amx_2", "amx", "avx2"),
+    ],
+)  # oneDNN ignores a name it does not know
 def test_onednn_isa_cap_holds_the_kind_below_the_cpu(cap, sapphire, zen2):
     """A cap lowers the kind to what oneDNN may dispatch to, never raises it."""
     for var in cpu_flags.ISA_CAPS:
@@ -55,8 +77,10 @@ def test_onednn_isa_cap_holds_the_kind_below_the_cpu(cap, sapphire, zen2):
 def test_onednn_reads_its_own_name_before_the_old_one():
     both = {"ONEDNN_MAX_CPU_ISA": "ALL", "DNNL_MAX_CPU_ISA": "AVX2"}
     assert cpu_flags.cpu_kind(SAPPHIRE, environ=both) == "amx"
-    assert cpu_flags.cpu_kind(SAPPHIRE, environ={"ONEDNN_MAX_CPU_ISA": "",
-                                                 "DNNL_MAX_CPU_ISA": "AVX2"}) == "avx2"
+    assert (
+        cpu_flags.cpu_kind(SAPPHIRE, environ={"ONEDNN_MAX_CPU_ISA": "", "DNNL_MAX_CPU_ISA": "AVX2"})
+        == "avx2"
+    )
 
 
 def test_an_amx_cpu_held_to_avx2_has_no_bf16_units_and_keys_as_avx2(monkeypatch):
@@ -76,12 +100,14 @@ def test_an_amx_cpu_held_to_avx2_has_no_bf16_units_and_keys_as_avx2(monkeypatch)
     assert key[-1] == ("cpu", "avx2")
     env = environment.versions(torch.device("cpu"), None)
     assert (env["cpu_kind"], env["cpu_isa_cap"], env["cpu_bf16"]["detected"]) == (
-        "avx2", "AVX2", False)
+        "avx2",
+        "AVX2",
+        False,
+    )
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
     assert (cpu_flags.detect_cpu_bf16(), cpu_has_bf16(), native_bf16()) == (True,) * 3
     env = environment.versions(torch.device("cpu"), None)
-    assert (env["cpu_kind"], env["cpu_isa_cap"], env["cpu_bf16"]["detected"]) == (
-        "amx", None, True)
+    assert (env["cpu_kind"], env["cpu_isa_cap"], env["cpu_bf16"]["detected"]) == ("amx", None, True)
 
 
 def test_each_cpu_kind_extracts_its_own_features(tmp_path, monkeypatch):
@@ -106,6 +132,7 @@ def test_a_gpu_key_names_the_gpu_not_the_cpu(monkeypatch):
     _, backbone, data = fake_parts([])
     gpu = {"kind": "cuda", "arch": "sm_90", "deterministic": "strict"}
     key = FeatureStore(torch.device("cuda"), progress=False, device_key=gpu).key(
-        backbone, data, "train")
+        backbone, data, "train"
+    )
     assert key[-1] == tuple(sorted(gpu.items()))
     assert not any(isinstance(part, tuple) and part[0] == "cpu" for part in key)

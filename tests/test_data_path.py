@@ -52,16 +52,19 @@ def cpus(monkeypatch, affinity: int, slurm: str | None) -> None:
         monkeypatch.setenv("SLURM_CPUS_PER_TASK", slurm)
 
 
-@pytest.mark.parametrize(("affinity", "slurm", "usable", "workers"), [
-    (16, None, 16, 15),   # a whole node of one's own
-    (16, "4", 4, 3),      # Slurm's count where it is smaller than the mask
-    (3, "8", 3, 2),       # the mask where it is smaller (taskset inside the job)
-    (2, None, 2, 1),
-    (1, None, 1, 1),      # one core: one worker still overlaps decoding with the GPU
-    (6, "0", 6, 5),       # not a count: ignored
-    (6, "four", 6, 5),
-    (6, "", 6, 5),
-])
+@pytest.mark.parametrize(
+    ("affinity", "slurm", "usable", "workers"),
+    [
+        (16, None, 16, 15),  # a whole node of one's own
+        (16, "4", 4, 3),  # Slurm's count where it is smaller than the mask
+        (3, "8", 3, 2),  # the mask where it is smaller (taskset inside the job)
+        (2, None, 2, 1),
+        (1, None, 1, 1),  # one core: one worker still overlaps decoding with the GPU
+        (6, "0", 6, 5),  # not a count: ignored
+        (6, "four", 6, 5),
+        (6, "", 6, 5),
+    ],
+)
 def test_workers_follow_affinity_and_slurm(monkeypatch, affinity, slurm, usable, workers):
     cpus(monkeypatch, affinity, slurm)
     assert loading.usable_cpus() == usable
@@ -71,14 +74,24 @@ def test_workers_follow_affinity_and_slurm(monkeypatch, affinity, slurm, usable,
 def test_loader_settings_per_device_and_data(monkeypatch):
     cpus(monkeypatch, 8, None)
     assert Loading.for_run("cpu", on_disk=False).dataloader_kwargs() == {
-        "num_workers": 0, "pin_memory": False}
+        "num_workers": 0,
+        "pin_memory": False,
+    }
     assert Loading.for_run("cpu", on_disk=True).dataloader_kwargs() == {
-        "num_workers": 1, "pin_memory": False, "prefetch_factor": 2}
+        "num_workers": 1,
+        "pin_memory": False,
+        "prefetch_factor": 2,
+    }
     assert Loading.for_run("cuda", on_disk=False).dataloader_kwargs() == {
-        "num_workers": 0, "pin_memory": True}
+        "num_workers": 0,
+        "pin_memory": True,
+    }
     gpu_disk = Loading.for_run(torch.device("cuda", 0), on_disk=True)
     assert gpu_disk.dataloader_kwargs() == {
-        "num_workers": 7, "pin_memory": True, "prefetch_factor": 2}
+        "num_workers": 7,
+        "pin_memory": True,
+        "prefetch_factor": 2,
+    }
     # Avalanche 0.6's loader factories drop what they do not name: no prefetch_factor
     assert gpu_disk.strategy_kwargs() == {"num_workers": 7, "pin_memory": True}
     # data in memory: no worker, pinned as the run is
@@ -86,9 +99,12 @@ def test_loader_settings_per_device_and_data(monkeypatch):
     # an evaluation of test images in memory: the GPU keeps its workers, the CPU has none
     assert gpu_disk.evaluation_in_memory() == gpu_disk
     assert Loading.for_run("cpu", on_disk=True).evaluation_in_memory() == Loading(
-        workers=0, pin_memory=False)
+        workers=0, pin_memory=False
+    )
     assert Loading.for_run("cpu", on_disk=False).strategy_kwargs() == {
-        "num_workers": 0, "pin_memory": False}
+        "num_workers": 0,
+        "pin_memory": False,
+    }
 
 
 def test_method_loader_reads_the_run_settings(monkeypatch):
@@ -97,8 +113,12 @@ def test_method_loader_reads_the_run_settings(monkeypatch):
     assert method_loader(data, 4).num_workers == 0  # nothing configured: as a plain loader
     configure_loading(torch.device("cuda"), on_disk=True)
     loader = method_loader(data, 4)
-    assert (loader.num_workers, loader.persistent_workers, loader.prefetch_factor,
-            loader.pin_memory) == (3, False, 2, True)
+    assert (
+        loader.num_workers,
+        loader.persistent_workers,
+        loader.prefetch_factor,
+        loader.pin_memory,
+    ) == (3, False, 2, True)
     features = method_loader(data, 4, in_memory=True)
     assert (features.num_workers, features.pin_memory) == (0, True)
     configure_loading("cpu", on_disk=False)
@@ -124,24 +144,34 @@ def test_method_loader_draws_from_the_global_generator_as_a_plain_loader_did():
 OWN_LOADERS = {
     "cl_bench/contract/loading.py": "method_loader itself",
     "cl_bench/engine/features.py": "the feature store: its own generator, workers from the "
-                                   "engine, a deterministic transform",
+    "engine, a deterministic transform",
     "cl_bench/scenarios/decoded_tests.py": "the decode-once pass: its own generator",
     "cl_bench/strategies/blocks/gathered_batches.py": "Avalanche's training loader over "
-                                                      "features in memory: its sampler, "
-                                                      "generator and pinning, no workers",
+    "features in memory: its sampler, "
+    "generator and pinning, no workers",
 }
 
 
 def test_every_in_method_loader_goes_through_the_helper():
-    found = {str(p.relative_to(REPO)) for p in sorted((REPO / "cl_bench").rglob("*.py"))
-             if re.search(r"\bDataLoader\(", p.read_text(encoding="utf-8"))}
+    found = {
+        str(p.relative_to(REPO))
+        for p in sorted((REPO / "cl_bench").rglob("*.py"))
+        if re.search(r"\bDataLoader\(", p.read_text(encoding="utf-8"))
+    }
     assert found == set(OWN_LOADERS)
-    users = {str(p.relative_to(REPO)) for p in sorted((REPO / "cl_bench").rglob("*.py"))
-             if "method_loader(" in p.read_text(encoding="utf-8")}
-    assert {"cl_bench/strategies/mos.py", "cl_bench/strategies/tuna.py",
-            "cl_bench/strategies/min.py", "cl_bench/strategies/ewc.py",
-            "cl_bench/strategies/blocks/heads.py",
-            "cl_bench/strategies/blocks/first_session.py"} <= users
+    users = {
+        str(p.relative_to(REPO))
+        for p in sorted((REPO / "cl_bench").rglob("*.py"))
+        if "method_loader(" in p.read_text(encoding="utf-8")
+    }
+    assert {
+        "cl_bench/strategies/mos.py",
+        "cl_bench/strategies/tuna.py",
+        "cl_bench/strategies/min.py",
+        "cl_bench/strategies/ewc.py",
+        "cl_bench/strategies/blocks/heads.py",
+        "cl_bench/strategies/blocks/first_session.py",
+    } <= users
 
 
 # ---------------------------------------------------------------- EWC's importances
@@ -182,13 +212,15 @@ def test_ewc_importances_are_avalanches_bit_for_bit_in_fp32(ewc_setup):
 def test_ewc_importance_pass_runs_under_the_strategy_precision(ewc_setup):
     model, dataset = ewc_setup
     seen = []
-    model.register_forward_hook(lambda m, i, out: seen.append(
-        (torch.is_autocast_enabled("cpu"), out.dtype)))
+    model.register_forward_hook(
+        lambda m, i, out: seen.append((torch.is_autocast_enabled("cpu"), out.dtype))
+    )
     fp32 = importances(TrainableEWCPlugin(1.0, "online", 1.0, None), model, dataset)
     assert seen == [(False, torch.float32)] * 3  # batches of 4, 4, 2
     seen.clear()
-    bf16 = importances(TrainableEWCPlugin(1.0, "online", 1.0, None, precision="bf16"), model,
-                       dataset)
+    bf16 = importances(
+        TrainableEWCPlugin(1.0, "online", 1.0, None, precision="bf16"), model, dataset
+    )
     assert seen == [(True, torch.bfloat16)] * 3
     for name in fp32:
         assert bf16[name].dtype == torch.float32
@@ -206,9 +238,10 @@ def photo_jpegs(folder: Path, sizes: list[tuple[int, int]]) -> list[str]:
     paths = []
     for i, (w, h) in enumerate(sizes):
         smooth = Image.fromarray(rng.integers(0, 256, (4, 5, 3), dtype=np.uint8)).resize(
-            (w, h), Image.BICUBIC)
+            (w, h), Image.BICUBIC
+        )
         pixels = np.asarray(smooth, np.int16).copy()
-        pixels[h // 3:, : w // 2] = rng.integers(0, 256, 3)  # an edge
+        pixels[h // 3 :, : w // 2] = rng.integers(0, 256, 3)  # an edge
         pixels += rng.normal(0, 6, pixels.shape).astype(np.int16)
         path = folder / f"{i}.jpg"
         Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).save(path, quality=90)
@@ -243,8 +276,7 @@ def test_decoded_once_per_file_list_and_size(tmp_path):
     assert decoded_bytes(6000, 224) == 903_168_000  # ImageNet-R's test set at 224 px
 
 
-def test_an_on_disk_run_decodes_each_test_image_once_not_per_evaluation(
-        tmp_path, monkeypatch):
+def test_an_on_disk_run_decodes_each_test_image_once_not_per_evaluation(tmp_path, monkeypatch):
     """Three tasks of one class, two methods: with the test set decoded once, each test
     image is decoded twice in all (the decode check, then once for every method and
     evaluation), and evaluations, which read tensors, fork no loader worker; read from
@@ -269,19 +301,39 @@ def test_an_on_disk_run_decodes_each_test_image_once_not_per_evaluation(
         return drive(strategy, stream, **kwargs)
 
     monkeypatch.setattr(runner, "drive", recorded)
-    args = ["--scenario", "imagefolder", "--data-root", str(root),
-            "--backbone", "vit_tiny_patch16_224", "--weights", "random", "--image-size", "32",
-            "--precision", "fp32", "--no-progress", "--set", "scenario.init_cls=1",
-            "--set", "scenario.increment=1"]
+    args = [
+        "--scenario",
+        "imagefolder",
+        "--data-root",
+        str(root),
+        "--backbone",
+        "vit_tiny_patch16_224",
+        "--weights",
+        "random",
+        "--image-size",
+        "32",
+        "--precision",
+        "fp32",
+        "--no-progress",
+        "--set",
+        "scenario.init_cls=1",
+        "--set",
+        "scenario.increment=1",
+    ]
 
     def run(out: Path, methods: str) -> tuple[Counter, dict]:
         log.write_text("")
-        sets = [a for m in methods.split(",")
-                for a in ("--set", f"{m}.epochs=1", "--set", f"{m}.batch_size=4")]
+        sets = [
+            a
+            for m in methods.split(",")
+            for a in ("--set", f"{m}.epochs=1", "--set", f"{m}.batch_size=4")
+        ]
         result = invoke("run", "--out", str(out), *args, "--methods", methods, *sets)
         assert result.exit_code == 0, result.output
-        found = {json.loads(p.read_text())["method"]: json.loads(p.read_text())
-                 for p in out.glob("runs/*/*/*.json")}
+        found = {
+            json.loads(p.read_text())["method"]: json.loads(p.read_text())
+            for p in out.glob("runs/*/*/*.json")
+        }
         return Counter(log.read_text().split()), found
 
     tests = sorted(str(p) for p in (root / "test").rglob("*.jpg"))
@@ -290,8 +342,11 @@ def test_an_on_disk_run_decodes_each_test_image_once_not_per_evaluation(
     one, none = {"num_workers": 1, "pin_memory": False}, {"num_workers": 0, "pin_memory": False}
     assert loaders == [(one, none)] * 2
 
-    monkeypatch.setattr(runner, "eval_inputs", lambda data, size, progress: (
-        data.test_x, eval_transform(True, size)))  # the files, as before
+    monkeypatch.setattr(
+        runner,
+        "eval_inputs",
+        lambda data, size, progress: (data.test_x, eval_transform(True, size)),
+    )  # the files, as before
     per_evaluation, before = run(tmp_path / "files", "finetune")  # no check: remembered
     assert loaders[2:] == [(one, one)]
     order = records["finetune"]["class_names"]
@@ -316,8 +371,12 @@ class _Seeded(torch.utils.data.Dataset):
 
 
 def crops(paths: list[str], workers: int, seed: int, passes: int = 1) -> list[torch.Tensor]:
-    loader = DataLoader(_Seeded(paths, 16), batch_size=2, num_workers=workers,
-                        generator=torch.Generator().manual_seed(seed))
+    loader = DataLoader(
+        _Seeded(paths, 16),
+        batch_size=2,
+        num_workers=workers,
+        generator=torch.Generator().manual_seed(seed),
+    )
     return [torch.cat(list(loader)) for _ in range(passes)]
 
 

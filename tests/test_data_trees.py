@@ -23,8 +23,9 @@ TREE = [*VALIDATION_TREE, "--precision", "fp32"]
 
 
 def check(root: Path):
-    return invoke("data", "check", "--scenario", "imagefolder", "--data-root", str(root),
-                  "--no-progress")
+    return invoke(
+        "data", "check", "--scenario", "imagefolder", "--data-root", str(root), "--no-progress"
+    )
 
 
 def run(root: Path, out: Path, *args: str):
@@ -61,8 +62,11 @@ def spoil_fifo(root: Path) -> tuple[Path, str]:
     return fifo, "not a regular file"
 
 
-@pytest.mark.parametrize("spoil", [spoil_dangling, spoil_loop, spoil_class_link, spoil_folder,
-                                   spoil_fifo], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "spoil",
+    [spoil_dangling, spoil_loop, spoil_class_link, spoil_folder, spoil_fifo],
+    ids=lambda f: f.__name__,
+)
 def test_entries_that_lead_nowhere_are_reported_and_refused(spoil, tmp_path):
     root = image_tree(tmp_path / "data")
     where, why = spoil(root)
@@ -73,8 +77,9 @@ def test_entries_that_lead_nowhere_are_reported_and_refused(spoil, tmp_path):
     assert "all 8 images decode" in checked.stdout  # the 8 real ones: nothing else counted
 
     out = tmp_path / "out"
-    refused(run(root, out), f"to no image or class folder: {where}: {why}. Restore the "
-                            "targets", out)
+    refused(
+        run(root, out), f"to no image or class folder: {where}: {why}. Restore the targets", out
+    )
 
 
 def test_links_that_resolve_are_data(tmp_path):
@@ -99,7 +104,7 @@ def truncated_jpeg(path: Path) -> str:
     noise = np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8)
     Image.fromarray(noise).save(buffer, format="JPEG")
     whole = buffer.read_bytes()
-    path.write_bytes(whole[:len(whole) // 2])
+    path.write_bytes(whole[: len(whole) // 2])
     buffer.unlink()
     return "OSError: image file is truncated ("
 
@@ -115,8 +120,11 @@ def test_image_that_does_not_decode_stops_the_run_before_anything_is_written(spo
     bad = root / "train" / "b" / "1.jpg"
     why = spoil(bad)
     out = tmp_path / "out"
-    refused(run(root, out, "--seeds", "1,2"),
-            f"1 image file(s) of scenario imagefolder do not decode: {bad} ({why}", out)
+    refused(
+        run(root, out, "--seeds", "1,2"),
+        f"1 image file(s) of scenario imagefolder do not decode: {bad} ({why}",
+        out,
+    )
     checked = check(root)
     assert checked.exit_code == 1
     assert "  1 unreadable file(s):" in checked.stdout
@@ -134,10 +142,12 @@ def test_unreadable_image_stops_the_run(tmp_path, monkeypatch):
             if path == str(bad):
                 raise PermissionError(13, "Permission denied")
             return decode(path)
+
         monkeypatch.setattr(transforms, "decode", refusing)
     out = tmp_path / "out"
-    refused(run(root, out), f"do not decode: {bad} (PermissionError: [Errno 13] Permission "
-                            "denied", out)
+    refused(
+        run(root, out), f"do not decode: {bad} (PermissionError: [Errno 13] Permission denied", out
+    )
 
 
 def test_decode_check_costs_once_per_dataset_version(tmp_path, monkeypatch):
@@ -147,6 +157,7 @@ def test_decode_check_costs_once_per_dataset_version(tmp_path, monkeypatch):
     def counting(path: str) -> str | None:
         decoded.append(path)
         return None
+
     monkeypatch.setattr(decode_check, "decode_problem", counting)
     card, marks = load_scenario("imagefolder"), tmp_path / "marks"
     decode_check.check_decodes(load_data(card, root), marks, progress=False)
@@ -176,8 +187,7 @@ def test_a_failing_dataset_is_not_remembered(tmp_path):
 
 
 @pytest.mark.parametrize("images", [False, True], ids=["empty splits", "images, no classes"])
-def test_a_tree_without_class_folders_is_refused_and_nothing_written(images, tmp_path,
-                                                                     monkeypatch):
+def test_a_tree_without_class_folders_is_refused_and_nothing_written(images, tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("CL_BENCH_CACHE", str(cache))
     root = tmp_path / "data"
@@ -186,8 +196,12 @@ def test_a_tree_without_class_folders_is_refused_and_nothing_written(images, tmp
         if images:
             Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(root / split / "0.png")
     out = tmp_path / "out"
-    refused(run(root, out), f"Scenario imagefolder: {root / 'train'} holds no class folders. "
-                            f"Expected {root}/train/<class>/<image>.jpg", out)
+    refused(
+        run(root, out),
+        f"Scenario imagefolder: {root / 'train'} holds no class folders. "
+        f"Expected {root}/train/<class>/<image>.jpg",
+        out,
+    )
     assert not cache.exists()  # no decode memo
 
 
@@ -195,54 +209,116 @@ def test_a_split_the_tree_cannot_hold_leaves_no_decode_memo(tmp_path, monkeypatc
     cache = tmp_path / "cache"
     monkeypatch.setenv("CL_BENCH_CACHE", str(cache))
     out = tmp_path / "out"
-    refused(run(image_tree(tmp_path / "data"), out, "--set", "scenario.init_cls=3"),
-            "init_cls = 3 is larger than the 2 classes of the dataset", out)
+    refused(
+        run(image_tree(tmp_path / "data"), out, "--set", "scenario.init_cls=3"),
+        "init_cls = 3 is larger than the 2 classes of the dataset",
+        out,
+    )
     assert not cache.exists()
 
 
 def test_dry_run_checks_the_data_root(tmp_path):
     out = tmp_path / "out"
-    plan = ["run", "--methods", "simplecil", "--scenario", "imagenet-a", "--dry-run",
-            "--weights", "random", "--out", str(out)]
-    refused(invoke(*plan), "Scenario imagenet-a reads its images from disk, and no data root "
-                           "was given", out)
-    refused(invoke(*plan, "--data-root", str(tmp_path / "none")),
-            f"Scenario imagenet-a: {tmp_path / 'none' / 'imagenet-a' / 'train'} and "
-            f"{tmp_path / 'none' / 'imagenet-a' / 'test'} not found", out)
+    plan = [
+        "run",
+        "--methods",
+        "simplecil",
+        "--scenario",
+        "imagenet-a",
+        "--dry-run",
+        "--weights",
+        "random",
+        "--out",
+        str(out),
+    ]
+    refused(
+        invoke(*plan),
+        "Scenario imagenet-a reads its images from disk, and no data root was given",
+        out,
+    )
+    refused(
+        invoke(*plan, "--data-root", str(tmp_path / "none")),
+        f"Scenario imagenet-a: {tmp_path / 'none' / 'imagenet-a' / 'train'} and "
+        f"{tmp_path / 'none' / 'imagenet-a' / 'test'} not found",
+        out,
+    )
     tree = tmp_path / "data" / "imagenet-a"
     for split in ("train", "test"):
         (tree / split).mkdir(parents=True)
-    refused(invoke(*plan, "--data-root", str(tmp_path / "data")),  # read as a run reads it
-            f"Scenario imagenet-a: {tree / 'train'} holds no class folders", out)
+    refused(
+        invoke(*plan, "--data-root", str(tmp_path / "data")),  # read as a run reads it
+        f"Scenario imagenet-a: {tree / 'train'} holds no class folders",
+        out,
+    )
     one_image_classes(tree, 200)
     planned = invoke(*plan, "--data-root", str(tmp_path / "data"))
     assert planned.exit_code == 0, planned.output
-    refused(invoke(*plan, "--data-root", str(tmp_path / "data"), "--set",
-                   "scenario.init_cls=201"),
-            "init_cls = 201 is larger than the 200 classes of the dataset", out)
+    refused(
+        invoke(*plan, "--data-root", str(tmp_path / "data"), "--set", "scenario.init_cls=201"),
+        "init_cls = 201 is larger than the 200 classes of the dataset",
+        out,
+    )
 
-    for scenario, needle in (("cifar100", f"CIFAR-100 not found in {tmp_path}: expected "
-                                          "torchvision's"),
-                             ("fmnist-full", "The full Fashion-MNIST files were not found in "
-                                             f"{tmp_path} or {tmp_path / 'fashion-mnist'}")):
-        refused(invoke("run", "--methods", "simplecil", "--scenario", scenario, "--dry-run",
-                       "--data-root", str(tmp_path), "--out", str(out)), needle, out)
+    for scenario, needle in (
+        ("cifar100", f"CIFAR-100 not found in {tmp_path}: expected torchvision's"),
+        (
+            "fmnist-full",
+            "The full Fashion-MNIST files were not found in "
+            f"{tmp_path} or {tmp_path / 'fashion-mnist'}",
+        ),
+    ):
+        refused(
+            invoke(
+                "run",
+                "--methods",
+                "simplecil",
+                "--scenario",
+                scenario,
+                "--dry-run",
+                "--data-root",
+                str(tmp_path),
+                "--out",
+                str(out),
+            ),
+            needle,
+            out,
+        )
 
 
 @pytest.mark.parametrize("dry", [True, False], ids=["dry-run", "run"])
 def test_bad_class_order_is_refused_before_anything_is_written(dry, tmp_path):
     out = tmp_path / "out"
-    args = ["run", "--methods", "simplecil", "--scenario", "synthetic", "--no-progress",
-            "--precision", "fp32", "--out", str(out), *(["--dry-run"] if dry else [])]
-    refused(invoke(*args, "--set", "scenario.class_order=bogus"),
-            "Scenario synthetic: class_order 'bogus' is none of \"seed\" (PILOT's seeded "
-            "permutation), \"natural\" or a list of class ids", out)
-    bad_orders = [([1, 0, 1, 2, 3, 4, 5, 6, 7, 8], "is not a permutation of 0..9"),
-                  (["a", "b"], "class_order ['a', 'b'] is none of"),
-                  ([0.5, 1], "class_order [0.5, 1] is none of")]
+    args = [
+        "run",
+        "--methods",
+        "simplecil",
+        "--scenario",
+        "synthetic",
+        "--no-progress",
+        "--precision",
+        "fp32",
+        "--out",
+        str(out),
+        *(["--dry-run"] if dry else []),
+    ]
+    refused(
+        invoke(*args, "--set", "scenario.class_order=bogus"),
+        "Scenario synthetic: class_order 'bogus' is none of \"seed\" (PILOT's seeded "
+        'permutation), "natural" or a list of class ids',
+        out,
+    )
+    bad_orders = [
+        ([1, 0, 1, 2, 3, 4, 5, 6, 7, 8], "is not a permutation of 0..9"),
+        (["a", "b"], "class_order ['a', 'b'] is none of"),
+        ([0.5, 1], "class_order [0.5, 1] is none of"),
+    ]
     for i, (order, needle) in enumerate(bad_orders):
         (tmp_path / str(i)).mkdir()
-        cards = card_variant(tmp_path / str(i), config.BENCHMARKS_DIR, "synthetic",
-                             "ordered", class_order=order)
-        refused(invoke(*[a if a != "synthetic" else "ordered" for a in args], "--cards",
-                       str(cards)), needle, out)
+        cards = card_variant(
+            tmp_path / str(i), config.BENCHMARKS_DIR, "synthetic", "ordered", class_order=order
+        )
+        refused(
+            invoke(*[a if a != "synthetic" else "ordered" for a in args], "--cards", str(cards)),
+            needle,
+            out,
+        )

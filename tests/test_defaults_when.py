@@ -40,8 +40,9 @@ def test_aper_variant_defaults_follow_the_backbone():
 
 def test_explicit_settings_win_over_variant_defaults():
     cnn = planned_backbone("efficientnet_lite0", "random", 32)
-    params, origins = settled(cnn, ("adapt", "finetune"), ("epochs", "2"),
-                              ("weight_decay", "0.001"))
+    params, origins = settled(
+        cnn, ("adapt", "finetune"), ("epochs", "2"), ("weight_decay", "0.001")
+    )
     assert params == {**FINETUNE, "epochs": 2, "weight_decay": 0.001}
     assert "epochs" not in origins and origins["batch_size"] == "adapt=finetune"
     vit = planned_backbone("vit_tiny_patch16_224", "random", 32)
@@ -61,20 +62,34 @@ def test_resolving_twice_changes_nothing():
     assert once["adapt"] == "bn"
 
 
-@pytest.mark.parametrize(("block", "needle"), [
-    ({"adpt": {"finetune": {"epochs": 6}}}, 'names "adpt", which is not a setting'),
-    ({"adapt": {"lora": {"epochs": 6}}}, "adapt=lora is not one of its choices"),
-    ({"adapt": {"finetune": {"epoch": 6}}}, 'sets "epoch", which is not a setting'),
-    ({"adapt": {"finetune": {"epochs": "six"}}}, "sets epochs='six', not a int"),
-    ({"adapt": {"finetune": {"epochs": 0}}}, "aper-x.epochs = 0 is out of range"),
-    ({"adapt": {"finetune": {}}}, "adapt=finetune must be a non-empty mapping"),
-    ({"adapt": ["finetune"]}, "adapt must map its values to defaults"),
-    ({"adapt": {"finetune": {"adapt": "none"}}}, "adapt=finetune sets adapt itself"),
-])
+@pytest.mark.parametrize(
+    ("block", "needle"),
+    [
+        ({"adpt": {"finetune": {"epochs": 6}}}, 'names "adpt", which is not a setting'),
+        ({"adapt": {"lora": {"epochs": 6}}}, "adapt=lora is not one of its choices"),
+        ({"adapt": {"finetune": {"epoch": 6}}}, 'sets "epoch", which is not a setting'),
+        ({"adapt": {"finetune": {"epochs": "six"}}}, "sets epochs='six', not a int"),
+        ({"adapt": {"finetune": {"epochs": 0}}}, "aper-x.epochs = 0 is out of range"),
+        ({"adapt": {"finetune": {}}}, "adapt=finetune must be a non-empty mapping"),
+        ({"adapt": ["finetune"]}, "adapt must map its values to defaults"),
+        ({"adapt": {"finetune": {"adapt": "none"}}}, "adapt=finetune sets adapt itself"),
+    ],
+)
 def test_card_with_bad_defaults_when_refused(tmp_path, block, needle):
     cards = card_variant(tmp_path, config.METHODS_DIR, "aper", "aper-x", defaults_when=block)
-    refused(invoke("list", "methods", "--cards", str(cards)),
-            f"{cards / 'aper-x.yaml'}: `defaults_when:`")
-    result = invoke("run", "--cards", str(cards), "--methods", "aper-x", "--scenario",
-                    "synthetic", "--out", str(tmp_path / "out"))
+    refused(
+        invoke("list", "methods", "--cards", str(cards)),
+        f"{cards / 'aper-x.yaml'}: `defaults_when:`",
+    )
+    result = invoke(
+        "run",
+        "--cards",
+        str(cards),
+        "--methods",
+        "aper-x",
+        "--scenario",
+        "synthetic",
+        "--out",
+        str(tmp_path / "out"),
+    )
     refused(result, needle, tmp_path / "out")

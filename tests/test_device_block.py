@@ -20,25 +20,46 @@ from cl_bench.store import device_block, results
 from cl_bench.store.record_check import problems
 from cl_bench.store.records import Result
 
-RUN = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32", "--methods",
-       "simplecil", "--image-size", "32"]
+RUN = [
+    "--scenario",
+    "synthetic",
+    "--no-progress",
+    "--precision",
+    "fp32",
+    "--methods",
+    "simplecil",
+    "--image-size",
+    "32",
+]
 GOOD = {"kind": "cuda", "arch": "sm_90", "deterministic": "fast"}
 # device -> the problem named
 BAD = {
-    "text": ("cuda", "config.device is 'cuda', not an object of kind, arch, deterministic "
-                     "(absent on the CPU)"),
-    "list": (["cuda", "sm_90", "strict"], "config.device is ['cuda', 'sm_90', 'strict'], not "
-                                          "an object of kind, arch, deterministic"),
+    "text": (
+        "cuda",
+        "config.device is 'cuda', not an object of kind, arch, deterministic (absent on the CPU)",
+    ),
+    "list": (
+        ["cuda", "sm_90", "strict"],
+        "config.device is ['cuda', 'sm_90', 'strict'], not an object of kind, arch, deterministic",
+    ),
     "null": (None, "config.device is None, not an object"),
-    "keys": ({"kind": "cuda", "arch": "sm_90"},
-             "config.device has the keys arch, kind, not kind, arch, deterministic"),
+    "keys": (
+        {"kind": "cuda", "arch": "sm_90"},
+        "config.device has the keys arch, kind, not kind, arch, deterministic",
+    ),
     "kind": ({**GOOD, "kind": "cpu"}, "config.device.kind is 'cpu', not one of cuda"),
-    "arch number": ({**GOOD, "arch": 90},
-                    "config.device.arch is 90, not a GPU architecture such as sm_90"),
-    "arch text": ({**GOOD, "arch": "Hopper"},
-                  "config.device.arch is 'Hopper', not a GPU architecture such as sm_90"),
-    "mode": ({**GOOD, "deterministic": True},
-             "config.device.deterministic is True, not one of strict, fast"),
+    "arch number": (
+        {**GOOD, "arch": 90},
+        "config.device.arch is 90, not a GPU architecture such as sm_90",
+    ),
+    "arch text": (
+        {**GOOD, "arch": "Hopper"},
+        "config.device.arch is 'Hopper', not a GPU architecture such as sm_90",
+    ),
+    "mode": (
+        {**GOOD, "deterministic": True},
+        "config.device.deterministic is True, not one of strict, fast",
+    ),
 }
 
 
@@ -60,8 +81,11 @@ def with_device(clean: tuple[Path, Path], tmp_path: Path, device) -> tuple[Path,
     shutil.copytree(out, copy)
     record = results.load(path)
     record["config"]["device"] = device
-    moved = copy / path.parent.relative_to(out) / (
-        f"{record['seed']}-{results.config_hash(record['config'])}.json")
+    moved = (
+        copy
+        / path.parent.relative_to(out)
+        / (f"{record['seed']}-{results.config_hash(record['config'])}.json")
+    )
     moved.write_text(json.dumps(record))
     return copy, moved
 
@@ -82,8 +106,17 @@ def test_a_malformed_device_is_named_by_status(case, clean, tmp_path):
 def test_report_skips_a_malformed_device(case, clean, tmp_path):
     device, problem = BAD[case]
     out, path = with_device(clean, tmp_path, device)
-    result = invoke("report", "--results", str(out), "--out", str(tmp_path / "r"),
-                    "--format", "csv", "--images", "none")
+    result = invoke(
+        "report",
+        "--results",
+        str(out),
+        "--out",
+        str(tmp_path / "r"),
+        "--format",
+        "csv",
+        "--images",
+        "none",
+    )
     assert result.exit_code == 0, result.output
     (warning,) = result.stderr.splitlines()
     assert warning.startswith(f"warning: skipped {path}: ") and problem in warning

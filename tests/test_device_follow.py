@@ -109,34 +109,66 @@ VIT, SIZE, BLOCKS, D = "vit_tiny_patch16_224", 32, 5, 192
 N_CLASSES, SIZES, TRAIN_PER_CLASS, TEST_PER_CLASS = 4, [2, 2], 2, 1
 # where a card has the setting, as --set gives it: one pass, one batch per task, the
 # random projections (MiN, RanPAC) and the classifier alignment (MOS, TUNA) small
-CHEAP = {"epochs": 1, "init_epochs": 1, "fit_epochs": 1, "batch_size": 8,
-         "eval_batch_size": 8, "fit_batch_size": 8, "buffer_size": 64, "M": 64,
-         "ca_epochs": 1, "ca_samples": 1}
+CHEAP = {
+    "epochs": 1,
+    "init_epochs": 1,
+    "fit_epochs": 1,
+    "batch_size": 8,
+    "eval_batch_size": 8,
+    "fit_batch_size": 8,
+    "buffer_size": 64,
+    "M": 64,
+    "ca_epochs": 1,
+    "ca_samples": 1,
+}
 
 # method -> (the function where the runner's path stops on meta, why)
 STOPS_ON_META = {
-    "aper": ("weights_digest", "after the first task the adapted backbone is named by a "
-             "sha256 of its weights, which it reads on the host (.cpu())"),
-    "ranpac": ("weights_digest", "as APER's (and the ridge search after it reads each "
-               "lambda's validation loss with float())"),
-    "ease": ("complete_prototypes", "the prototype completion loops up to int(max()) of "
-             "the task of every class, a copy of it on the device"),
-    "mos": ("set_statistics", "a class gets statistics where (labels == c).any(), read on "
-            "the device (and the test-time retrieval stops on `not active.any()`)"),
-    "tuna": ("class_gaussians", "a class's features are feats[labels == c], a boolean mask "
-             "on the device: how many rows it selects is data"),
+    "aper": (
+        "weights_digest",
+        "after the first task the adapted backbone is named by a "
+        "sha256 of its weights, which it reads on the host (.cpu())",
+    ),
+    "ranpac": (
+        "weights_digest",
+        "as APER's (and the ridge search after it reads each "
+        "lambda's validation loss with float())",
+    ),
+    "ease": (
+        "complete_prototypes",
+        "the prototype completion loops up to int(max()) of "
+        "the task of every class, a copy of it on the device",
+    ),
+    "mos": (
+        "set_statistics",
+        "a class gets statistics where (labels == c).any(), read on "
+        "the device (and the test-time retrieval stops on `not active.any()`)",
+    ),
+    "tuna": (
+        "class_gaussians",
+        "a class's features are feats[labels == c], a boolean mask "
+        "on the device: how many rows it selects is data",
+    ),
 }
 # meta's own refusals: a value read, or a shape that depends on values
-META_REFUSALS = ("cannot be called on meta tensors", "Cannot copy out of meta tensor",
-                 "register_meta function for torch.nonzero()")
+META_REFUSALS = (
+    "cannot be called on meta tensors",
+    "Cannot copy out of meta tensor",
+    "register_meta function for torch.nonzero()",
+)
 
 # (rows, columns) of the training logits, per step (a task's images are one batch): the
 # cosine classifier over the seen classes (TOSCA), the first session's head over task 1's
 # classes (APER, RanPAC), else every class of the run (the others at -inf); SimpleCIL
 # trains nothing (0 epochs), Joint once, on both tasks' images
 TASK = 2 * TRAIN_PER_CLASS
-TRAIN_STEPS = {"tosca": [(TASK, 2), (TASK, 4)], "simplecil": [], "aper": [(TASK, 2)],
-               "ranpac": [(TASK, 2)], "joint": [(2 * TASK, N_CLASSES)]}
+TRAIN_STEPS = {
+    "tosca": [(TASK, 2), (TASK, 4)],
+    "simplecil": [],
+    "aper": [(TASK, 2)],
+    "ranpac": [(TASK, 2)],
+    "joint": [(2 * TASK, N_CLASSES)],
+}
 # columns of the evaluation logits after the last task (the methods that get there)
 EVAL_COLUMNS = {m: N_CLASSES for m in METHODS if m not in STOPS_ON_META}
 
@@ -144,77 +176,120 @@ EVAL_COLUMNS = {m: N_CLASSES for m in METHODS if m not in STOPS_ON_META}
 # method -> settings -> (path -> shape) of state the method grows on meta, which the walk
 # must reach on the device: after both tasks and the evaluation, or where it stops on meta
 GROWN = {
-    "tosca": lambda p: {"model.luca.1.adapter.0.weight": (D // p["mlp_ratio"], D),  # task 2's
-                        "model.classifier.weight": (N_CLASSES, D),
-                        "model._stacked[1]['adapter.0.weight']": (2, D // p["mlp_ratio"], D),
-                        "model.routing": (N_CLASSES,)},
+    "tosca": lambda p: {
+        "model.luca.1.adapter.0.weight": (D // p["mlp_ratio"], D),  # task 2's
+        "model.classifier.weight": (N_CLASSES, D),
+        "model._stacked[1]['adapter.0.weight']": (2, D // p["mlp_ratio"], D),
+        "model.routing": (N_CLASSES,),
+    },
     "simplecil": lambda p: {"model.weight": (N_CLASSES, D)},  # the prototypes
     "l2p": lambda p: {"model.prompts": (p["pool_size"], p["length"], D)},
     "dualprompt": lambda p: {
         "model.e": (len(p["e_layers"]), 2, p["pool_size"], p["e_length"], D),
-        "model.routing": (N_CLASSES,)},
+        "model.routing": (N_CLASSES,),
+    },
     "coda-prompt": lambda p: {"model.p": (len(p["layers"]), p["pool_size"], p["length"], D)},
-    "min": lambda p: {"model.sets.1.0.mu.weight": (p["hidden_dim"],) * 2,  # task 2's noise
-                      "model.prototypes": (2, D), "model.mix": (2,),
-                      "model.analytic.W": (p["buffer_size"], N_CLASSES)},
-    "ewc": lambda p: {f"plugins.TrainableEWCPlugin.{store}[1]['head.weight']._data":
-                      (N_CLASSES, D) for store in ("importances", "saved_params")},
+    "min": lambda p: {
+        "model.sets.1.0.mu.weight": (p["hidden_dim"],) * 2,  # task 2's noise
+        "model.prototypes": (2, D),
+        "model.mix": (2,),
+        "model.analytic.W": (p["buffer_size"], N_CLASSES),
+    },
+    "ewc": lambda p: {
+        f"plugins.TrainableEWCPlugin.{store}[1]['head.weight']._data": (N_CLASSES, D)
+        for store in ("importances", "saved_params")
+    },
     "finetune": lambda p: {"model.head.weight": (N_CLASSES, D)},
     "joint": lambda p: {"model.head.weight": (N_CLASSES, D)},
-    "ease": lambda p: {"model.proxy.weight": (2, D),
-                       "model.sets.0.adapters.0.down.weight": (p["ffn"], D)},
-    "mos": lambda p: {"model.features": (TASK, D),
-                      "model.head.weight": (N_CLASSES, D)},
-    "tuna": lambda p: {"model.head.0": (2, D),
-                       "model.universal.adapters.0.down.weight": (p["ffn"], D)},
+    "ease": lambda p: {
+        "model.proxy.weight": (2, D),
+        "model.sets.0.adapters.0.down.weight": (p["ffn"], D),
+    },
+    "mos": lambda p: {"model.features": (TASK, D), "model.head.weight": (N_CLASSES, D)},
+    "tuna": lambda p: {
+        "model.head.0": (2, D),
+        "model.universal.adapters.0.down.weight": (p["ffn"], D),
+    },
     "aper": lambda p: {"model.adaptation.set.adapters.0.down.weight": (p["ffn"], D)},
     "ranpac": lambda p: {"model.W_rand": (D, p["M"]), "model.G": (p["M"], p["M"])},
 }
 # what the methods of STOPS_ON_META grow past their stop, after two tasks on the CPU
 GROWN_ON_CPU = {
-    "ease": lambda p: {"model.protos": (N_CLASSES, 2, D),  # classes x subspaces x d
-                       "model.sets.1.adapters.0.down.weight": (p["ffn"], D)},
-    "mos": lambda p: {"model.means": (N_CLASSES, D), "model.covs": (N_CLASSES, D, D),
-                      "model.protos": (N_CLASSES, D),
-                      "model.sets.1.adapters.0.down.weight": (p["ffn"], D)},
-    "tuna": lambda p: {"model.means": (N_CLASSES, D), "model.covs": (N_CLASSES, D, D),
-                       "model.head.1": (2, D),
-                       "model.sets.1.adapters.0.down.weight": (p["ffn"], D),
-                       "model.universal.adapters.0.down.weight": (p["ffn"], D)},
+    "ease": lambda p: {
+        "model.protos": (N_CLASSES, 2, D),  # classes x subspaces x d
+        "model.sets.1.adapters.0.down.weight": (p["ffn"], D),
+    },
+    "mos": lambda p: {
+        "model.means": (N_CLASSES, D),
+        "model.covs": (N_CLASSES, D, D),
+        "model.protos": (N_CLASSES, D),
+        "model.sets.1.adapters.0.down.weight": (p["ffn"], D),
+    },
+    "tuna": lambda p: {
+        "model.means": (N_CLASSES, D),
+        "model.covs": (N_CLASSES, D, D),
+        "model.head.1": (2, D),
+        "model.sets.1.adapters.0.down.weight": (p["ffn"], D),
+        "model.universal.adapters.0.down.weight": (p["ffn"], D),
+    },
     "aper": lambda p: {"model.classifier.weight": (N_CLASSES, 2 * D)},  # [frozen, adapted]
-    "ranpac": lambda p: {"model.G": (p["M"], p["M"]), "model.C": (p["M"], N_CLASSES),
-                         "model.W_o": (N_CLASSES, p["M"])},
+    "ranpac": lambda p: {
+        "model.G": (p["M"], p["M"]),
+        "model.C": (p["M"], N_CLASSES),
+        "model.W_o": (N_CLASSES, p["M"]),
+    },
 }
 
 
 # What stays on the host on purpose: (path pattern, '*' for anything; the class
 # strategy.model must be for it to apply, None for every method; why). A path names
 # attributes from the strategy, plugins by their class.
-BOOKKEEPING = ("class bookkeeping, saved in checkpoints and read by Python (tolist, "
-               "boolean masks for host indexing); forwards use a device copy of it, made "
-               "once per task and walked as everything else (model.on_device)")
+BOOKKEEPING = (
+    "class bookkeeping, saved in checkpoints and read by Python (tolist, "
+    "boolean masks for host indexing); forwards use a device copy of it, made "
+    "once per task and walked as everything else (model.on_device)"
+)
 HOST_SIDE = [
-    ("plugins.Recorder.task_of_label", None,
-     "the stream's label -> task table: the recorder indexes it with the predictions and "
-     "labels it has copied to the host, to fill the accuracy matrix"),
-    ("*optimizer.state[*]['step']", None,
-     "Adam's step count: torch.optim keeps it as a CPU scalar unless the optimizer is "
-     "capturable or fused (PyTorch's design: no sync to read it)"),
+    (
+        "plugins.Recorder.task_of_label",
+        None,
+        "the stream's label -> task table: the recorder indexes it with the predictions and "
+        "labels it has copied to the host, to fill the accuracy matrix",
+    ),
+    (
+        "*optimizer.state[*]['step']",
+        None,
+        "Adam's step count: torch.optim keeps it as a CPU scalar unless the optimizer is "
+        "capturable or fused (PyTorch's design: no sync to read it)",
+    ),
     ("model.current", PromptModel, "the current task's class mask: " + BOOKKEEPING),
     ("model.unseen", PromptModel, "the mask of classes not seen yet: " + BOOKKEEPING),
-    ("model.regularizer", PromptModel,
-     "the 0-dim placeholder of construction: each training forward replaces it before the "
-     "loss reads it (and a 0-dim CPU tensor joins device tensors in any op)"),
+    (
+        "model.regularizer",
+        PromptModel,
+        "the 0-dim placeholder of construction: each training forward replaces it before the "
+        "loss reads it (and a 0-dim CPU tensor joins device tensors in any op)",
+    ),
     ("model.current", AdapterModel, "the current task's classes: " + BOOKKEEPING),
     ("model.task_of_class", AdapterModel, "the task of every class row: " + BOOKKEEPING),
     ("model.active", FinetuneNet, "the head's mask of active classes: " + BOOKKEEPING),
-    ("model.on_device._entries[*][0][*]", (PromptModel, AdapterModel, FinetuneNet),
-     "the bookkeeping a device copy was made from, kept to tell when to make it again "
-     "(the copies themselves, [1], are checked)"),
+    (
+        "model.on_device._entries[*][0][*]",
+        (PromptModel, AdapterModel, FinetuneNet),
+        "the bookkeeping a device copy was made from, kept to tell when to make it again "
+        "(the copies themselves, [1], are checked)",
+    ),
 ]
 # the strategy's handles on the stream's data (host tensors the loaders move per batch)
-DATA_ATTRIBUTES = {"experience", "adapted_dataset", "dataloader", "current_eval_stream",
-                   "_eval_streams", "_experiences", "mbatch"}
+DATA_ATTRIBUTES = {
+    "experience",
+    "adapted_dataset",
+    "dataloader",
+    "current_eval_stream",
+    "_eval_streams",
+    "_experiences",
+    "mbatch",
+}
 MODULE_INTERNALS = set(vars(nn.Module()))  # hooks and flags; its three dicts by name
 
 
@@ -234,8 +309,11 @@ def walk(strategy) -> list[tuple[str, torch.Tensor]]:
                 tensors.add(id(obj))
                 found.append((path, obj))
             return
-        if obj is None or isinstance(obj, (str, bytes, int, float, bool, torch.device,
-                                           torch.dtype)) or walked.get(id(obj), -1) >= plain:
+        if (
+            obj is None
+            or isinstance(obj, (str, bytes, int, float, bool, torch.device, torch.dtype))
+            or walked.get(id(obj), -1) >= plain
+        ):
             return
         walked[id(obj)] = plain
         if isinstance(obj, nn.Module):
@@ -251,16 +329,20 @@ def walk(strategy) -> list[tuple[str, torch.Tensor]]:
                 visit(state, f"{path}.state[{i}]", plain)
         elif isinstance(obj, dict):
             for i, (key, value) in enumerate(obj.items()):
-                visit(value, f"{path}[{repr(key) if isinstance(key, (str, int)) else i}]",
-                      plain)
+                visit(value, f"{path}[{repr(key) if isinstance(key, (str, int)) else i}]", plain)
         elif isinstance(obj, (list, tuple)):
             for i, value in enumerate(obj):
                 visit(value, f"{path}[{i}]", plain)
         elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
             for f in dataclasses.fields(obj):
                 visit(getattr(obj, f.name), f"{path}.{f.name}", plain)
-        elif (plain > 0 and hasattr(obj, "__dict__") and not isinstance(obj, type)
-              and not inspect.isroutine(obj) and not inspect.ismodule(obj)):
+        elif (
+            plain > 0
+            and hasattr(obj, "__dict__")
+            and not isinstance(obj, type)
+            and not inspect.isroutine(obj)
+            and not inspect.ismodule(obj)
+        ):
             for name, value in vars(obj).items():
                 visit(value, f"{path}.{name}", plain - 1)
 
@@ -275,30 +357,39 @@ def walk(strategy) -> list[tuple[str, torch.Tensor]]:
     return found
 
 
-HOST_PATTERNS = [(re.compile(".*".join(map(re.escape, p.split("*"))) + r"\Z"), owner)
-                 for p, owner, _ in HOST_SIDE]
+HOST_PATTERNS = [
+    (re.compile(".*".join(map(re.escape, p.split("*"))) + r"\Z"), owner)
+    for p, owner, _ in HOST_SIDE
+]
 
 
 def host_side(strategy, path: str) -> bool:
     """Whether :data:`HOST_SIDE` lets the tensor at ``path`` of ``strategy`` stay on the
     host."""
-    return any(rx.match(path) and (owner is None or isinstance(strategy.model, owner))
-               for rx, owner in HOST_PATTERNS)
+    return any(
+        rx.match(path) and (owner is None or isinstance(strategy.model, owner))
+        for rx, owner in HOST_PATTERNS
+    )
 
 
 def off_device(strategy, device: torch.device, when: str) -> list[str]:
     """Every walked tensor that is not on ``device`` and not let through by HOST_SIDE."""
-    return [f"{when}: {path} on {t.device}, shape {tuple(t.shape)}"
-            for path, t in walk(strategy)
-            if t.device != device and not host_side(strategy, path)]
+    return [
+        f"{when}: {path} on {t.device}, shape {tuple(t.shape)}"
+        for path, t in walk(strategy)
+        if t.device != device and not host_side(strategy, path)
+    ]
 
 
 def missing(strategy, expected: dict[str, tuple[int, ...]], device: torch.device) -> dict:
     """The expected (path -> shape) entries that the walk does not find on ``device``
     with that shape, with what it found there instead."""
     found = {path: (t.device.type, tuple(t.shape)) for path, t in walk(strategy)}
-    return {path: found.get(path) for path, shape in expected.items()
-            if found.get(path) != (device.type, shape)}
+    return {
+        path: found.get(path)
+        for path, shape in expected.items()
+        if found.get(path) != (device.type, shape)
+    }
 
 
 # --------------------------------------------------------------- CUDA's rule, on meta
@@ -306,11 +397,23 @@ def missing(strategy, expected: dict[str, tuple[int, ...]], device: torch.device
 
 # copies between devices are what moving is; the indices of an indexing op may live on
 # the host (CUDA takes them from there), only its self and values (positions) must match
-CROSS_DEVICE = {aten._to_copy, aten.copy_, aten.copy, aten._copy_from,
-                aten._copy_from_and_resize, aten.lift_fresh, aten.lift_fresh_copy}
-INDEXING = {aten.index: (0,), aten._unsafe_index: (0,), aten.index_put: (0, 2),
-            aten.index_put_: (0, 2), aten._index_put_impl_: (0, 2),
-            aten._unsafe_index_put: (0, 2)}
+CROSS_DEVICE = {
+    aten._to_copy,
+    aten.copy_,
+    aten.copy,
+    aten._copy_from,
+    aten._copy_from_and_resize,
+    aten.lift_fresh,
+    aten.lift_fresh_copy,
+}
+INDEXING = {
+    aten.index: (0,),
+    aten._unsafe_index: (0,),
+    aten.index_put: (0, 2),
+    aten.index_put_: (0, 2),
+    aten._index_put_impl_: (0, 2),
+    aten._unsafe_index_put: (0, 2),
+}
 
 
 class SameDevice(TorchDispatchMode):
@@ -321,12 +424,17 @@ class SameDevice(TorchDispatchMode):
         kwargs = kwargs or {}
         op = func.overloadpacket
         if op not in CROSS_DEVICE:
-            checked = [args[i] for i in INDEXING[op] if i < len(args)] if op in INDEXING \
+            checked = (
+                [args[i] for i in INDEXING[op] if i < len(args)]
+                if op in INDEXING
                 else [args, kwargs]
+            )
             flat = [t for t in tree_flatten(checked)[0] if isinstance(t, torch.Tensor)]
             if len({t.device for t in flat if t.dim() or t.device.type != "cpu"}) > 1:
-                raise RuntimeError(f"device mismatch in {func}: " + ", ".join(
-                    f"{t.device} {tuple(t.shape)}" for t in flat))
+                raise RuntimeError(
+                    f"device mismatch in {func}: "
+                    + ", ".join(f"{t.device} {tuple(t.shape)}" for t in flat)
+                )
         return func(*args, **kwargs)
 
 
@@ -343,25 +451,44 @@ def tiny_vit() -> Backbone:
 def stream_for(inputs: Inputs) -> Stream:
     """The tiny stream of ``inputs``: frozen features for a features method, else images
     in memory (with the cached test queries of a prompt method)."""
-    data = synthetic(n_classes=N_CLASSES, train_per_class=TRAIN_PER_CLASS,
-                     test_per_class=TEST_PER_CLASS, size=SIZE)
+    data = synthetic(
+        n_classes=N_CLASSES,
+        train_per_class=TRAIN_PER_CLASS,
+        test_per_class=TEST_PER_CLASS,
+        size=SIZE,
+    )
     order, g = list(range(N_CLASSES)), torch.Generator().manual_seed(0)
     if inputs is Inputs.FEATURES:
         train = torch.randn(len(data.train_y), D, generator=g)
         test = torch.randn(len(data.test_y), D, generator=g)
-        return build_stream(train, data.train_y, test, data.test_y, order, SIZES,
-                            test_shuffle=False, seed=0)
-    query = torch.randn(len(data.test_y), D, generator=g) if (
-        inputs is Inputs.IMAGES_WITH_QUERY) else None
+        return build_stream(
+            train, data.train_y, test, data.test_y, order, SIZES, test_shuffle=False, seed=0
+        )
+    query = (
+        torch.randn(len(data.test_y), D, generator=g)
+        if (inputs is Inputs.IMAGES_WITH_QUERY)
+        else None
+    )
     tf = ToModelInput(SIZE)
-    return build_stream(data.train_x, data.train_y, data.test_x, data.test_y, order, SIZES,
-                        test_shuffle=False, seed=0, train_transform=tf, eval_transform=tf,
-                        test_query=query)
+    return build_stream(
+        data.train_x,
+        data.train_y,
+        data.test_x,
+        data.test_y,
+        order,
+        SIZES,
+        test_shuffle=False,
+        seed=0,
+        train_transform=tf,
+        eval_transform=tf,
+        test_query=query,
+    )
 
 
 def adapted(stream: Stream, backbone: Backbone) -> AdaptedStream:
     """An adapted method's stream: after task 1, the features of the same images under
     the backbones it names (as the runner's ``features_stream``, extracted here)."""
+
     def features(backbones: list[Backbone]) -> Stream:
         def split(experiences) -> tuple[torch.Tensor, torch.Tensor]:
             xs, ys = [], []
@@ -370,9 +497,19 @@ def adapted(stream: Stream, backbone: Backbone) -> AdaptedStream:
                     xs.append(torch.cat([b.features(x) for b in backbones], dim=1))
                     ys.append(y)
             return torch.cat(xs), torch.cat(ys)
+
         (train_x, train_y), (test_x, test_y) = split(stream.train), split(stream.seen_test[-1:])
-        return build_stream(train_x, train_y, test_x, test_y, list(range(N_CLASSES)), SIZES,
-                            test_shuffle=False, seed=0)
+        return build_stream(
+            train_x,
+            train_y,
+            test_x,
+            test_y,
+            list(range(N_CLASSES)),
+            SIZES,
+            test_shuffle=False,
+            seed=0,
+        )
+
     return AdaptedStream(stream, backbone, features)
 
 
@@ -395,9 +532,13 @@ class Probe(Bookkeeping, SupervisedPlugin):
 
     def after_backward(self, strategy, **kwargs) -> None:
         self.loss.append(signature(strategy.loss))
-        self.grads.append([(name, p.grad.device.type, p.grad.shape == p.shape)
-                           for name, p in strategy.model.named_parameters()
-                           if p.requires_grad and p.grad is not None])
+        self.grads.append(
+            [
+                (name, p.grad.device.type, p.grad.shape == p.shape)
+                for name, p in strategy.model.named_parameters()
+                if p.requires_grad and p.grad is not None
+            ]
+        )
 
     def after_eval_forward(self, strategy, **kwargs) -> None:
         self.eval.append(signature(strategy.mb_output))
@@ -432,10 +573,15 @@ def build(method: str, backbone: Backbone, device: torch.device) -> Run:
     recorder = Recorder(stream.task_of_label, backbone, label=card.name, progress=False)
     watch = FiniteWatch(card.name, card.params, card.raw.get("defaults"))
     probe = Probe()
-    strategy = cls(params=card.params, backbone=backbone, n_classes=N_CLASSES, device=device,
-                   plugins=[recorder, TrainFlops(), watch, probe], evaluator=quiet_evaluator())
-    driven = adapted(stream, backbone) if spec_of(cls).inputs is Inputs.ADAPTED_FEATURES \
-        else stream
+    strategy = cls(
+        params=card.params,
+        backbone=backbone,
+        n_classes=N_CLASSES,
+        device=device,
+        plugins=[recorder, TrainFlops(), watch, probe],
+        evaluator=quiet_evaluator(),
+    )
+    driven = adapted(stream, backbone) if spec_of(cls).inputs is Inputs.ADAPTED_FEATURES else stream
     return Run(strategy, driven, card.params, probe, recorder, watch)
 
 
@@ -444,13 +590,15 @@ PACKAGE = str(Path(cl_bench.__file__).resolve().parent)
 
 def stop_site(error: BaseException) -> str:
     """The innermost function of the cl_bench package on the error's traceback."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if str(Path(f.filename).resolve()).startswith(PACKAGE + os.sep)]
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if str(Path(f.filename).resolve()).startswith(PACKAGE + os.sep)
+    ]
     return frames[-1].name if frames else "?"
 
 
-def drive_on_meta(run: Run, same_device: bool = True
-                  ) -> tuple[list[str], BaseException | None]:
+def drive_on_meta(run: Run, same_device: bool = True) -> tuple[list[str], BaseException | None]:
     """Drive ``run`` (built on meta) as the runner does, under :class:`SameDevice` (unless
     ``same_device`` is false), then evaluate on every class; the walk's findings after
     construction, after each task and after the evaluation, and the error that stopped
@@ -462,6 +610,7 @@ def drive_on_meta(run: Run, same_device: bool = True
 
     def after_task(i: int) -> None:
         problems.extend(off_device(s, META, f"after task {i}"))
+
     try:
         with SameDevice() if same_device else contextlib.nullcontext():
             drive(s, run.driven, after_task=after_task, evaluate=False)
@@ -489,14 +638,18 @@ def test_every_tensor_follows_the_device(meta_vit, method):
     assert not problems, f"{method}: tensors not on the run's device:\n" + "\n".join(problems)
     if method in STOPS_ON_META:
         site, why = STOPS_ON_META[method]
-        assert stopped is not None, f"{method} now runs through on meta: drop it from " \
-                                    "STOPS_ON_META (and give it EVAL_COLUMNS)"
+        assert stopped is not None, (
+            f"{method} now runs through on meta: drop it from "
+            "STOPS_ON_META (and give it EVAL_COLUMNS)"
+        )
         message = str(stopped)
         assert "device mismatch" not in message and any(r in message for r in META_REFUSALS), (
-            f"{method} stopped on meta for another reason than a value read: {message}")
+            f"{method} stopped on meta for another reason than a value read: {message}"
+        )
         assert stop_site(stopped) == site, (
             f"{method} now stops on meta in {stop_site(stopped)}, not in {site} ({why}): "
-            f"update STOPS_ON_META. {message}")
+            f"update STOPS_ON_META. {message}"
+        )
     elif stopped is not None:
         raise stopped
     assert missing(run.strategy, GROWN[method](run.params), META) == {}
@@ -510,8 +663,9 @@ def test_every_tensor_follows_the_device(meta_vit, method):
     for grads in run.probe.grads:
         assert grads and all(device == "meta" and same for _, device, same in grads), grads
     if method in EVAL_COLUMNS:
-        assert run.probe.eval == [("meta", (N_CLASSES * TEST_PER_CLASS, EVAL_COLUMNS[method]),
-                                   torch.float32)]
+        assert run.probe.eval == [
+            ("meta", (N_CLASSES * TEST_PER_CLASS, EVAL_COLUMNS[method]), torch.float32)
+        ]
     else:
         assert run.probe.eval == []
 
@@ -526,12 +680,15 @@ def test_the_tables_name_built_in_methods():
 
 def test_same_device_checks_what_meta_lets_through():
     a, b = torch.zeros(2, 3, device=META), torch.zeros(4, 3)
-    unchecked = {"mm": lambda: a @ b.T, "linear": lambda: F.linear(a, b),
-                 "bmm": lambda: torch.bmm(a[None], b.T[None]),
-                 "addmm": lambda: torch.addmm(torch.zeros(2, 4, device=META), a, b.T),
-                 "einsum": lambda: torch.einsum("ij,kj->ik", a, b),
-                 "index_select": lambda: a.index_select(0, torch.tensor([0])),
-                 "add_": lambda: a.add_(b[:2])}
+    unchecked = {
+        "mm": lambda: a @ b.T,
+        "linear": lambda: F.linear(a, b),
+        "bmm": lambda: torch.bmm(a[None], b.T[None]),
+        "addmm": lambda: torch.addmm(torch.zeros(2, 4, device=META), a, b.T),
+        "einsum": lambda: torch.einsum("ij,kj->ik", a, b),
+        "index_select": lambda: a.index_select(0, torch.tensor([0])),
+        "add_": lambda: a.add_(b[:2]),
+    }
     for name, op in unchecked.items():
         assert isinstance(op(), torch.Tensor), name  # meta alone: no error (einsum even
         # returns a CPU tensor of uninitialised memory)
@@ -554,16 +711,19 @@ def test_the_walk_names_a_tensor_left_on_the_host(meta_vit):
     assert off_device(s, META, "planted") == [
         "planted: plugins.TrainFlops.kept['rows'][1] on cpu, shape (1,)",
         "planted: model.stray on cpu, shape (2,)",
-        "planted: note.table on cpu, shape (1,)"]  # one level into a plain object only
+        "planted: note.table on cpu, shape (1,)",
+    ]  # one level into a plain object only
 
 
 def test_a_tensor_made_on_the_host_fails_the_drive(meta_vit, monkeypatch):
     """A classifier that normalises a weight made without ``device=`` (the bug this file
     is about) in its forward: meta alone lets SimpleCIL's drive through (a matrix
     product), SameDevice stops it with the mismatch a GPU would raise."""
+
     def forward(self, f: torch.Tensor) -> torch.Tensor:
         weight = torch.ones(self.weight.shape)  # on the host
         return self.sigma * F.linear(F.normalize(f, dim=-1), F.normalize(weight, dim=-1))
+
     monkeypatch.setattr(CosineClassifier, "forward", forward)
     assert drive_on_meta(build("simplecil", meta_vit, META), same_device=False) == ([], None)
     problems, stopped = drive_on_meta(build("simplecil", meta_vit, META))

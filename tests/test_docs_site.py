@@ -29,9 +29,14 @@ def built_in() -> dict[str, str]:
     """The method and scenario pages of the built-in cards (loaded once: the cards import
     their strategies)."""
     found = scenarios.load_scenarios()
-    return {**methods.method_pages(methods.load_methods(), parity.load_results(),
-                                   {s.name for s in found if s.kind == "scenario"}),
-            **scenarios.scenario_pages(found)}
+    return {
+        **methods.method_pages(
+            methods.load_methods(),
+            parity.load_results(),
+            {s.name for s in found if s.kind == "scenario"},
+        ),
+        **scenarios.scenario_pages(found),
+    }
 
 
 def method_cards(folder: Path) -> set[str]:
@@ -40,9 +45,11 @@ def method_cards(folder: Path) -> set[str]:
 
 # (a) method pages ------------------------------------------------------------------------
 
+
 def test_one_method_page_per_card_and_an_index(built_in):
-    made = {p.removeprefix("methods/").removesuffix(".md") for p in built_in
-            if p.startswith("methods/")}
+    made = {
+        p.removeprefix("methods/").removesuffix(".md") for p in built_in if p.startswith("methods/")
+    }
     assert made == method_cards(ROOT / "methods") | {"index"}
     checks.check_method_pages(built_in, method_cards(ROOT / "methods"))
     index = built_in["methods/index.md"]
@@ -61,13 +68,17 @@ def test_tosca_page_shows_its_card(built_in):
     # a default with its comment from the YAML text, the value as the card writes it
     assert "| `lr` | `0.025` |  |" in page
     assert "| `eta_min` | `1.0e-8` |  |" in page
-    assert ("| `selection` | `sample` | sample: lowest entropy per image (fair); batch: "
-            "lowest batch-mean entropy (official code, leaks task id) |") in page
-    assert ("| `eta_min` | from 0 to the value of lr | the cosine schedule's floor: above lr "
-            "it would raise the rate |") in page
+    assert (
+        "| `selection` | `sample` | sample: lowest entropy per image (fair); batch: "
+        "lowest batch-mean entropy (official code, leaks task id) |"
+    ) in page
+    assert (
+        "| `eta_min` | from 0 to the value of lr | the cosine schedule's floor: above lr "
+        "it would raise the rate |"
+    ) in page
     assert "| `lr` | greater than 0 |  |" in page
     assert "| `selection` | `batch` | official code models/tosca.py" in page  # paper protocol
-    assert "- Frozen features are stored in fp16" in page                     # departures
+    assert "- Frozen features are stored in fp16" in page  # departures
     assert "| [imagenet-r](../scenarios/imagenet-r.md) | 83.3 | 80.0 |" in page  # published
     assert "Protocol: paper, batch selection, class-ordered test batches of 48" in page
     # its parity row, through the parity renderer's own cells, and where the row is
@@ -108,12 +119,17 @@ def test_a_method_page_without_a_card_or_a_card_without_a_page_is_refused(tmp_pa
 def test_a_page_that_links_a_method_without_a_card_is_refused(tmp_path):
     folder = copy_cards(tmp_path / "cards", "tosca")
     made = methods.method_pages(methods.load_methods(folder), [])
-    checks.check_method_pages({**made, "usage.md": "see [TOSCA](methods/tosca.md#defaults)"},
-                              {"tosca"})
-    with pytest.raises(DocsError, match=r"scenarios/ci\.md links methods/ewc\.md, but there "
-                                        r"is no card methods/ewc\.yaml"):
+    checks.check_method_pages(
+        {**made, "usage.md": "see [TOSCA](methods/tosca.md#defaults)"}, {"tosca"}
+    )
+    with pytest.raises(
+        DocsError,
+        match=r"scenarios/ci\.md links methods/ewc\.md, but there "
+        r"is no card methods/ewc\.yaml",
+    ):
         checks.check_method_pages(
-            {**made, "scenarios/ci.md": "[ewc](../methods/ewc.md)"}, {"tosca"})
+            {**made, "scenarios/ci.md": "[ewc](../methods/ewc.md)"}, {"tosca"}
+        )
     # the hook's generation runs the check: the ci suite names methods this folder lacks
     with pytest.raises(DocsError, match=r"scenarios/ci\.md links methods/ranpac\.md"):
         pages.generate({}, methods_dir=folder)
@@ -121,10 +137,14 @@ def test_a_page_that_links_a_method_without_a_card_is_refused(tmp_path):
 
 # (b) scenario pages ----------------------------------------------------------------------
 
+
 def test_one_scenario_page_per_benchmarks_card(built_in):
     cards = {p.stem for p in (ROOT / "benchmarks").glob("*.yaml")}
-    made = {p.removeprefix("scenarios/").removesuffix(".md") for p in built_in
-            if p.startswith("scenarios/")}
+    made = {
+        p.removeprefix("scenarios/").removesuffix(".md")
+        for p in built_in
+        if p.startswith("scenarios/")
+    }
     assert made == cards | {"index"}
     cifar = plain(built_in["scenarios/cifar100.md"])
     assert cifar.startswith("# CIFAR-100\n")
@@ -155,12 +175,28 @@ FIGURES = """\
 """
 
 
-def measurement(folder: Path, name: str, figure: str, date: str, cpu: str, precision: str,
-                commit: str, value: str) -> None:
-    record = {"figure": figure,
-              "meta": {"date": date, "cpu": cpu, "precision": precision, "commit": commit,
-                       "command": f"python -m bench.run {figure}"},
-              "headline": [{"label": "throughput", "value": value}], "raw": [1, 2]}
+def measurement(
+    folder: Path,
+    name: str,
+    figure: str,
+    date: str,
+    cpu: str,
+    precision: str,
+    commit: str,
+    value: str,
+) -> None:
+    record = {
+        "figure": figure,
+        "meta": {
+            "date": date,
+            "cpu": cpu,
+            "precision": precision,
+            "commit": commit,
+            "command": f"python -m bench.run {figure}",
+        },
+        "headline": [{"label": "throughput", "value": value}],
+        "raw": [1, 2],
+    }
     (folder / name).write_text(json.dumps(record), encoding="utf-8")
 
 
@@ -169,12 +205,36 @@ def bench_folder(tmp_path) -> tuple[Path, Path]:
     results = tmp_path / "results"
     results.mkdir()
     (tmp_path / "figures.yaml").write_text(FIGURES, encoding="utf-8")
-    measurement(results, "x-2026-11-30-epyc.json", "x", "2026-11-30", "AMD EPYC, 2 cores",
-                "bf16", "4e6a62e", "150 img/s")
-    measurement(results, "x-2026-12-06-xeon.json", "x", "2026-12-06",
-                "Intel Xeon with AMX, 2 cores", "fp32", "c9a5b32", "210 img/s")
-    measurement(results, "x-2026-12-02-old.json", "x", "2026-12-02", "AMD EPYC, 2 cores",
-                "fp32", "301e76a", "120 img/s")
+    measurement(
+        results,
+        "x-2026-11-30-epyc.json",
+        "x",
+        "2026-11-30",
+        "AMD EPYC, 2 cores",
+        "bf16",
+        "4e6a62e",
+        "150 img/s",
+    )
+    measurement(
+        results,
+        "x-2026-12-06-xeon.json",
+        "x",
+        "2026-12-06",
+        "Intel Xeon with AMX, 2 cores",
+        "fp32",
+        "c9a5b32",
+        "210 img/s",
+    )
+    measurement(
+        results,
+        "x-2026-12-02-old.json",
+        "x",
+        "2026-12-02",
+        "AMD EPYC, 2 cores",
+        "fp32",
+        "301e76a",
+        "120 img/s",
+    )
     return results, tmp_path / "figures.yaml"
 
 
@@ -185,23 +245,31 @@ def test_performance_page_shows_each_measurement_newest_first(bench_folder):
     assert "**Command:** `python -m bench.run x`" in section and ">= 100 img/s" in section
     current, history = section.split("### History")
     assert "### Current: 2026-12-06" in current
-    assert ("Measured 2026-12-06 on Intel Xeon with AMX, 2 cores, precision fp32, commit "
-            "`c9a5b32`") in current
+    assert (
+        "Measured 2026-12-06 on Intel Xeon with AMX, 2 cores, precision fp32, commit `c9a5b32`"
+    ) in current
     assert "| throughput | 210 img/s |" in current
     rows = [line for line in history.splitlines() if line.startswith("| 2026-")]
     assert rows == [
         "| 2026-12-06 | Intel Xeon with AMX, 2 cores | fp32 | `c9a5b32` | throughput: 210 img/s |",
         "| 2026-12-02 | AMD EPYC, 2 cores | fp32 | `301e76a` | throughput: 120 img/s |",
-        "| 2026-11-30 | AMD EPYC, 2 cores | bf16 | `4e6a62e` | throughput: 150 img/s |"]
+        "| 2026-11-30 | AMD EPYC, 2 cores | bf16 | `4e6a62e` | throughput: 150 img/s |",
+    ]
     assert "No measurement yet." in page.split("## Nothing measured yet")[1]
 
 
-@pytest.mark.parametrize(("content", "why"), [
-    ("{not json", "JSON"),
-    ('{"figure": "x", "meta": {"date": "2026-12-07", "precision": "fp32", "commit": '
-     '"4e6a62e"}, "headline": [{"label": "a", "value": "1"}]}', "'meta' must give"),
-    ('{"figure": "z", "meta": {}, "headline": []}', "'figure' must be one of"),
-])
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("{not json", "JSON"),
+        (
+            '{"figure": "x", "meta": {"date": "2026-12-07", "precision": "fp32", "commit": '
+            '"4e6a62e"}, "headline": [{"label": "a", "value": "1"}]}',
+            "'meta' must give",
+        ),
+        ('{"figure": "z", "meta": {}, "headline": []}', "'figure' must be one of"),
+    ],
+)
 def test_a_malformed_measurement_is_refused_by_name(bench_folder, content, why):
     results, figures = bench_folder
     (results / "x-2026-12-07-broken.json").write_text(content, encoding="utf-8")
@@ -217,8 +285,10 @@ def test_the_committed_measurements_make_a_page():
 
 # (d) parity page -------------------------------------------------------------------------
 
+
 def test_parity_page_is_what_the_parity_renderer_writes():
     from bench.parity import render, schema
+
     made = parity.parity_page(parity.load_results())
     assert made == {"parity.md": render.render(schema.load_all())}
     for data in schema.load_all():  # the anchors method pages link
@@ -228,39 +298,62 @@ def test_parity_page_is_what_the_parity_renderer_writes():
 
 # the other generated pages ---------------------------------------------------------------
 
+
 def test_command_reference_holds_every_command_at_the_fixed_width():
     page = command_page()["commands.md"]
-    for name in ("cl-bench", "cl-bench run", "cl-bench data", "cl-bench data check",
-                 "cl-bench list"):
+    for name in (
+        "cl-bench",
+        "cl-bench run",
+        "cl-bench data",
+        "cl-bench data check",
+        "cl-bench list",
+    ):
         assert f"\n## {name}\n" in page
     assert "Usage: cl-bench data check [OPTIONS]" in page
-    code = [line for block in page.split("```text\n")[1:] for line in
-            block.split("\n```")[0].splitlines()]
+    code = [
+        line
+        for block in page.split("```text\n")[1:]
+        for line in block.split("\n```")[0].splitlines()
+    ]
     assert code and max(len(line) for line in code) <= WIDTH
     assert "\x1b[" not in page
 
 
 def test_nav_lists_every_generated_page(built_in):
-    site = pages.Site(dict(built_in), {
-        methods.INDEX: methods.nav(methods.load_methods()),
-        scenarios.INDEX: scenarios.nav(scenarios.load_scenarios())})
-    nav = pages.fill_nav([{"Home": "index.md"}, {"Methods": "methods/index.md"},
-                          {"Scenarios": "scenarios/index.md"}, {"Changelog": "changelog.md"}],
-                         site)
+    site = pages.Site(
+        dict(built_in),
+        {
+            methods.INDEX: methods.nav(methods.load_methods()),
+            scenarios.INDEX: scenarios.nav(scenarios.load_scenarios()),
+        },
+    )
+    nav = pages.fill_nav(
+        [
+            {"Home": "index.md"},
+            {"Methods": "methods/index.md"},
+            {"Scenarios": "scenarios/index.md"},
+            {"Changelog": "changelog.md"},
+        ],
+        site,
+    )
     assert nav[0] == {"Home": "index.md"} and len(nav) == 3  # no changelog generated here
-    listed = [next(iter(e.values())) if isinstance(e, dict) else e
-              for section in nav[1:] for e in next(iter(section.values()))]
+    listed = [
+        next(iter(e.values())) if isinstance(e, dict) else e
+        for section in nav[1:]
+        for e in next(iter(section.values()))
+    ]
     assert sorted(listed) == sorted(built_in)
 
 
 # (e) the whole site ----------------------------------------------------------------------
 
+
 def test_site_builds_strict(tmp_path):
     pytest.importorskip("mkdocs")
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
-    config = load_config(str(ROOT / "mkdocs.yml"), site_dir=str(tmp_path / "site"),
-                         strict=True)
+
+    config = load_config(str(ROOT / "mkdocs.yml"), site_dir=str(tmp_path / "site"), strict=True)
     build(config)  # raises mkdocs.exceptions.Abort on any warning
     site = tmp_path / "site"
     tosca = (site / "methods" / "tosca" / "index.html").read_text(encoding="utf-8")

@@ -42,6 +42,7 @@ def test_completion_sources_are_the_later_tasks_classes_only():
     def expected(c: int, own: int, k: int, src: list[int]) -> torch.Tensor:
         sim = F.cosine_similarity(p[c, own][None], p[src, own], dim=-1).softmax(0)
         return sim @ p[src, k]
+
     # class 0 (task 0) in subspace 1: sources = tasks >= 1; in subspace 2: task 2 only
     assert_close(out[0, 1], expected(0, 0, 1, [1, 2]))
     assert_close(out[0, 2], p[2, 2])  # one source: softmax weight 1
@@ -94,8 +95,9 @@ def test_eval_logits_follow_the_formula(tiny):
     feats = [net.cls(x, net.sets[k]) for k in range(2)]
     w = subspace_weights(net.task_of_class, 2, 0.1, 0.0, 0)
     for c in range(5):
-        expected = sum(w[c, k] * F.cosine_similarity(feats[k], net.protos[c, k][None])
-                       for k in range(2))
+        expected = sum(
+            w[c, k] * F.cosine_similarity(feats[k], net.protos[c, k][None]) for k in range(2)
+        )
         assert_close(logits[:, c], expected, rtol=1e-4, atol=1e-5)
     assert torch.isinf(logits[:, 5]).all()  # never seen
 
@@ -133,8 +135,11 @@ def test_end_to_end(ease_run, tiny):
     # per task: a set of 12 x (2 x 192 x 64 + 64 + 192) + the proxy (classes x 192 + 1)
     assert recorder.trainable == [297_984 + 2 * 192 + 1, 297_984 + 192 + 1, 297_984 + 192 + 1]
     # stored: the sets and C x T x 192 prototypes
-    assert recorder.stored == [297_984 + 2 * 192, 2 * 297_984 + 3 * 2 * 192,
-                               3 * 297_984 + 4 * 3 * 192]
+    assert recorder.stored == [
+        297_984 + 2 * 192,
+        2 * 297_984 + 3 * 2 * 192,
+        3 * 297_984 + 4 * 3 * 192,
+    ]
     for name, value in tiny.model.state_dict().items():
         assert torch.equal(value, before[name]), name
     assert all(not b._forward_hooks for b in tiny.model.blocks)
@@ -150,8 +155,19 @@ def test_resumes_to_the_same_numbers(ease_run, tiny):
 
 
 def test_account_counts_t_passes(tmp_path):
-    r = invoke("account", "--methods", "ease", "--backbone", "vit_tiny_patch16_224",
-               "--tasks", "3", "--classes", "6", "--image-size", "32")
+    r = invoke(
+        "account",
+        "--methods",
+        "ease",
+        "--backbone",
+        "vit_tiny_patch16_224",
+        "--tasks",
+        "3",
+        "--classes",
+        "6",
+        "--image-size",
+        "32",
+    )
     assert r.exit_code == 0, r.output
     rows = [line.split() for line in r.output.splitlines() if line.startswith("ease")]
     # trainable, added task 1, added later, stored@end, GFLOPs, passes; trainable: the

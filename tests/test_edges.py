@@ -19,8 +19,17 @@ from cl_bench.scenarios.order import split_in_tasks, task_split
 from cl_bench.store import results
 from cl_bench.store.filelock import open_lock_file
 
-RUN = ["--methods", "simplecil", "--backbone", "efficientnet_lite0", "--image-size", "32",
-       "--precision", "fp32", "--no-progress"]
+RUN = [
+    "--methods",
+    "simplecil",
+    "--backbone",
+    "efficientnet_lite0",
+    "--image-size",
+    "32",
+    "--precision",
+    "fp32",
+    "--no-progress",
+]
 LONG = "a" * 300
 TOO_LONG = 'the name "aaaaaaaaaaaaaaaaaaaaaaaa..." is 300 bytes long'
 
@@ -35,19 +44,28 @@ def tree(folder: Path) -> list[Path]:
     return sorted(folder.rglob("*"))
 
 
-@pytest.mark.parametrize(("suffix", "role"), [
-    (".lock", "lock file"), (".ckpt", "checkpoint"), (".failed", "failure record"),
-    ("", "result")])
+@pytest.mark.parametrize(
+    ("suffix", "role"),
+    [
+        (".lock", "lock file"),
+        (".ckpt", "checkpoint"),
+        (".failed", "failure record"),
+        ("", "result"),
+    ],
+)
 def test_a_folder_named_like_a_run_file_is_refused_before_anything_is_written(
-        tmp_path, suffix, role):
+    tmp_path, suffix, role
+):
     out = tmp_path / "out"
     result = planned(out)
     taken = result.with_name(result.name + suffix)
     taken.mkdir(parents=True)
     before = tree(out)
-    refused(invoke("run", "--out", str(out), "--scenario", "synthetic", *RUN),
-            f"{taken} is a folder, but it is where cl-bench keeps the {role} of the run "
-            f"{result.name}. Remove or rename it")
+    refused(
+        invoke("run", "--out", str(out), "--scenario", "synthetic", *RUN),
+        f"{taken} is a folder, but it is where cl-bench keeps the {role} of the run "
+        f"{result.name}. Remove or rename it",
+    )
     assert tree(out) == before  # no grid file, lock or failure record
 
 
@@ -56,13 +74,17 @@ def test_a_fifo_as_lock_file_and_a_file_as_results_folder(tmp_path):
     result = planned(out)
     result.parent.mkdir(parents=True)
     os.mkfifo(result.with_name(result.name + ".lock"))
-    refused(invoke("run", "--out", str(out), "--scenario", "synthetic", *RUN),
-            f"{result}.lock is not a regular file")
+    refused(
+        invoke("run", "--out", str(out), "--scenario", "synthetic", *RUN),
+        f"{result}.lock is not a regular file",
+    )
     result.with_name(result.name + ".lock").unlink()
     result.parent.rmdir()
     result.parent.write_text("")
-    refused(invoke("run", "--out", str(out), "--scenario", "synthetic", *RUN),
-            f"{result.parent} is a file, but cl-bench keeps results in a folder of that name")
+    refused(
+        invoke("run", "--out", str(out), "--scenario", "synthetic", *RUN),
+        f"{result.parent} is a file, but cl-bench keeps results in a folder of that name",
+    )
     assert tree(out) == [out / "runs", out / "runs" / "synthetic", result.parent]
 
 
@@ -72,11 +94,17 @@ def test_status_does_not_hang_on_a_fifo_as_lock_file(tmp_path):
     run.parent.mkdir(parents=True)
     os.mkfifo(results.lock_path(run))
     repo = str(Path(__file__).resolve().parents[1])  # this checkout's cl_bench
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (repo, os.environ.get("PYTHONPATH")) if p)}
-    status = subprocess.run([sys.executable, "-m", "cl_bench", "status", "--out",
-                             str(tmp_path / "out")], capture_output=True, text=True,
-                            timeout=120, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p),
+    }
+    status = subprocess.run(
+        [sys.executable, "-m", "cl_bench", "status", "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert status.returncode == 0, status.stderr
     assert status.stdout.splitlines()[-1] == "1 runs: 0 done, 0 running, 0 failed, 1 pending"
 
@@ -89,15 +117,20 @@ def test_refused_with_a_launcher_and_for_a_later_scenario(tmp_path):
     lock = lock.with_name(lock.name + ".lock")
     lock.mkdir(parents=True)
     before = tree(out)
-    for extra in (["--scenarios", "synthetic,digits"],
-                  ["--scenario", "digits", "--launcher", "local", "--jobs", "1"]):
+    for extra in (
+        ["--scenarios", "synthetic,digits"],
+        ["--scenario", "digits", "--launcher", "local", "--jobs", "1"],
+    ):
         refused(invoke("run", "--out", str(out), *RUN, *extra), f"{lock} is a folder")
         assert tree(out) == before
 
 
 def test_a_lock_file_that_cannot_be_opened_is_a_user_error(tmp_path):
-    with pytest.raises(UserError, match=f"Cannot open the lock file {tmp_path} "
-                                        r"\(Is a directory\): cl-bench keeps a lock there"):
+    with pytest.raises(
+        UserError,
+        match=f"Cannot open the lock file {tmp_path} "
+        r"\(Is a directory\): cl-bench keeps a lock there",
+    ):
         open_lock_file(tmp_path)
 
 
@@ -120,20 +153,33 @@ def test_an_out_path_too_long_is_refused(tmp_path, monkeypatch):
 def test_a_feature_cache_name_too_long_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path / LONG))
     out = tmp_path / "out"
-    refused(invoke("run", "--out", str(out), "--scenario", "synthetic", *RUN),
-            f"The feature cache ($CL_BENCH_CACHE): {TOO_LONG}", out)
+    refused(
+        invoke("run", "--out", str(out), "--scenario", "synthetic", *RUN),
+        f"The feature cache ($CL_BENCH_CACHE): {TOO_LONG}",
+        out,
+    )
 
 
-@pytest.mark.parametrize("args", [
-    ["status", "--out", LONG],
-    ["report", "--results", LONG, "--out", "report"],
-    ["run", "--scenario", "fmnist-full", "--data-root", LONG, *RUN],
-    ["data", "check", "--scenario", "fmnist-full", "--data-root", LONG],
-    ["run", "--scenario", "synthetic", "--weights", f"{LONG}.pth", *RUN],
-    ["account", "--methods", "simplecil", "--backbone", "efficientnet_lite0",
-     "--weights", f"{LONG}.pth"],
-    ["list", "methods", "--cards", LONG],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status", "--out", LONG],
+        ["report", "--results", LONG, "--out", "report"],
+        ["run", "--scenario", "fmnist-full", "--data-root", LONG, *RUN],
+        ["data", "check", "--scenario", "fmnist-full", "--data-root", LONG],
+        ["run", "--scenario", "synthetic", "--weights", f"{LONG}.pth", *RUN],
+        [
+            "account",
+            "--methods",
+            "simplecil",
+            "--backbone",
+            "efficientnet_lite0",
+            "--weights",
+            f"{LONG}.pth",
+        ],
+        ["list", "methods", "--cards", LONG],
+    ],
+)
 def test_any_path_too_long_is_one_paragraph(tmp_path, monkeypatch, args):
     monkeypatch.chdir(tmp_path)
     result = invoke(*args)
@@ -142,17 +188,35 @@ def test_any_path_too_long_is_one_paragraph(tmp_path, monkeypatch, args):
     assert tree(tmp_path) == []
 
 
-@pytest.mark.parametrize(("classes", "tasks", "sizes"), [
-    (10, 3, [4, 3, 3]), (200, 10, [20] * 10), (3, 2, [2, 1]), (7, 1, [7]), (5, 5, [1] * 5),
-    (11, 5, [3, 2, 2, 2, 2])])
+@pytest.mark.parametrize(
+    ("classes", "tasks", "sizes"),
+    [
+        (10, 3, [4, 3, 3]),
+        (200, 10, [20] * 10),
+        (3, 2, [2, 1]),
+        (7, 1, [7]),
+        (5, 5, [1] * 5),
+        (11, 5, [3, 2, 2, 2, 2]),
+    ],
+)
 def test_split_in_tasks_is_a_scenarios_split_with_the_tasks_asked_for(classes, tasks, sizes):
     assert split_in_tasks(classes, tasks) == sizes
     assert task_split(classes, sizes[0], classes // tasks) == sizes  # init_cls, increment
 
 
 def test_account_uneven_classes_gives_the_tasks_asked_for():
-    result = invoke("account", "--tasks", "3", "--classes", "10", "--methods", "simplecil",
-                    "--backbone", "efficientnet_lite0", "--json")
+    result = invoke(
+        "account",
+        "--tasks",
+        "3",
+        "--classes",
+        "10",
+        "--methods",
+        "simplecil",
+        "--backbone",
+        "efficientnet_lite0",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     [row] = json.loads(result.stdout)
     assert (row["tasks"], row["classes"]) == (3, 10)
@@ -162,24 +226,50 @@ def test_account_uneven_classes_gives_the_tasks_asked_for():
 
 
 def test_account_shows_progress_per_task_on_stderr_only():
-    result = invoke("account", "--tasks", "2", "--classes", "4", "--methods", "finetune",
-                    "--backbone", "efficientnet_lite0", "--json")
+    result = invoke(
+        "account",
+        "--tasks",
+        "2",
+        "--classes",
+        "4",
+        "--methods",
+        "finetune",
+        "--backbone",
+        "efficientnet_lite0",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     assert [row["method"] for row in json.loads(result.stdout)] == ["finetune"]
     tasks = [line.split(":")[0] for line in result.stderr.splitlines()]
     assert tasks == ["counting finetune task 1/2", "counting finetune task 2/2"]
-    quiet = invoke("account", "--tasks", "2", "--classes", "4", "--methods", "finetune",
-                   "--backbone", "efficientnet_lite0", "--json", "--no-progress")
+    quiet = invoke(
+        "account",
+        "--tasks",
+        "2",
+        "--classes",
+        "4",
+        "--methods",
+        "finetune",
+        "--backbone",
+        "efficientnet_lite0",
+        "--json",
+        "--no-progress",
+    )
     assert quiet.stderr == "" and json.loads(quiet.stdout) == json.loads(result.stdout)
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--methods", ""], '--methods "" names no method; give at least one'),
-    (["--methods", " , "], '--methods " , " names no method'),
-    (["--methods", "simplecil,tosac"], 'Unknown method "tosac". Did you mean "tosca"?'),
-    (["--image-size", "0"], "--image-size 0: the input resolution must be a positive"),
-    (["--backbone", "vit_tiny_patch16_224", "--image-size", "7"], "must be a multiple of 16"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--methods", ""], '--methods "" names no method; give at least one'),
+        (["--methods", " , "], '--methods " , " names no method'),
+        (["--methods", "simplecil,tosac"], 'Unknown method "tosac". Did you mean "tosca"?'),
+        (["--image-size", "0"], "--image-size 0: the input resolution must be a positive"),
+        (["--backbone", "vit_tiny_patch16_224", "--image-size", "7"], "must be a multiple of 16"),
+    ],
+)
 def test_account_bad_arguments_are_refused_before_counting(args, needle):
-    refused(invoke("account", "--backbone", "efficientnet_lite0", "--methods", "simplecil",
-                   *args), needle)
+    refused(
+        invoke("account", "--backbone", "efficientnet_lite0", "--methods", "simplecil", *args),
+        needle,
+    )

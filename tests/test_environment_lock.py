@@ -28,10 +28,17 @@ def load_lock_script():
     return module
 
 
-@pytest.mark.parametrize(("value", "detected", "auto"), [
-    ("1", False, "bf16"), ("yes", False, "bf16"), ("0", True, "fp32"), ("false", True, "fp32"),
-    ("", True, "bf16"), ("", False, "fp32"),
-])
+@pytest.mark.parametrize(
+    ("value", "detected", "auto"),
+    [
+        ("1", False, "bf16"),
+        ("yes", False, "bf16"),
+        ("0", True, "fp32"),
+        ("false", True, "fp32"),
+        ("", True, "bf16"),
+        ("", False, "fp32"),
+    ],
+)
 def test_switch_decides_what_auto_believes(monkeypatch, value, detected, auto):
     monkeypatch.setenv(environment.BF16_SWITCH, value)
     monkeypatch.setattr(environment, "detect_cpu_bf16", lambda: detected)
@@ -71,7 +78,8 @@ def test_dependency_versions_cover_the_tree():
     found = packages.dependency_versions()
     for name in ("torch", "timm", "avalanche", "numpy", "typer", "submitit"):
         assert found[name] == importlib.metadata.version(
-            "avalanche-lib" if name == "avalanche" else name)
+            "avalanche-lib" if name == "avalanche" else name
+        )
     assert "cl-bench" not in found and "pytest" not in found  # dev extra left out
     assert found["torch"] == torch.__version__.split("+")[0]
 
@@ -113,13 +121,22 @@ def test_report_names_packages_that_differ_between_its_runs():
     import pandas as pd
 
     from cl_bench.reporting.report import package_note
-    runs = pd.DataFrame({"label": ["l2p", "l2p", "tosca"],
-                         "packages": [{"timm": "0.6.12", "torch": "2.14.1"},
-                                      {"timm": "1.0.31", "torch": "2.14.1"},
-                                      {"timm": "1.0.31", "torch": "2.14.1"}]})
-    assert package_note(runs) == ("Package versions differ between these runs: timm 0.6.12 "
-                                  "(l2p) / 1.0.31 (l2p, tosca). Numbers may move with them; "
-                                  "compare runs made in one locked environment.")
+
+    runs = pd.DataFrame(
+        {
+            "label": ["l2p", "l2p", "tosca"],
+            "packages": [
+                {"timm": "0.6.12", "torch": "2.14.1"},
+                {"timm": "1.0.31", "torch": "2.14.1"},
+                {"timm": "1.0.31", "torch": "2.14.1"},
+            ],
+        }
+    )
+    assert package_note(runs) == (
+        "Package versions differ between these runs: timm 0.6.12 "
+        "(l2p) / 1.0.31 (l2p, tosca). Numbers may move with them; "
+        "compare runs made in one locked environment."
+    )
     assert package_note(runs.iloc[1:]) is None
 
 

@@ -34,8 +34,10 @@ class Trajectory(Bookkeeping, SupervisedPlugin):
         self.params.append({n: p.detach().clone() for n, p in strategy.model.named_parameters()})
         ewc = getattr(strategy, "ewc", None)
         if ewc is not None and self.first is None:
-            self.first = ({n: d.data.clone() for n, d in ewc.importances[0].items()},
-                          {n: d.data.clone() for n, d in ewc.saved_params[0].items()})
+            self.first = (
+                {n: d.data.clone() for n, d in ewc.importances[0].items()},
+                {n: d.data.clone() for n, d in ewc.saved_params[0].items()},
+            )
 
 
 def trajectory(method: str, backbone, **overrides) -> Trajectory:
@@ -50,9 +52,11 @@ def runs(one_thread) -> dict:
     """EWC at lambda 0 (the same importance passes, so the same random draws, as the
     others; not Finetune, whose loaders draw fewer), at the card's lambda and at 5e6."""
     backbone = vit_backbone("test_vit", 64)
-    return {"lambda 0": trajectory("ewc", backbone, ewc_lambda=0.0),
-            "card": trajectory("ewc", backbone),
-            "strong": trajectory("ewc", backbone, ewc_lambda=5e6)}
+    return {
+        "lambda 0": trajectory("ewc", backbone, ewc_lambda=0.0),
+        "card": trajectory("ewc", backbone),
+        "strong": trajectory("ewc", backbone, ewc_lambda=5e6),
+    }
 
 
 def weighted_drift(params: dict, first: tuple[dict, dict]) -> float:

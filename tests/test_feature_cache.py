@@ -21,8 +21,17 @@ from cl_bench.store.feature_cache import Damaged, read_entry, sidecar, write_ent
 CPU = torch.device("cpu")
 KEY = "('fake', 'train')"
 # synthetic at 32 px keeps each recomputation short
-RUN = ["--methods", "simplecil", "--scenario", "synthetic", "--image-size", "32",
-       "--no-progress", "--precision", "fp32"]
+RUN = [
+    "--methods",
+    "simplecil",
+    "--scenario",
+    "synthetic",
+    "--image-size",
+    "32",
+    "--no-progress",
+    "--precision",
+    "fp32",
+]
 
 
 def garble_data(path: Path) -> None:
@@ -64,8 +73,10 @@ DAMAGES = {
     "garbled header": (garble_header, "unreadable array ("),
     "NaN, stale checksum": (nan_stale, "checksum mismatch"),
     "NaN, matching checksum": (nan_matching, "1 non-finite values (NaN or inf)"),
-    "zero bytes": (lambda p: p.write_bytes(b""),
-                   "unreadable array (EOFError: No data left in file)"),
+    "zero bytes": (
+        lambda p: p.write_bytes(b""),
+        "unreadable array (EOFError: No data left in file)",
+    ),
     "wrong shape": (wrong_shape, "shape ({short}, {dim}), expected ({rows}, {dim})"),
     "missing sidecar": (lambda p: sidecar(p).unlink(), "its sidecar {name} is missing"),
     "missing array": (lambda p: p.unlink(), "the array file is missing"),
@@ -110,14 +121,21 @@ def test_an_entry_is_checked_against_the_callers_key_and_shape(tmp_path):
 
 def fake_parts(calls: list):
     """A backbone and data of the store's interface; extraction counts its calls."""
+
     def extract(backbone, images, device, **kwargs):
         calls.append(len(images))
         return torch.arange(len(images) * 2, dtype=torch.float32).reshape(-1, 2)
-    backbone = SimpleNamespace(name="fake", weights_digest="0", normalization="none",
-                               input_size=8, dim=2, runtime="torch")
-    data = SimpleNamespace(name="fake", fingerprint="f", on_disk=False,
-                           train_x=torch.zeros(5, 8, 8, dtype=torch.uint8),
-                           test_x=torch.zeros(3, 8, 8, dtype=torch.uint8))
+
+    backbone = SimpleNamespace(
+        name="fake", weights_digest="0", normalization="none", input_size=8, dim=2, runtime="torch"
+    )
+    data = SimpleNamespace(
+        name="fake",
+        fingerprint="f",
+        on_disk=False,
+        train_x=torch.zeros(5, 8, 8, dtype=torch.uint8),
+        test_x=torch.zeros(3, 8, 8, dtype=torch.uint8),
+    )
     return extract, backbone, data
 
 
@@ -134,7 +152,8 @@ def test_store_warns_deletes_and_recomputes_a_damaged_entry(tmp_path, monkeypatc
     again = store.get(backbone, data, "train")
     assert torch.equal(again, first) and calls == [5, 5] and store.hits == 0
     assert len(warned) == 1 and warned[0].startswith(
-        f"warning: feature cache entry {path} is damaged ({why(kind, path, 5, 2)}"), warned
+        f"warning: feature cache entry {path} is damaged ({why(kind, path, 5, 2)}"
+    ), warned
     assert warned[0].endswith("deleted, recomputing it")
     # the recomputed entry is whole again: the next store reads it
     later = FeatureStore(CPU, progress=False, warn=warned.append)
@@ -145,8 +164,11 @@ def test_store_warns_deletes_and_recomputes_a_damaged_entry(tmp_path, monkeypatc
 def test_non_finite_features_are_refused_and_not_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path))
     _, backbone, data = fake_parts([])
-    monkeypatch.setattr(features, "extract",
-                        lambda backbone, images, device, **kw: torch.full((len(images), 2), 1e6))
+    monkeypatch.setattr(
+        features,
+        "extract",
+        lambda backbone, images, device, **kw: torch.full((len(images), 2), 1e6),
+    )
     warned = []
     store = FeatureStore(CPU, progress=False, warn=warned.append)
     with pytest.raises(features.NonFiniteFeatures, match=r"fake test hold \d+ NaN or inf"):
@@ -164,8 +186,7 @@ def test_the_features_version_is_part_of_the_key(monkeypatch):
     assert after != before and after.parent == before.parent
 
 
-def test_cache_info_names_each_damaged_entry_and_clear_removes_everything(tmp_path,
-                                                                         monkeypatch):
+def test_cache_info_names_each_damaged_entry_and_clear_removes_everything(tmp_path, monkeypatch):
     monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path))
     good = entry(tmp_path, name="good")
     damaged = {kind: entry(tmp_path, name=f"d{i}") for i, kind in enumerate(DAMAGES)}
@@ -181,18 +202,22 @@ def test_cache_info_names_each_damaged_entry_and_clear_removes_everything(tmp_pa
             assert f"bb/{path.name}  3 x 3  0.0 MiB" in lines
             continue
         named = path if kind != "missing array" else sidecar(path)
-        assert any(line.startswith(f"damaged: {named}: {why(kind, path, 4)}")
-                   for line in lines), (kind, lines)
+        assert any(line.startswith(f"damaged: {named}: {why(kind, path, 4)}") for line in lines), (
+            kind,
+            lines,
+        )
     assert "bb/good.npy  4 x 3  0.0 MiB" in lines
     assert len(lines) == 1 + len(DAMAGES) + 1
     # 8 arrays: the good one + every damaged one but "missing array" (an orphan sidecar)
-    assert lines[-1] == (f"8 cached feature arrays (7 damaged, 1 stray temp files), "
-                         f"0.0 MiB in {tmp_path}")
+    assert lines[-1] == (
+        f"8 cached feature arrays (7 damaged, 1 stray temp files), 0.0 MiB in {tmp_path}"
+    )
     result = invoke("cache", "clear")
     assert result.exit_code == 0 and result.stdout == "removed 8 cached feature arrays\n"
     assert list(tmp_path.iterdir()) == [] and not good.exists()
-    assert invoke("cache", "info").stdout == (f"0 cached feature arrays (0 damaged, 0 stray "
-                                              f"temp files), 0.0 MiB in {tmp_path}\n")
+    assert invoke("cache", "info").stdout == (
+        f"0 cached feature arrays (0 damaged, 0 stray temp files), 0.0 MiB in {tmp_path}\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -209,8 +234,18 @@ def clean_run(tmp_path_factory):
 
 
 def numbers(record: dict) -> dict:
-    return {k: record[k] for k in ("status", "acc_matrix", "acc_seen", "avg_acc", "last_acc",
-                                   "forgetting", "class_order")}
+    return {
+        k: record[k]
+        for k in (
+            "status",
+            "acc_matrix",
+            "acc_seen",
+            "avg_acc",
+            "last_acc",
+            "forgetting",
+            "class_order",
+        )
+    }
 
 
 def test_clean_run_numbers(clean_run):
@@ -221,8 +256,9 @@ def test_clean_run_numbers(clean_run):
 
 # Through a whole run, the three damages users met (silently wrong numbers, "Aborted.",
 # a traceback) and NaN; the store test above covers every kind at the same seam.
-@pytest.mark.parametrize("kind", ["garbled bytes", "zero bytes", "wrong shape",
-                                  "NaN, matching checksum"])
+@pytest.mark.parametrize(
+    "kind", ["garbled bytes", "zero bytes", "wrong shape", "NaN, matching checksum"]
+)
 def test_run_recomputes_a_damaged_entry_and_gets_the_clean_numbers(clean_run, tmp_path, kind):
     cache, clean = clean_run
     test_entry = next(p for p in cache.glob("*/*.json") if ", 'test', " in p.read_text())
@@ -247,6 +283,7 @@ def test_extraction_keeps_no_tensor_per_batch(monkeypatch):
     the heap (the default run grew by 3 GB over its 5,000 images). The result is the
     batches' features in order, in their dtype."""
     import weakref
+
     alive: list[weakref.ref] = []
     seen_alive: list[int] = []
 
@@ -259,8 +296,9 @@ def test_extraction_keeps_no_tensor_per_batch(monkeypatch):
     monkeypatch.setattr(features, "frozen_features", fake_pass)
     backbone = SimpleNamespace(input_size=4, dim=3)
     images = torch.arange(10 * 16, dtype=torch.float32).reshape(10, 1, 4, 4)
-    out = features.extract(backbone, images, CPU, transform=lambda x: x, batch_size=3,
-                           progress=False)
+    out = features.extract(
+        backbone, images, CPU, transform=lambda x: x, batch_size=3, progress=False
+    )
     assert seen_alive == [0, 0, 0, 0]  # four batches, none kept while the next runs
     assert out.dtype == torch.bfloat16 and out.shape == (10, 3)
     assert torch.equal(out, (images.flatten(1)[:, :3] * 2).to(torch.bfloat16))

@@ -51,19 +51,36 @@ class Outputs(Bookkeeping, SupervisedPlugin):
 @pytest.fixture(scope="module")
 def backbone() -> Backbone:
     torch.manual_seed(0)
-    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=0,
-                              img_size=SIZE)
-    return Backbone(name="vit_tiny_patch16_224", model=model, dim=192, input_size=SIZE,
-                    kind="vit", weights="random", weights_digest="random")
+    model = timm.create_model(
+        "vit_tiny_patch16_224", pretrained=False, num_classes=0, img_size=SIZE
+    )
+    return Backbone(
+        name="vit_tiny_patch16_224",
+        model=model,
+        dim=192,
+        input_size=SIZE,
+        kind="vit",
+        weights="random",
+        weights_digest="random",
+    )
 
 
 @pytest.fixture(scope="module")
 def stream() -> Stream:
     data = synthetic(n_classes=4, train_per_class=8, test_per_class=4, size=SIZE)
     tf = ToModelInput(SIZE)
-    return build_stream(data.train_x, data.train_y, data.test_x, data.test_y, [2, 0, 3, 1],
-                        task_split(4, 2, 1), test_shuffle=True, seed=1993,
-                        train_transform=tf, eval_transform=tf)
+    return build_stream(
+        data.train_x,
+        data.train_y,
+        data.test_x,
+        data.test_y,
+        [2, 0, 3, 1],
+        task_split(4, 2, 1),
+        test_shuffle=True,
+        seed=1993,
+        train_transform=tf,
+        eval_transform=tf,
+    )
 
 
 def params(method: str, **overrides) -> dict:
@@ -77,8 +94,14 @@ def train(cls, p: dict, backbone: Backbone, stream: Stream, freeze: str | None =
     names a backbone submodule to freeze."""
     seed_everything(1993)
     recorder, outputs = Recorder(stream.task_of_label, backbone, progress=False), Outputs()
-    strategy = cls(params=p, backbone=backbone, n_classes=4, device=CPU,
-                   plugins=[recorder, outputs], evaluator=quiet_evaluator())
+    strategy = cls(
+        params=p,
+        backbone=backbone,
+        n_classes=4,
+        device=CPU,
+        plugins=[recorder, outputs],
+        evaluator=quiet_evaluator(),
+    )
     if freeze:
         strategy.model.backbone.get_submodule(freeze).requires_grad_(False)
     drive(strategy, stream)
@@ -90,8 +113,7 @@ def runs(backbone, stream) -> dict:
     before = {k: v.clone() for k, v in backbone.model.state_dict().items()}
     out = {
         "finetune": train(Finetune, params("finetune"), backbone, stream),
-        "ewc": train(EWC, params("ewc", ewc_lambda=100.0), backbone, stream,
-                     freeze="patch_embed"),
+        "ewc": train(EWC, params("ewc", ewc_lambda=100.0), backbone, stream, freeze="patch_embed"),
         "joint": train(Joint, params("joint"), backbone, stream),
     }
     out["backbone_before"] = before
@@ -115,10 +137,14 @@ def test_shared_backbone_is_unchanged(runs, backbone):
     assert not any(p.requires_grad for p in backbone.model.parameters())
     for method in ("finetune", "ewc", "joint"):
         copy = runs[method][0].model.backbone
-        assert all(a.data_ptr() != b.data_ptr()
-                   for a, b in zip(copy.parameters(), backbone.model.parameters(), strict=True))
-        moved = any(not torch.equal(a, b) for a, b in
-                    zip(copy.parameters(), backbone.model.parameters(), strict=True))
+        assert all(
+            a.data_ptr() != b.data_ptr()
+            for a, b in zip(copy.parameters(), backbone.model.parameters(), strict=True)
+        )
+        moved = any(
+            not torch.equal(a, b)
+            for a, b in zip(copy.parameters(), backbone.model.parameters(), strict=True)
+        )
         assert moved, f"{method} did not train its copy"
 
 
@@ -133,7 +159,7 @@ def test_private_copy_computes_the_shared_backbones_features(backbone, stream):
 def test_finetune_masks_unseen_classes_in_training(runs, stream):
     _, _, outputs = runs["finetune"]
     for t, logits in enumerate(outputs.train_logits):
-        seen = [c for task in stream.tasks[:t + 1] for c in task]
+        seen = [c for task in stream.tasks[: t + 1] for c in task]
         unseen = [c for c in range(4) if c not in seen]
         assert torch.isfinite(logits[:, seen]).all()
         assert torch.isneginf(logits[:, unseen]).all()
@@ -168,8 +194,9 @@ def test_ewc_importances_are_bounded_by_importance_max(runs, stream):
 
     def largest(bound: float | None) -> float:
         plugin.importance_max = bound
-        imp = plugin.compute_importances(strategy.model, strategy._criterion, strategy.optimizer,
-                                         stream.train[0].dataset, CPU, 8)
+        imp = plugin.compute_importances(
+            strategy.model, strategy._criterion, strategy.optimizer, stream.train[0].dataset, CPU, 8
+        )
         return max(float(v.data.max()) for v in imp.values())
 
     try:
@@ -195,7 +222,7 @@ def test_ewc_penalty_is_zero_at_the_anchor_and_grows_as_a_parameter_moves(runs):
     with torch.no_grad():
         head.add_(delta)
     try:
-        expected = plugin.ewc_lambda * (plugin.importances[2]["head.weight"].data * delta ** 2)
+        expected = plugin.ewc_lambda * (plugin.importances[2]["head.weight"].data * delta**2)
         assert penalty().item() > 0.0
         torch.testing.assert_close(penalty(), expected.sum(), rtol=1e-4, atol=0.0)
     finally:
@@ -213,5 +240,5 @@ def test_joint_trains_once_and_scores_step_i_over_the_first_i_tasks(runs, stream
     assert torch.isfinite(outputs.train_logits[0]).all()  # every class active in training
     assert len(outputs.eval_pred) == 3
     for i, pred in enumerate(outputs.eval_pred):
-        allowed = {c for task in stream.tasks[:i + 1] for c in task}
+        allowed = {c for task in stream.tasks[: i + 1] for c in task}
         assert set(pred.tolist()) <= allowed, f"step {i} predicted {set(pred.tolist())}"

@@ -20,10 +20,22 @@ from cl_bench.scenarios import load_data, scenario_order
 from cl_bench.scenarios.image_data import FileList
 from cl_bench.scenarios.transforms import FileTransform
 
-FOLDERS = {"cub": "cub", "imagenet-r": "imagenet-r", "imagenet-a": "imagenet-a",
-           "objectnet": "objectnet", "omnibenchmark": "omnibenchmark", "vtab": "vtab-cil/vtab"}
-PAPER_SPLIT = {"cub": (200, 10), "imagenet-r": (200, 20), "imagenet-a": (200, 20),
-               "objectnet": (200, 20), "omnibenchmark": (300, 30), "vtab": (50, 10)}
+FOLDERS = {
+    "cub": "cub",
+    "imagenet-r": "imagenet-r",
+    "imagenet-a": "imagenet-a",
+    "objectnet": "objectnet",
+    "omnibenchmark": "omnibenchmark",
+    "vtab": "vtab-cil/vtab",
+}
+PAPER_SPLIT = {
+    "cub": (200, 10),
+    "imagenet-r": (200, 20),
+    "imagenet-a": (200, 20),
+    "objectnet": (200, 20),
+    "omnibenchmark": (300, 30),
+    "vtab": (50, 10),
+}
 
 
 def card_for(name: str, n_classes: int):
@@ -38,8 +50,11 @@ def test_paper_scenarios_load_pilot_layout(tmp_path, name):
     make_tree(tmp_path / FOLDERS[name], classes)
     card = load_scenario(name)
     n, inc = PAPER_SPLIT[name]
-    assert (card.params["dataset_args"]["n_classes"], card.params["init_cls"],
-            card.params["increment"]) == (n, inc, inc)
+    assert (
+        card.params["dataset_args"]["n_classes"],
+        card.params["init_cls"],
+        card.params["increment"],
+    ) == (n, inc, inc)
     data = load_data(card_for(name, 5), tmp_path)
     assert isinstance(data.train_x, FileList) and data.on_disk
     # class index = position of the folder name in sorted order, same in both splits
@@ -53,8 +68,7 @@ def test_paper_scenarios_load_pilot_layout(tmp_path, name):
 
 def test_paper_order_on_full_class_count():
     assert scenario_order(load_scenario("imagenet-a"), 200, 1993)[:5] == [168, 136, 51, 9, 183]
-    assert scenario_order(load_scenario("omnibenchmark"), 300, 1993)[:5] == [
-        169, 221, 146, 296, 92]
+    assert scenario_order(load_scenario("omnibenchmark"), 300, 1993)[:5] == [169, 221, 146, 296, 92]
     assert scenario_order(load_scenario("vtab"), 50, 1993)[:5] == [43, 41, 23, 14, 13]
 
 
@@ -109,23 +123,39 @@ def test_paper_transforms():
 
 def test_data_check_good_and_bad(tmp_path):
     make_tree(tmp_path / "mine", ["a", "b"])
-    good = invoke("data", "check", "--scenario", "imagefolder",
-                  "--data-root", str(tmp_path / "mine"), "--no-progress")
+    good = invoke(
+        "data",
+        "check",
+        "--scenario",
+        "imagefolder",
+        "--data-root",
+        str(tmp_path / "mine"),
+        "--no-progress",
+    )
     assert good.exit_code == 0, good.output
     assert "train    2 classes       6 images  ok" in good.stdout
     assert "all 10 images decode" in good.stdout
     (tmp_path / "mine" / "test" / "b" / "img0.jpg").write_text("not a jpeg")
-    bad = invoke("data", "check", "--scenario", "imagefolder",
-                 "--data-root", str(tmp_path / "mine"), "--no-progress")
+    bad = invoke(
+        "data",
+        "check",
+        "--scenario",
+        "imagefolder",
+        "--data-root",
+        str(tmp_path / "mine"),
+        "--no-progress",
+    )
     assert bad.exit_code == 1
     assert "1 unreadable file(s):" in bad.stdout and "test/b/img0.jpg" in bad.stdout
     make_tree(tmp_path / "imagenet-a", ["a", "b"])
-    count = invoke("data", "check", "--scenario", "imagenet-a", "--data-root", str(tmp_path),
-                   "--no-progress")
+    count = invoke(
+        "data", "check", "--scenario", "imagenet-a", "--data-root", str(tmp_path), "--no-progress"
+    )
     assert count.exit_code == 1
     assert "PROBLEM: expected 200 classes; expected 5981 images" in count.stdout
-    missing = invoke("data", "check", "--scenario", "imagenet-a",
-                     "--data-root", str(tmp_path / "none"))
+    missing = invoke(
+        "data", "check", "--scenario", "imagenet-a", "--data-root", str(tmp_path / "none")
+    )
     assert missing.exit_code == 2
     assert "imagenet-a/train/<class>" in missing.stderr and "LAMDA-PILOT" in missing.stderr
 
@@ -133,16 +163,36 @@ def test_data_check_good_and_bad(tmp_path):
 def test_run_on_a_fixture_tree(tmp_path):
     make_tree(tmp_path / "imagenet-a", ["a", "b", "c", "d"])
     out = tmp_path / "out"
-    result = invoke("run", "--scenario", "imagenet-a", "--data-root", str(tmp_path),
-                    "--backbone", "vit_tiny_patch16_224", "--weights", "random",
-                    "--image-size", "32", "--out", str(out), "--no-progress",
-                    "--set", "scenario.dataset_args={n_classes: 4}",
-                    "--set", "scenario.init_cls=2", "--set", "scenario.increment=2",
-                    "--set", "tosca.epochs=1")
+    result = invoke(
+        "run",
+        "--scenario",
+        "imagenet-a",
+        "--data-root",
+        str(tmp_path),
+        "--backbone",
+        "vit_tiny_patch16_224",
+        "--weights",
+        "random",
+        "--image-size",
+        "32",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--set",
+        "scenario.dataset_args={n_classes: 4}",
+        "--set",
+        "scenario.init_cls=2",
+        "--set",
+        "scenario.increment=2",
+        "--set",
+        "tosca.epochs=1",
+    )
     assert result.exit_code == 0, result.output
     rec = json.loads(next(out.glob("runs/imagenet-a/tosca/*.json")).read_text())
-    assert rec["config"]["transform"] == {"train": "rrc32-scale0.05-flip-sampleseed",
-                                          "eval": "resize37-bicubic-crop32"}
+    assert rec["config"]["transform"] == {
+        "train": "rrc32-scale0.05-flip-sampleseed",
+        "eval": "resize37-bicubic-crop32",
+    }
     assert rec["config"]["backbone"]["weights"] == "random"
     assert sorted(c for t in rec["tasks"] for c in t) == [0, 1, 2, 3]
 
@@ -154,6 +204,7 @@ def test_local_weights_reproduce_the_model(tmp_path, suffix):
     path = tmp_path / f"w{suffix}"
     if suffix == ".safetensors":
         from safetensors.torch import save_file
+
         save_file(ref.state_dict(), str(path))
     else:
         torch.save(ref.state_dict(), path)
@@ -175,6 +226,7 @@ def test_weights_of_another_architecture_are_refused(tmp_path):
 
 def test_offline_without_cache_names_tag_cache_and_alternative(monkeypatch, tmp_path):
     from cl_bench.backbones import vit
+
     monkeypatch.setattr(vit, "hub_reachable", lambda timeout=3.0: False)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     with pytest.raises(UserError) as e:
@@ -188,8 +240,9 @@ def test_random_weights_are_the_same_network_every_time():
     a = load_backbone("vit_tiny_patch16_224", "random", 32)
     torch.manual_seed(123)  # the caller's RNG state does not matter ...
     b = load_backbone("vit_tiny_patch16_224", "random", 32)
-    assert all(torch.equal(p, q) for p, q in zip(a.model.parameters(), b.model.parameters(),
-                                                  strict=True))
+    assert all(
+        torch.equal(p, q) for p, q in zip(a.model.parameters(), b.model.parameters(), strict=True)
+    )
     assert a.weights_digest == "random-seed0"
     after = torch.rand(1)
     torch.manual_seed(123)

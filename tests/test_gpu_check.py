@@ -31,14 +31,20 @@ def dry_run(tmp_path_factory):
 
 def test_the_dry_run_runs_every_part(dry_run):
     assert dry_run["errors"] == {} and dry_run["dry_run"] is True
-    assert set(dry_run["seconds"]) == {"machine", "extraction", "methods", "agreement",
-                                       "determinism"}
+    assert set(dry_run["seconds"]) == {
+        "machine",
+        "extraction",
+        "methods",
+        "agreement",
+        "determinism",
+    }
     assert dry_run["machine"]["device"] == "cpu" and dry_run["machine"]["gpu"] is None
     for precision in ("bf16", "fp32"):
         found = dry_run["extraction"][precision]
         assert found["images_per_s"] > 0 and found["matmul_peak_gflops"] > 0
         assert found["share_of_peak"] == pytest.approx(
-            found["images_per_s"] * found["gflops_per_image"] / found["matmul_peak_gflops"])
+            found["images_per_s"] * found["gflops_per_image"] / found["matmul_peak_gflops"]
+        )
 
 
 def test_each_method_trains_one_task_on_the_jpeg_tree(dry_run):
@@ -50,8 +56,11 @@ def test_each_method_trains_one_task_on_the_jpeg_tree(dry_run):
         assert found["steps"] == 3, (method, found)
         # what --precision auto picks on this CPU: fp32 without bf16 units, bf16 with them
         assert found["batch_size"] == 4
-        assert found["precision"] == dry_run["machine"]["precision_auto"] == resolve_precision(
-            "auto", torch.device("cpu"))
+        assert (
+            found["precision"]
+            == dry_run["machine"]["precision_auto"]
+            == resolve_precision("auto", torch.device("cpu"))
+        )
         assert 0 <= found["data_wait_share"] < 1 and found["step_s_median"] > 0
 
 
@@ -68,8 +77,14 @@ def test_agreement_and_determinism_on_one_device_are_exact(dry_run):
 def test_the_table_names_every_figure(dry_run):
     lines = "\n".join(table(dry_run))
     auto = dry_run["machine"]["precision_auto"]  # bf16 on a CPU with bf16 units
-    for needle in ("extraction   bf16 images/s", "one task     coda-prompt",
-                   "features fp32", f"strict twice ({auto})", "bitwise equal", "total"):
+    for needle in (
+        "extraction   bf16 images/s",
+        "one task     coda-prompt",
+        "features fp32",
+        f"strict twice ({auto})",
+        "bitwise equal",
+        "total",
+    ):
         assert needle in lines, lines
 
 
@@ -85,7 +100,8 @@ def test_the_json_is_a_measurement_the_performance_page_reads(dry_run, tmp_path)
     assert found.figure == "gpu-check" and found.precision == "bf16, fp32"
     assert found.cpu.startswith("no GPU (a dry run on the CPU); host ")
     assert dict(found.headline)["machine: auto decides"] == (
-        f"--device cpu, --precision {dry_run['machine']['precision_auto']}")
+        f"--device cpu, --precision {dry_run['machine']['precision_auto']}"
+    )
     assert "dry run" in found.note
 
 
@@ -93,5 +109,5 @@ def test_a_dry_run_never_writes_into_the_committed_results(monkeypatch, tmp_path
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     assert gpu_check.default_out({"dry_run": True, "machine": {}}).parent == tmp_path
     assert gpu_check.default_out({"dry_run": False, "machine": {"gpu": "NVIDIA H100"}}) == (
-        gpu_check.RESULTS / f"gpu-check-{__import__('time').strftime('%Y-%m-%d')}"
-        "-nvidia-h100.json")
+        gpu_check.RESULTS / f"gpu-check-{__import__('time').strftime('%Y-%m-%d')}-nvidia-h100.json"
+    )

@@ -28,14 +28,21 @@ def index(device: int | str | torch.device | None) -> int:
     return device or 0
 
 
-def fake_gpus(monkeypatch, caps: list[tuple[int, int]], *, usable: bool = True,
-              present: int | None = None, error: str = "The NVIDIA driver on your system is "
-              "too old (found version 12020).", names: list[str] | None = None) -> None:
+def fake_gpus(
+    monkeypatch,
+    caps: list[tuple[int, int]],
+    *,
+    usable: bool = True,
+    present: int | None = None,
+    error: str = "The NVIDIA driver on your system is too old (found version 12020).",
+    names: list[str] | None = None,
+) -> None:
     """GPUs of the given capabilities, as torch and the device files would show them."""
     present = len(caps) if present is None else present
     names = names or [f"Fake GPU {i}" for i in range(len(caps))]
-    monkeypatch.setattr(gpu.glob, "glob", lambda pattern: [f"/dev/nvidia{i}"
-                                                           for i in range(present)])
+    monkeypatch.setattr(
+        gpu.glob, "glob", lambda pattern: [f"/dev/nvidia{i}" for i in range(present)]
+    )
     monkeypatch.setattr(torch.cuda, "is_available", lambda: usable)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: len(caps) if usable else 0)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=None: caps[index(i)])
@@ -44,6 +51,7 @@ def fake_gpus(monkeypatch, caps: list[tuple[int, int]], *, usable: bool = True,
 
     def init() -> None:
         raise RuntimeError(error)
+
     monkeypatch.setattr(torch.cuda, "init", init)
 
 
@@ -73,15 +81,18 @@ def test_a_gpu_without_kernels_in_the_build_is_refused(monkeypatch):
     assert "sm_75, sm_80" in str(found.value) and "cu126" in str(found.value)
 
 
-@pytest.mark.parametrize(("cap", "archs", "runs"), [
-    ((9, 0), ("sm_80", "sm_90"), True),
-    ((8, 6), ("sm_80",), True),       # same major, higher minor: the sm_80 cubin runs
-    ((8, 0), ("sm_86",), False),      # a newer minor's cubin does not run on an older GPU
-    ((7, 0), CU130_ARCHS, False),
-    ((12, 1), CU130_ARCHS, True),     # sm_120 cubin, and compute_120 PTX
-    ((13, 0), ("sm_90", "compute_90"), True),  # PTX is compiled for newer GPUs
-    ((10, 0), ("sm_90a",), False),
-])
+@pytest.mark.parametrize(
+    ("cap", "archs", "runs"),
+    [
+        ((9, 0), ("sm_80", "sm_90"), True),
+        ((8, 6), ("sm_80",), True),  # same major, higher minor: the sm_80 cubin runs
+        ((8, 0), ("sm_86",), False),  # a newer minor's cubin does not run on an older GPU
+        ((7, 0), CU130_ARCHS, False),
+        ((12, 1), CU130_ARCHS, True),  # sm_120 cubin, and compute_120 PTX
+        ((13, 0), ("sm_90", "compute_90"), True),  # PTX is compiled for newer GPUs
+        ((10, 0), ("sm_90a",), False),
+    ],
+)
 def test_which_builds_run_on_which_gpus(cap, archs, runs):
     assert gpu.runs_on(cap, archs) is runs
 
@@ -98,17 +109,32 @@ def test_cuda_k_is_gpu_k(monkeypatch):
 
 def test_the_cli_refuses_an_unusable_gpu_in_one_paragraph(monkeypatch, tmp_path):
     fake_gpus(monkeypatch, [], usable=False, present=1)
-    result = invoke("run", "--out", str(tmp_path / "out"), "--scenario", "synthetic",
-                    "--methods", "simplecil", "--no-progress")
+    result = invoke(
+        "run",
+        "--out",
+        str(tmp_path / "out"),
+        "--scenario",
+        "synthetic",
+        "--methods",
+        "simplecil",
+        "--no-progress",
+    )
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("error: This machine has 1 NVIDIA GPU(s)")
     assert "Traceback" not in result.output and not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("asked", "cap", "want"), [
-    ("auto", (9, 0), "bf16"), ("auto", (8, 0), "bf16"), ("auto", (7, 5), "fp16"),
-    ("auto", (7, 0), "fp16"), ("fp32", (7, 5), "fp32"), ("fp16", (9, 0), "fp16"),
-])
+@pytest.mark.parametrize(
+    ("asked", "cap", "want"),
+    [
+        ("auto", (9, 0), "bf16"),
+        ("auto", (8, 0), "bf16"),
+        ("auto", (7, 5), "fp16"),
+        ("auto", (7, 0), "fp16"),
+        ("fp32", (7, 5), "fp32"),
+        ("fp16", (9, 0), "fp16"),
+    ],
+)
 def test_precision_per_gpu_architecture(asked, cap, want):
     assert environment.cuda_precision(asked, cap, "GPU") == want
 
@@ -125,12 +151,16 @@ def test_emulated_bf16_is_refused_on_a_gpu_and_fp16_on_the_cpu():
 @pytest.fixture
 def torch_determinism():
     """Restore torch's global determinism switches after a test changes them."""
-    saved = (torch.are_deterministic_algorithms_enabled(),
-             torch.is_deterministic_algorithms_warn_only_enabled(),
-             torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark,
-             torch.backends.cuda.flash_sdp_enabled(),
-             torch.backends.cuda.mem_efficient_sdp_enabled(),
-             torch.backends.cuda.cudnn_sdp_enabled(), os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+    saved = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cudnn.deterministic,
+        torch.backends.cudnn.benchmark,
+        torch.backends.cuda.flash_sdp_enabled(),
+        torch.backends.cuda.mem_efficient_sdp_enabled(),
+        torch.backends.cuda.cudnn_sdp_enabled(),
+        os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+    )
     yield
     torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = saved[2], saved[3]
@@ -154,8 +184,13 @@ def test_strict_sets_what_cuda_needs_for_bitwise_repeats(torch_determinism, monk
     assert not torch.backends.cuda.flash_sdp_enabled()
     assert not torch.backends.cuda.mem_efficient_sdp_enabled()
     assert torch.backends.cuda.math_sdp_enabled()
-    assert said == {"mode": "strict", "asked": "strict", "device": "cuda",
-                    "cublas_workspace": ":4096:8", "attention": "math"}
+    assert said == {
+        "mode": "strict",
+        "asked": "strict",
+        "device": "cuda",
+        "cublas_workspace": ":4096:8",
+        "attention": "math",
+    }
     assert environment.determinism() == said
 
 
@@ -172,12 +207,14 @@ def test_fast_lets_cuda_pick_kernels_and_the_cpu_stays_deterministic(torch_deter
         environment.make_deterministic(None, "exact")
 
 
-def test_the_device_key_is_absent_on_the_cpu_and_names_the_architecture_on_a_gpu(
-        monkeypatch):
+def test_the_device_key_is_absent_on_the_cpu_and_names_the_architecture_on_a_gpu(monkeypatch):
     assert environment.device_key(torch.device("cpu"), "strict") is None
     fake_gpus(monkeypatch, [(8, 0), (9, 0)])
     assert environment.device_key(torch.device("cuda:1"), "fast") == {
-        "kind": "cuda", "arch": "sm_90", "deterministic": "fast"}
+        "kind": "cuda",
+        "arch": "sm_90",
+        "deterministic": "fast",
+    }
     assert environment.device_key(torch.device("cuda:0"), "strict")["arch"] == "sm_80"
 
 
@@ -203,21 +240,25 @@ def test_local_workers_default_to_one_per_gpu(monkeypatch):
     assert found.device == "cuda" and found.precision == "bf16"
     assert found.device_key == {"kind": "cuda", "arch": "sm_90", "deterministic": "strict"}
     assert gpu_targets.local_gpus("sm_90") == [0, 1, 2, 3]
-    one = worker_target(RunRequest(methods=["simplecil"], scenario="synthetic",
-                                   device="cuda:4"), LaunchOptions(launcher="local"))
+    one = worker_target(
+        RunRequest(methods=["simplecil"], scenario="synthetic", device="cuda:4"),
+        LaunchOptions(launcher="local"),
+    )
     assert one.device == "cuda:4" and one.device_key["arch"] == "sm_80"
 
 
-@pytest.mark.parametrize(("opts", "arch", "precision"), [
-    (LaunchOptions(launcher="slurm", slurm_gres="gpu:a100:1"), "sm_80", "bf16"),
-    (LaunchOptions(launcher="slurm", slurm_gres="gpu:v100:1"), "sm_70", "fp16"),
-    (LaunchOptions(launcher="slurm", slurm_gres="gpu:H100"), "sm_90", "bf16"),
-    (LaunchOptions(launcher="slurm", slurm_gpus=1, slurm_gpu_arch="sm_75"), "sm_75", "fp16"),
-])
+@pytest.mark.parametrize(
+    ("opts", "arch", "precision"),
+    [
+        (LaunchOptions(launcher="slurm", slurm_gres="gpu:a100:1"), "sm_80", "bf16"),
+        (LaunchOptions(launcher="slurm", slurm_gres="gpu:v100:1"), "sm_70", "fp16"),
+        (LaunchOptions(launcher="slurm", slurm_gres="gpu:H100"), "sm_90", "bf16"),
+        (LaunchOptions(launcher="slurm", slurm_gpus=1, slurm_gpu_arch="sm_75"), "sm_75", "fp16"),
+    ],
+)
 def test_slurm_precision_is_decided_for_the_gpu_the_jobs_get(opts, arch, precision):
     found = worker_target(RunRequest(methods=["simplecil"], scenario="synthetic"), opts)
-    assert (found.device, found.precision, found.device_key["arch"]) == (
-        "cuda", precision, arch)
+    assert (found.device, found.precision, found.device_key["arch"]) == ("cuda", precision, arch)
 
 
 def test_slurm_gpus_of_an_unknown_type_are_refused_before_submitting(monkeypatch, tmp_path):
@@ -226,21 +267,30 @@ def test_slurm_gpus_of_an_unknown_type_are_refused_before_submitting(monkeypatch
     sinfo.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     with pytest.raises(UserError, match=r"sinfo lists: gpu:4\(S:0-1\), gpu:a100:8") as found:
-        worker_target(RunRequest(methods=["simplecil"], scenario="synthetic"),
-                      LaunchOptions(launcher="slurm", slurm_gpus=1))
+        worker_target(
+            RunRequest(methods=["simplecil"], scenario="synthetic"),
+            LaunchOptions(launcher="slurm", slurm_gpus=1),
+        )
     assert "--slurm-gres gpu:<type>:1" in str(found.value)
     sinfo.write_text("#!/bin/sh\necho 'gpu:h200:8(S:0-1)'\n")
-    assert worker_target(RunRequest(methods=["simplecil"], scenario="synthetic"),
-                         LaunchOptions(launcher="slurm", slurm_gpus=1)).device_key[
-        "arch"] == "sm_90"
+    assert (
+        worker_target(
+            RunRequest(methods=["simplecil"], scenario="synthetic"),
+            LaunchOptions(launcher="slurm", slurm_gpus=1),
+        ).device_key["arch"]
+        == "sm_90"
+    )
 
 
-@pytest.mark.parametrize(("opts", "needle"), [
-    (LaunchOptions(launcher="slurm", slurm_gpus=2), "leave the others idle"),
-    (LaunchOptions(launcher="slurm", slurm_gres="gpu:a100:2"), "leave the others idle"),
-    (LaunchOptions(launcher="slurm", slurm_gpus=1, slurm_gres="gpu:a100:1"), "give one of"),
-    (LaunchOptions(launcher="local", slurm_gres="gpu:a100:1"), "only apply with --launcher"),
-])
+@pytest.mark.parametrize(
+    ("opts", "needle"),
+    [
+        (LaunchOptions(launcher="slurm", slurm_gpus=2), "leave the others idle"),
+        (LaunchOptions(launcher="slurm", slurm_gres="gpu:a100:2"), "leave the others idle"),
+        (LaunchOptions(launcher="slurm", slurm_gpus=1, slurm_gres="gpu:a100:1"), "give one of"),
+        (LaunchOptions(launcher="local", slurm_gres="gpu:a100:1"), "only apply with --launcher"),
+    ],
+)
 def test_one_gpu_per_slurm_job(opts, needle):
     with pytest.raises(UserError, match=needle):
         check_options(opts, submitting=False)
@@ -249,8 +299,7 @@ def test_one_gpu_per_slurm_job(opts, needle):
 def test_a_node_with_another_gpu_than_planned_refuses_to_run(monkeypatch):
     fake_gpus(monkeypatch, [(9, 0)], names=["NVIDIA H100"])
     planned = environment.gpu_key("sm_80", "strict")
-    with pytest.raises(UserError, match="NVIDIA H100 is sm_90, but the grid was planned for "
-                                        "sm_80"):
+    with pytest.raises(UserError, match="NVIDIA H100 is sm_90, but the grid was planned for sm_80"):
         gpu_targets.check_node_gpu(torch.device("cuda:0"), planned)
     gpu_targets.check_node_gpu(torch.device("cuda:0"), environment.gpu_key("sm_90", "fast"))
 
@@ -268,10 +317,13 @@ def test_the_gres_reaches_sbatch(monkeypatch, tmp_path):
 
         def map_array(self, fn, todo):
             raise SystemExit  # nothing is submitted here
+
     monkeypatch.setattr(launch, "slurm_cluster", lambda: "slurm")
     import submitit
+
     monkeypatch.setattr(submitit, "AutoExecutor", Executor)
     with pytest.raises(SystemExit):
-        launch.submit([object()], LaunchOptions(launcher="slurm", slurm_gres="gpu:a100:1"),
-                      tmp_path, print)
+        launch.submit(
+            [object()], LaunchOptions(launcher="slurm", slurm_gres="gpu:a100:1"), tmp_path, print
+        )
     assert captured["slurm_gres"] == "gpu:a100:1" and captured["gpus_per_node"] is None

@@ -24,8 +24,8 @@ from cl_bench.contract.memory import backward_pass
 from cl_bench.engine import memory
 from cl_bench.errors import UserError
 
-GIB = 2 ** 30
-TB = 10 ** 12
+GIB = 2**30
+TB = 10**12
 VIT_B = "vit_base_patch16_224"
 
 
@@ -39,6 +39,7 @@ def machine(monkeypatch):
         monkeypatch.setattr(memory, "ram_available", lambda: ram)
         monkeypatch.setattr(memory, "gpu_free_bytes", lambda device: asked.append(device) or gpu)
         return asked
+
     return fake
 
 
@@ -49,8 +50,9 @@ def l2p(batch_size: int):
 
 
 def check(card, device_type: str = "cuda", scenario: str = "imagenet-r", **kwargs) -> None:
-    memory.check_memory([card], load_scenario(scenario), VIT_B, None, device_type,
-                        precision="fp32", **kwargs)
+    memory.check_memory(
+        [card], load_scenario(scenario), VIT_B, None, device_type, precision="fp32", **kwargs
+    )
 
 
 def refusal(card, **kwargs) -> str:
@@ -74,8 +76,10 @@ def test_l2p_backward_pass_on_vit_b_by_hand():
     assert step.nbytes == 128 * ((196 + 1 + 25) * per_token * 11 + lean) * 4 == 10_012_852_224
     assert step.setting == "batch_size"
     half = replace(work, activation_bytes=2)
-    assert backward_pass(half, {**card.params, "checkpoint_blocks": 4}, 0, 25).nbytes == \
-        128 * 222 * per_token * 8 * 2  # bf16, the first 4 blocks recomputed
+    assert (
+        backward_pass(half, {**card.params, "checkpoint_blocks": 4}, 0, 25).nbytes
+        == 128 * 222 * per_token * 8 * 2
+    )  # bf16, the first 4 blocks recomputed
     finetune = load_method("finetune")
     [step] = [a for a in strategy_of(finetune).memory(finetune.params, work) if a.backward]
     assert step.nbytes == 128 * 197 * (per_token + 768 + 768 + 4 * 768) * 12 * 4
@@ -88,7 +92,7 @@ def test_l2p_at_batch_128_is_refused_on_a_gpu_with_8_gib_free(machine):
     than this lower bound with a fused attention kernel, so no refusal there."""
     asked = machine(TB, 8 * GIB)
     weights = 343_194_624
-    batch = 128 * 3 * 224 ** 2 * 4 + 10_012_852_224
+    batch = 128 * 3 * 224**2 * 4 + 10_012_852_224
     total = weights + batch + 10 * 5 * 768 * 4 * 3 + 200 * 768 * 4
     assert memory.size_text(total) == "10.4 GB"
     assert refusal(l2p(128)) == (
@@ -98,7 +102,8 @@ def test_l2p_at_batch_128_is_refused_on_a_gpu_with_8_gib_free(machine):
         "weights: 343.2 MB (set by --image-size or --backbone). Lower l2p.batch_size, raise "
         "l2p.checkpoint_blocks (now 0, at most 12: those ViT blocks are recomputed in the "
         "backward pass instead of kept), or run on a GPU with more free memory; nothing was "
-        "run or written.")
+        "run or written."
+    )
     assert asked == [None]
     check(l2p(16))
     machine(TB, 16 * GIB)
@@ -109,10 +114,11 @@ def test_ram_does_not_count_towards_the_gpu(machine):
     """The old estimate added the free RAM to the GPU's: 1 GB free on the GPU with a
     terabyte of RAM passed anything. L2P at batch 16 needs 1.7 GB on the GPU (the
     feature store's extraction batch of 256 is its largest pass there)."""
-    machine(TB, 10 ** 9)
+    machine(TB, 10**9)
     assert refusal(l2p(16)).startswith(
         "A run of l2p needs at least 1.7 GB of GPU memory, but the GPU has 1.0 GB free. The "
-        "largest parts: a batch of 256 images through the backbone, at 224 px: 1.4 GB")
+        "largest parts: a batch of 256 images through the backbone, at 224 px: 1.4 GB"
+    )
 
 
 def test_what_stays_in_ram_is_checked_against_the_ram_only(machine):
@@ -122,20 +128,21 @@ def test_what_stays_in_ram_is_checked_against_the_ram_only(machine):
     big = load_scenario("synthetic")
     big.params["dataset_args"] = {"size": 100_000}
     tosca = load_method("tosca")
-    machine(24 * 10 ** 9, 80 * 10 ** 9)
+    machine(24 * 10**9, 80 * 10**9)
     with pytest.raises(UserError) as e:
         memory.check_memory([tosca], big, VIT_B, None, "cuda", precision="fp32")
     assert e.value.paragraph() == (
         "A run of tosca needs at least 38,400.0 GB of RAM, but this machine has 24.0 GB of RAM "
         "available. The largest part: the scenario's images: 38,400.0 GB (set by "
         "scenario.dataset_args). Lower scenario.dataset_args (or run on a machine with more "
-        "RAM); nothing was run or written.")
-    machine(10 ** 14, 8 * GIB)
+        "RAM); nothing was run or written."
+    )
+    machine(10**14, 8 * GIB)
     memory.check_memory([tosca], big, VIT_B, None, "cuda", precision="fp32")
 
 
 def test_the_gpu_asked_is_the_runs_gpu(machine):
-    asked = machine(TB, 10 ** 9)
+    asked = machine(TB, 10**9)
     text = refusal(l2p(16), device=torch.device("cuda", 1))
     assert asked == [torch.device("cuda", 1)]
     assert "of GPU memory, but the GPU cuda:1 has 1.0 GB free" in text
@@ -144,10 +151,11 @@ def test_the_gpu_asked_is_the_runs_gpu(machine):
 def test_on_the_cpu_everything_is_ram(machine):
     """The same run on the CPU: one budget, the cached features included; the GPU is
     not asked."""
-    asked = machine(8 * GIB, 10 ** 12)
+    asked = machine(8 * GIB, 10**12)
     assert refusal(l2p(128), device_type="cpu").startswith(
         "A run of l2p needs at least 10.5 GB of memory, but this machine has 8.6 GB "
-        "available. The largest parts: a training batch of 128 images")
+        "available. The largest parts: a training batch of 128 images"
+    )
     assert asked == []
 
 
@@ -164,8 +172,12 @@ def test_gpu_free_bytes_reads_the_driver_and_the_allocators_cache(monkeypatch):
 
 
 def test_activation_bytes_count_the_least_a_precision_keeps(monkeypatch):
-    assert [memory.activation_bytes(p, "cuda") for p in ("fp32", "bf16", "fp16", None)] == \
-        [4, 2, 2, 2]
+    assert [memory.activation_bytes(p, "cuda") for p in ("fp32", "bf16", "fp16", None)] == [
+        4,
+        2,
+        2,
+        2,
+    ]
     monkeypatch.setenv("CL_BENCH_CPU_BF16", "0")
     assert memory.activation_bytes(None, "cpu") == 4
     monkeypatch.setenv("CL_BENCH_CPU_BF16", "1")
@@ -178,8 +190,11 @@ BATCH = 4
 def saved_for_backward(model: torch.nn.Module, x: torch.Tensor, frozen: torch.nn.Module) -> int:
     """Bytes of the tensors autograd keeps for backward in ``model(x)``, each storage
     once, the parameters and buffers of both models left out (they exist anyway)."""
-    weights = {t.untyped_storage().data_ptr() for m in (model, frozen)
-               for t in (*m.parameters(), *m.buffers())}
+    weights = {
+        t.untyped_storage().data_ptr()
+        for m in (model, frozen)
+        for t in (*m.parameters(), *m.buffers())
+    }
     kept = {}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
@@ -187,6 +202,7 @@ def saved_for_backward(model: torch.nn.Module, x: torch.Tensor, frozen: torch.nn
         if storage.data_ptr() not in weights:
             kept[storage.data_ptr()] = storage.nbytes()
         return t
+
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         model(x)
     return sum(kept.values())
@@ -211,15 +227,25 @@ def tiny():
 
 
 @pytest.mark.usefixtures("one_thread")
-@pytest.mark.parametrize(("method", "sets", "precision"), [
-    ("l2p", {}, "fp32"), ("l2p", {"checkpoint_blocks": 4}, "fp32"), ("l2p", {}, "bf16"),
-    ("dualprompt", {}, "fp32"), ("coda-prompt", {}, "fp32"), ("ease", {}, "fp32"),
-    ("mos", {}, "fp32"), ("tuna", {}, "fp32"), ("min", {"buffer_size": 64}, "fp32"),
-    ("aper", {}, "fp32"), ("finetune", {}, "fp32"), ("finetune", {}, "bf16"),
-    ("ranpac", {"adapt": "finetune", "M": 64}, "fp32"),
-])
-def test_the_backward_term_is_a_lower_bound_of_what_autograd_keeps(tiny, method, sets,
-                                                                   precision):
+@pytest.mark.parametrize(
+    ("method", "sets", "precision"),
+    [
+        ("l2p", {}, "fp32"),
+        ("l2p", {"checkpoint_blocks": 4}, "fp32"),
+        ("l2p", {}, "bf16"),
+        ("dualprompt", {}, "fp32"),
+        ("coda-prompt", {}, "fp32"),
+        ("ease", {}, "fp32"),
+        ("mos", {}, "fp32"),
+        ("tuna", {}, "fp32"),
+        ("min", {"buffer_size": 64}, "fp32"),
+        ("aper", {}, "fp32"),
+        ("finetune", {}, "fp32"),
+        ("finetune", {}, "bf16"),
+        ("ranpac", {"adapt": "finetune", "M": 64}, "fp32"),
+    ],
+)
+def test_the_backward_term_is_a_lower_bound_of_what_autograd_keeps(tiny, method, sets, precision):
     """Each method's training forward on a random ViT-Tiny at 32 px (5 tokens), as its
     strategy builds the model: the declared backward term never exceeds what autograd
     keeps, and in fp32 it is most of it (bf16 autocast adds half-precision copies of
@@ -233,8 +259,10 @@ def test_the_backward_term_is_a_lower_bound_of_what_autograd_keeps(tiny, method,
     half = precision == "bf16"
     with torch.autocast("cpu", dtype=torch.bfloat16) if half else contextlib.nullcontext():
         kept = saved_for_backward(model, torch.rand(BATCH, 3, 32, 32), tiny.model)
-    work = replace(memory.workload(load_scenario("imagenet-r"), "vit_tiny_patch16_224", 32),
-                   activation_bytes=2 if half else 4)
+    work = replace(
+        memory.workload(load_scenario("imagenet-r"), "vit_tiny_patch16_224", 32),
+        activation_bytes=2 if half else 4,
+    )
     declared = sum(a.nbytes for a in strategy_of(card).memory(card.params, work) if a.backward)
     assert 0 < declared <= kept
     if not half:

@@ -18,8 +18,15 @@ from cl_bench.engine import environment, runner
 from cl_bench.engine.out_of_memory import OutOfMemory, out_of_memory_named
 from cl_bench.store.records import Result
 
-SYNTHETIC = {"scenario": "synthetic", "precision": "fp32", "progress": False, "echo": None,
-             "backbone": "vit_tiny_patch16_224", "weights": "random", "image_size": 32}
+SYNTHETIC = {
+    "scenario": "synthetic",
+    "precision": "fp32",
+    "progress": False,
+    "echo": None,
+    "backbone": "vit_tiny_patch16_224",
+    "weights": "random",
+    "image_size": 32,
+}
 H200 = environment.gpu_key("sm_90", "strict")
 
 
@@ -31,8 +38,7 @@ def as_gpu(monkeypatch, key: dict | None = H200) -> None:
     monkeypatch.setattr(runner, "device_key", lambda device, deterministic: key)
 
 
-def test_a_cpu_result_and_cpu_features_are_not_reused_by_a_gpu_request(tmp_path,
-                                                                        monkeypatch):
+def test_a_cpu_result_and_cpu_features_are_not_reused_by_a_gpu_request(tmp_path, monkeypatch):
     out = tmp_path / "out"
     monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path / "cache"))
     cpu = api.run(["simplecil"], out=out, **SYNTHETIC)[0]
@@ -50,8 +56,9 @@ def test_a_cpu_result_and_cpu_features_are_not_reused_by_a_gpu_request(tmp_path,
     as_gpu(monkeypatch, None)
     again = api.run(["simplecil"], out=out, **SYNTHETIC)[0]
     assert again.path == cpu.path and len(files(out)) == 3  # the CPU's result, skipped
-    assert json.loads(again.path.read_text())["created"] == json.loads(
-        cpu.path.read_text())["created"]
+    assert (
+        json.loads(again.path.read_text())["created"] == json.loads(cpu.path.read_text())["created"]
+    )
 
 
 def test_an_out_of_memory_run_fails_alone_and_names_the_setting(tmp_path, monkeypatch):
@@ -64,15 +71,20 @@ def test_an_out_of_memory_run_fails_alone_and_names_the_setting(tmp_path, monkey
         if card.name == "tosca" and seed == 1:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real(cls, card, data, backbone, device, progress, result, seed, *rest)
+
     monkeypatch.setattr(runner, "train_and_evaluate", train_and_evaluate)
     monkeypatch.setattr(runner, "release_memory", released.append)
     out = tmp_path / "out"
     with pytest.raises(api.RunsFailed) as failed:
-        api.run(["simplecil", "tosca"], seeds=[1, 2], out=out,
-                settings={"tosca.epochs": 1}, **SYNTHETIC)
+        api.run(
+            ["simplecil", "tosca"], seeds=[1, 2], out=out, settings={"tosca.epochs": 1}, **SYNTHETIC
+        )
     assert failed.value.failed == ["synthetic/tosca seed 1"]
     assert sorted((r.method, r.seed) for r in failed.value.results) == [
-        ("simplecil", 1), ("simplecil", 2), ("tosca", 2)]
+        ("simplecil", 1),
+        ("simplecil", 2),
+        ("tosca", 2),
+    ]
     record = json.loads(next(out.glob("runs/synthetic/tosca/1-*.failed")).read_text())
     assert record["error"]["type"] == "OutOfMemory"
     message = record["error"]["message"]
@@ -83,11 +95,13 @@ def test_an_out_of_memory_run_fails_alone_and_names_the_setting(tmp_path, monkey
 
 def test_out_of_memory_clears_the_frames_that_held_the_runs_tensors():
     from cl_bench.cards.config import load_method
+
     held = torch.ones(4)
     before = torch.cuda.OutOfMemoryError  # the alias CUDA code raises
 
     def train(big: torch.Tensor) -> None:
         raise before("CUDA out of memory.")
+
     with pytest.raises(OutOfMemory) as found:
         with out_of_memory_named(load_method("l2p"), torch.device("cpu")):
             train(held.clone())
@@ -102,22 +116,28 @@ def test_out_of_memory_clears_the_frames_that_held_the_runs_tensors():
 
 def test_a_kernel_strict_determinism_forbids_is_named_with_the_fix():
     from cl_bench.cards.config import load_method
-    with pytest.raises(Exception) as found, out_of_memory_named(load_method("ewc"),
-                                                                torch.device("cuda")):
-        raise RuntimeError("index_add_cuda_ does not have a deterministic implementation, "
-                           "but you set 'torch.use_deterministic_algorithms(True)'.")
+
+    with (
+        pytest.raises(Exception) as found,
+        out_of_memory_named(load_method("ewc"), torch.device("cuda")),
+    ):
+        raise RuntimeError(
+            "index_add_cuda_ does not have a deterministic implementation, "
+            "but you set 'torch.use_deterministic_algorithms(True)'."
+        )
     assert type(found.value).__name__ == "UserError"
     assert "--deterministic fast" in str(found.value)
-    with pytest.raises(ValueError, match="a bug"), out_of_memory_named(
-            load_method("ewc"), torch.device("cpu")):
+    with (
+        pytest.raises(ValueError, match="a bug"),
+        out_of_memory_named(load_method("ewc"), torch.device("cpu")),
+    ):
         raise ValueError("a bug stays a bug")
 
 
 def test_each_run_starts_its_own_peak(tmp_path, monkeypatch):
     resets = []
     monkeypatch.setattr(runner, "reset_peak_memory", resets.append)
-    api.run(["simplecil", "tosca"], out=tmp_path / "out", settings={"tosca.epochs": 1},
-            **SYNTHETIC)
+    api.run(["simplecil", "tosca"], out=tmp_path / "out", settings={"tosca.epochs": 1}, **SYNTHETIC)
     assert resets == [torch.device("cpu")] * 2
 
 
@@ -140,21 +160,29 @@ def test_the_report_labels_runs_by_device_when_a_scenario_has_several(tmp_path, 
 
 
 def test_the_gate_says_when_gpu_numbers_meet_a_cpu_baseline():
-    baseline = {"provenance": {"cpu_capability": "AVX2", "precision": {"e/simplecil": "fp32"}},
-                "metrics": {"e/simplecil": {m: {"value": 80.0, "tolerance": 1.0}
-                                            for m in ("avg_acc", "last_acc")}}}
-    measured = Measured(values={"e/simplecil": {"avg_acc": 80.5, "last_acc": 79.5}},
-                        precision={"e/simplecil": "bf16"},
-                        device={"e/simplecil": "cuda sm_90"})
+    baseline = {
+        "provenance": {"cpu_capability": "AVX2", "precision": {"e/simplecil": "fp32"}},
+        "metrics": {
+            "e/simplecil": {m: {"value": 80.0, "tolerance": 1.0} for m in ("avg_acc", "last_acc")}
+        },
+    }
+    measured = Measured(
+        values={"e/simplecil": {"avg_acc": 80.5, "last_acc": 79.5}},
+        precision={"e/simplecil": "bf16"},
+        device={"e/simplecil": "cuda sm_90"},
+    )
     rows = compare(baseline, measured, None, cpu="AVX2")
     assert {r.ran_in for r in rows} == {"AVX2/fp32 -> cuda sm_90/bf16"}
     assert all(r.status == "ok" for r in rows)
     notes = environment_notes(rows, baseline, measured)
     assert "measured on a GPU and compared with a CPU baseline" in notes[0]
-    same = Measured(values=measured.values, precision={"e/simplecil": "fp32"},
-                    device={"e/simplecil": "cpu"})
-    assert not any("GPU" in n for n in environment_notes(
-        compare(baseline, same, None, cpu="AVX2"), baseline, same))
+    same = Measured(
+        values=measured.values, precision={"e/simplecil": "fp32"}, device={"e/simplecil": "cpu"}
+    )
+    assert not any(
+        "GPU" in n
+        for n in environment_notes(compare(baseline, same, None, cpu="AVX2"), baseline, same)
+    )
 
 
 def test_a_result_records_its_device(tmp_path):
@@ -163,7 +191,10 @@ def test_a_result_records_its_device(tmp_path):
     record = json.loads(result.path.read_text())
     assert record["env"]["device_kind"] == "cpu"
     assert record["env"]["cpu_kind"] == cpu_kind()  # amx and avx512_bf16 round bf16 apart
-    assert record["env"]["determinism"] == {"mode": "strict", "asked": "strict",
-                                            "device": "cpu"}
-    assert set(record["memory"]) == {"peak_rss_bytes", "peak_rss_scope",
-                                     "cuda_max_allocated_bytes", "cuda_max_reserved_bytes"}
+    assert record["env"]["determinism"] == {"mode": "strict", "asked": "strict", "device": "cpu"}
+    assert set(record["memory"]) == {
+        "peak_rss_bytes",
+        "peak_rss_scope",
+        "cuda_max_allocated_bytes",
+        "cuda_max_reserved_bytes",
+    }

@@ -55,17 +55,24 @@ def ids(path: tuple[str, ...]) -> str:
 def render(monkeypatch):
     """``cl-bench <path> --help`` as a terminal of the given width shows it, without
     colour, whatever the real terminal and environment say."""
+
     def help_text(path: tuple[str, ...], width: int) -> str:
         # Typer reads TERMINAL_WIDTH once, at import; rich reads COLUMNS and FORCE_COLOR
         # when the help's console is made.
         monkeypatch.setattr(typer.rich_utils, "MAX_WIDTH", width, raising=False)
         monkeypatch.setattr(typer.rich_utils, "FORCE_TERMINAL", False, raising=False)
         monkeypatch.setattr(typer.rich_utils, "COLOR_SYSTEM", None, raising=False)
-        env = {"COLUMNS": str(width), "FORCE_COLOR": None, "NO_COLOR": None,
-               "TTY_COMPATIBLE": None, "TTY_INTERACTIVE": None}
+        env = {
+            "COLUMNS": str(width),
+            "FORCE_COLOR": None,
+            "NO_COLOR": None,
+            "TTY_COMPATIBLE": None,
+            "TTY_INTERACTIVE": None,
+        }
         result = CliRunner().invoke(app, [*path, "--help"], prog_name="cl-bench", env=env)
         assert result.exit_code == 0, result.output
         return ANSI.sub("", result.output)
+
     return help_text
 
 
@@ -101,9 +108,13 @@ def hard_breaks(text: str, width: int) -> list[str]:
         inner, start, end, limit = row
         words = inner[start:end]
         next_inner = after[0]
-        if (words.startswith("cl-bench ") or words.endswith("\\")
-                or not MID_SENTENCE.search(words)
-                or next_inner[:start].strip() or next_inner[start:start + 1] in ("", " ")):
+        if (
+            words.startswith("cl-bench ")
+            or words.endswith("\\")
+            or not MID_SENTENCE.search(words)
+            or next_inner[:start].strip()
+            or next_inner[start : start + 1] in ("", " ")
+        ):
             continue  # an example, a sentence's end, or a new row, cell or paragraph next
         next_word = next_inner[start:].split()[0]
         if end + 1 + len(next_word) <= limit:
@@ -123,8 +134,7 @@ def help_rooms(text: str) -> list[tuple[str, str, int]]:
         if line.startswith("╭"):
             panel = line.strip("╭╮─ ")
             continue
-        if (panel in (None, typer.rich_utils.COMMANDS_PANEL_TITLE)
-                or not line.startswith("│")):
+        if panel in (None, typer.rich_utils.COMMANDS_PANEL_TITLE) or not line.startswith("│"):
             panel = None if line.startswith("╰") else panel
             continue
         border = len(line.rstrip()) - 1
@@ -173,8 +183,17 @@ def parse(example: str) -> None:
 
 
 def test_every_command_is_covered():
-    assert {"run", "report", "check", "status", "account", "cache", "list", "data",
-            "data check"} <= {" ".join(p) for p in PATHS}
+    assert {
+        "run",
+        "report",
+        "check",
+        "status",
+        "account",
+        "cache",
+        "list",
+        "data",
+        "data check",
+    } <= {" ".join(p) for p in PATHS}
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -216,20 +235,22 @@ def test_run_help_shows_the_mission_command(render):
 def test_the_rule_finds_a_hard_break():
     """The rule on a help in the old form, one docstring line broken in the source."""
     width = 80
-    old = ("╭─ Commands ─╮\n"
-           "│ run      Run methods x seeds on one or more scenarios and print average /    │\n"
-           "│          last accuracy.                                                      │\n"
-           "│          Finished runs are skipped, so an interrupted grid resumes by        │\n"
-           "│          running the same command;                                           │\n"
-           "│          a run that another process is computing is skipped too.             │\n"
-           "╰────────────╯\n"
-           " Show or clear the on-disk feature cache ($CL_BENCH_CACHE, default             \n"
-           " ~/.cache/cl-bench/features): frozen features keyed by backbone, weights       \n"
-           " digest.                                                                       \n")
+    old = (
+        "╭─ Commands ─╮\n"
+        "│ run      Run methods x seeds on one or more scenarios and print average /    │\n"
+        "│          last accuracy.                                                      │\n"
+        "│          Finished runs are skipped, so an interrupted grid resumes by        │\n"
+        "│          running the same command;                                           │\n"
+        "│          a run that another process is computing is skipped too.             │\n"
+        "╰────────────╯\n"
+        " Show or clear the on-disk feature cache ($CL_BENCH_CACHE, default             \n"
+        " ~/.cache/cl-bench/features): frozen features keyed by backbone, weights       \n"
+        " digest.                                                                       \n"
+    )
     assert hard_breaks(old, width) == ["'running the same command;' (then 'a')"]
-    assert examples(" Examples:\n   cl-bench cache info\n   cl-bench run --seeds 1 \\\n"
-                    "       --jobs 2\n") == ["cl-bench cache info",
-                                            "cl-bench run --seeds 1 --jobs 2"]
+    assert examples(
+        " Examples:\n   cl-bench cache info\n   cl-bench run --seeds 1 \\\n       --jobs 2\n"
+    ) == ["cl-bench cache info", "cl-bench run --seeds 1 --jobs 2"]
     with pytest.raises(typer.TyperException, match="--workers"):
         parse("cl-bench run --workers 2")
 
@@ -238,20 +259,25 @@ def test_the_rule_measures_the_old_layout():
     """The rule on `run --help` and `data check --help` in the old form, one table for all
     of a command's options: the longest names, and the negative switches' column, leave the
     help 19 columns in `run`, 29 in `data check`; the command list is left alone."""
-    old = ("╭─ Options ─╮\n"
-           "│ --scenario,--scena…                          <str>        Scenario, or       │\n"
-           "│                                                           comma-separated    │\n"
-           "│ --slurm-requeue        --no-slurm-requeue    <bool>       --launcher slurm:  │\n"
-           "│                                                           requeue a job that │\n"
-           "╰────────────╯\n"
-           "╭─ Options ─╮\n"
-           "│ *  --scenario                      <str>        Scenario (see `cl-bench list │\n"
-           "│                                                 scenarios`).                 │\n"
-           "│    --data-root                     <path>       Folder with the scenario's   │\n"
-           "╰────────────╯\n"
-           "╭─ Commands ─╮\n"
-           "│ run      Run methods x seeds on one or more scenarios and print average and  │\n"
-           "╰────────────╯\n")
-    assert help_rooms(old) == [("Options", "--scenario,--scena…", 19),
-                               ("Options", "--slurm-requeue", 19),
-                               ("Options", "--scenario", 29), ("Options", "--data-root", 29)]
+    old = (
+        "╭─ Options ─╮\n"
+        "│ --scenario,--scena…                          <str>        Scenario, or       │\n"
+        "│                                                           comma-separated    │\n"
+        "│ --slurm-requeue        --no-slurm-requeue    <bool>       --launcher slurm:  │\n"
+        "│                                                           requeue a job that │\n"
+        "╰────────────╯\n"
+        "╭─ Options ─╮\n"
+        "│ *  --scenario                      <str>        Scenario (see `cl-bench list │\n"
+        "│                                                 scenarios`).                 │\n"
+        "│    --data-root                     <path>       Folder with the scenario's   │\n"
+        "╰────────────╯\n"
+        "╭─ Commands ─╮\n"
+        "│ run      Run methods x seeds on one or more scenarios and print average and  │\n"
+        "╰────────────╯\n"
+    )
+    assert help_rooms(old) == [
+        ("Options", "--scenario,--scena…", 19),
+        ("Options", "--slurm-requeue", 19),
+        ("Options", "--scenario", 29),
+        ("Options", "--data-root", 29),
+    ]

@@ -36,6 +36,7 @@ def host_reads(monkeypatch) -> list:
     def to_host(t: torch.Tensor):
         reads.append(t.tolist())
         return reads[-1]
+
     monkeypatch.setattr(finite, "to_host", to_host)
     return reads
 
@@ -73,11 +74,15 @@ def test_a_step_of_the_watch_reads_nothing_back(monkeypatch):
     """At every step the watch only queues work on the device: reading a tensor back
     in any way (bool, item, float, int, tolist) would fail here."""
     w, clock = watch(), SimpleNamespace(train_epoch_iterations=0)
-    step = SimpleNamespace(loss=torch.tensor([float("nan")]), clock=clock,
-                           mb_output=torch.tensor([[0.0, float("nan")]]))
+    step = SimpleNamespace(
+        loss=torch.tensor([float("nan")]),
+        clock=clock,
+        mb_output=torch.tensor([[0.0, float("nan")]]),
+    )
 
     def refuse(*args, **kwargs):
         raise AssertionError("the watch read a tensor back at a step")
+
     for name in ("__bool__", "item", "__float__", "__int__", "tolist"):
         monkeypatch.setattr(torch.Tensor, name, refuse)
     for i in range(3):
@@ -99,7 +104,8 @@ def test_a_diverged_epoch_fails_naming_its_first_non_finite_iteration(host_reads
     assert str(e.value).startswith(
         "tiny diverged: the training loss became inf in task 1, epoch 1 (iteration 2). "
         "The likely cause is a learning rate too large (tiny.lr = 0.01 (the card's "
-        "default: 0.01))")
+        "default: 0.01))"
+    )
     assert iterations.finite == [True, False, False, False]
     assert len(host_reads) == 1 and host_reads[0][:2] == [1.0, float("inf")]
 
@@ -110,6 +116,7 @@ def test_device_cache_reuses_a_value_until_a_source_or_the_device_changes():
     def make() -> torch.Tensor:
         made.append(1)
         return mask.clone()
+
     mask = torch.tensor([True, False])
     first = cache.get("m", torch.device("cpu"), (mask, 3), make)
     assert cache.get("m", torch.device("cpu"), (mask, 3), make) is first
@@ -122,11 +129,14 @@ def test_device_cache_reuses_a_value_until_a_source_or_the_device_changes():
     assert len(made) == 4
 
 
-@pytest.mark.parametrize(("method", "settings", "built"), [
-    ("l2p", {}, {"current": 3, "unseen": 3}),
-    ("finetune", {}, {"masked": 3}),
-    ("mos", {"ca_epochs": 1}, {"current": 3, "old_means": 3, "seen": 3, "task_of_seen": 3}),
-])
+@pytest.mark.parametrize(
+    ("method", "settings", "built"),
+    [
+        ("l2p", {}, {"current": 3, "unseen": 3}),
+        ("finetune", {}, {"masked": 3}),
+        ("mos", {"ca_epochs": 1}, {"current": 3, "old_means": 3, "seen": 3, "task_of_seen": 3}),
+    ],
+)
 def test_masks_reach_the_device_once_per_task(method, settings, built, monkeypatch):
     """Over 3 tasks (training, then evaluation), each mask or column index is made once
     per task, and every forward of a task gets that same tensor."""
@@ -137,9 +147,11 @@ def test_masks_reach_the_device_once_per_task(method, settings, built, monkeypat
         def counted() -> torch.Tensor:
             made[name] += 1
             return make()
+
         value = real(self, name, device, sources, counted)
         handed.setdefault(name, []).append(id(value))
         return value
+
     monkeypatch.setattr(DeviceCache, "get", get)
     tiny = vit_backbone("vit_tiny_patch16_224", 192)
     drive(strategy(method, tiny, 4, epochs=EPOCHS, batch_size=4, **settings), small_stream())
@@ -154,8 +166,17 @@ def test_normalisation_constants_are_made_once_and_may_be_saved_for_a_backward()
     """Made first inside the frozen features' inference mode, the mean and std are
     ordinary tensors: a trained copy's forward saves them for its backward."""
     stats = (0.125, 0.25, 0.5)
-    backbone = Backbone(name="b", model=torch.nn.Identity(), dim=3, input_size=4, kind="vit",
-                        weights="random", weights_digest="random", mean=stats, std=stats)
+    backbone = Backbone(
+        name="b",
+        model=torch.nn.Identity(),
+        dim=3,
+        input_size=4,
+        kind="vit",
+        weights="random",
+        weights_digest="random",
+        mean=stats,
+        std=stats,
+    )
     with torch.inference_mode():
         backbone.normalize(torch.ones(1, 3, 4, 4))
     x = torch.ones(2, 3, 4, 4, requires_grad=True)

@@ -44,8 +44,16 @@ def warm_feature_cache(tmp_path_factory):
     processes; other modules' tests keep their cold cache whatever the order."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CL_BENCH_CACHE", str(tmp_path_factory.mktemp("launch_cache")))
-        result = invoke("run", "--out", str(tmp_path_factory.mktemp("warm")), "--scenario",
-                        "synthetic", "--methods", "simplecil", "--no-progress")
+        result = invoke(
+            "run",
+            "--out",
+            str(tmp_path_factory.mktemp("warm")),
+            "--scenario",
+            "synthetic",
+            "--methods",
+            "simplecil",
+            "--no-progress",
+        )
         assert result.exit_code == 0, result.output
         yield
 
@@ -71,24 +79,38 @@ def wait_for(condition, what: str, procs: list[subprocess.Popen]) -> None:
         time.sleep(0.1)
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--jobs", "2"], "only apply with --launcher local (--jobs)"),
-    (["--launcher", "local", "--slurm-gpus", "1"], "only apply with --launcher slurm"),
-    (["--launcher", "local", "--no-wait"], "only apply with --launcher slurm"),
-    (["--launcher", "slurm", "--jobs", "2"], "--jobs is for --launcher local"),
-    (["--launcher", "kubernetes"], 'Unknown launcher "kubernetes"'),
-    (["--launcher", "local", "--jobs", "0"], "--jobs must be at least 1"),
-    (["--launcher", "slurm", "--slurm-time", "1"], "--slurm-time must be at least 3 (minutes)"),
-    (["--launcher", "slurm"], "sbatch and srun are not on PATH"),
-    (["--launcher", "local", "--methods", "tosac"], 'Did you mean "tosca"?'),
-    (["--launcher", "local", "--scenario", "synthetic,fminst"], 'Did you mean "fmnist"?'),
-    # the second scenario's data is checked before the first scenario's runs start
-    (["--scenarios", "synthetic,fmnist-full", "--data-root", "/nonexistent"], "apt-get install"),
-    (["--scenarios", "synthetic,fmnist-full", "--data-root", "/nonexistent", "--launcher",
-      "local"], "apt-get install"),
-])
-def test_bad_launch_is_one_paragraph_exit_2_nothing_written(tmp_path, args, needle,
-                                                            monkeypatch):
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--jobs", "2"], "only apply with --launcher local (--jobs)"),
+        (["--launcher", "local", "--slurm-gpus", "1"], "only apply with --launcher slurm"),
+        (["--launcher", "local", "--no-wait"], "only apply with --launcher slurm"),
+        (["--launcher", "slurm", "--jobs", "2"], "--jobs is for --launcher local"),
+        (["--launcher", "kubernetes"], 'Unknown launcher "kubernetes"'),
+        (["--launcher", "local", "--jobs", "0"], "--jobs must be at least 1"),
+        (["--launcher", "slurm", "--slurm-time", "1"], "--slurm-time must be at least 3 (minutes)"),
+        (["--launcher", "slurm"], "sbatch and srun are not on PATH"),
+        (["--launcher", "local", "--methods", "tosac"], 'Did you mean "tosca"?'),
+        (["--launcher", "local", "--scenario", "synthetic,fminst"], 'Did you mean "fmnist"?'),
+        # the second scenario's data is checked before the first scenario's runs start
+        (
+            ["--scenarios", "synthetic,fmnist-full", "--data-root", "/nonexistent"],
+            "apt-get install",
+        ),
+        (
+            [
+                "--scenarios",
+                "synthetic,fmnist-full",
+                "--data-root",
+                "/nonexistent",
+                "--launcher",
+                "local",
+            ],
+            "apt-get install",
+        ),
+    ],
+)
+def test_bad_launch_is_one_paragraph_exit_2_nothing_written(tmp_path, args, needle, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
     out = tmp_path / "out"
     result = invoke("run", "--out", str(out), "--scenario", "synthetic", "--no-progress", *args)
@@ -103,21 +125,41 @@ def test_submitit_grid_reports_failure_and_reruns_it(probe, tmp_path, monkeypatc
     monkeypatch.setattr(launch, "slurm_cluster", lambda: "local")
     monkeypatch.setenv("PROBE_FAIL", "2")
     out = tmp_path / "out"
-    args = ["run", "--out", str(out), *GRID, "--seeds", "1,2", "--precision", PRECISION,
-            "--launcher", "slurm", "--slurm-time", "10", "--slurm-array-parallelism", "2"]
+    args = [
+        "run",
+        "--out",
+        str(out),
+        *GRID,
+        "--seeds",
+        "1,2",
+        "--precision",
+        PRECISION,
+        "--launcher",
+        "slurm",
+        "--slurm-time",
+        "10",
+        "--slurm-array-parallelism",
+        "2",
+    ]
     first = invoke(*args)
     assert first.exit_code == 1, first.output
     assert "submitted 2 runs to local" in first.stdout
     assert "FAILED synthetic/probe seed 2: RuntimeError: probe failure for seed 2" in first.stdout
     assert "1 done, 1 failed" in first.stdout and "the same command runs them again" in (
-        first.stderr)
+        first.stderr
+    )
     assert seeds_of(out) == [1]
     assert list(out.glob("runs/_submitit/*/*_log.out")), "submitit wrote no job logs"
     report = status_of(out)
     assert re.search(r" 2 +\w+ +failed +RuntimeError: probe failure for seed 2\n", report)
     assert report.splitlines()[-1] == "2 runs: 1 done, 0 running, 1 failed, 0 pending"
-    failure = results.read_failure(out / "runs" / "synthetic" / "probe" / next(
-        p.name.removesuffix(".failed") for p in out.glob("runs/*/*/*.failed")))
+    failure = results.read_failure(
+        out
+        / "runs"
+        / "synthetic"
+        / "probe"
+        / next(p.name.removesuffix(".failed") for p in out.glob("runs/*/*/*.failed"))
+    )
     assert failure["error"]["type"] == "RuntimeError"
     assert any("raise RuntimeError" in line for line in failure["error"]["traceback_tail"])
 
@@ -136,24 +178,50 @@ def test_slurm_submission_no_wait(probe, tmp_path, monkeypatch):
     as pending. (A fake sbatch records the file.)"""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "sbatch").write_text(f'#!/bin/sh\ncp "$1" {tmp_path}/submitted.sh\n'
-                                    'echo "Submitted batch job 4242"\n')
+    (bin_dir / "sbatch").write_text(
+        f'#!/bin/sh\ncp "$1" {tmp_path}/submitted.sh\necho "Submitted batch job 4242"\n'
+    )
     (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")  # submitit looks for it; never run
     (bin_dir / "squeue").write_text("#!/bin/sh\nexit 0\n")  # a controller that answers
     for tool in ("sbatch", "srun", "squeue"):
         (bin_dir / tool).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     out = tmp_path / "out"
-    result = invoke("run", "--out", str(out), *GRID, "--scenarios", "synthetic,digits",
-                    "--seeds", "1,2", "--launcher", "slurm", "--slurm-partition", "gpu",
-                    "--slurm-gres", "gpu:a100:1", "--slurm-cpus", "8", "--slurm-time", "90",
-                    "--slurm-array-parallelism", "2", "--no-wait")
+    result = invoke(
+        "run",
+        "--out",
+        str(out),
+        *GRID,
+        "--scenarios",
+        "synthetic,digits",
+        "--seeds",
+        "1,2",
+        "--launcher",
+        "slurm",
+        "--slurm-partition",
+        "gpu",
+        "--slurm-gres",
+        "gpu:a100:1",
+        "--slurm-cpus",
+        "8",
+        "--slurm-time",
+        "90",
+        "--slurm-array-parallelism",
+        "2",
+        "--no-wait",
+    )
     assert result.exit_code == 0, result.output
     assert "submitted 4 runs to slurm as job 4242" in result.stdout
     assert result.stdout.count("cuda/bf16") == 2 and "4 queued" in result.stdout
     sbatch = (tmp_path / "submitted.sh").read_text()
-    for flag in ("--array=0-3%2", "--partition=gpu", "--gres=gpu:a100:1", "--cpus-per-task=8",
-                 "--time=90", "--job-name=cl-bench"):
+    for flag in (
+        "--array=0-3%2",
+        "--partition=gpu",
+        "--gres=gpu:a100:1",
+        "--cpus-per-task=8",
+        "--time=90",
+        "--job-name=cl-bench",
+    ):
         assert f"#SBATCH {flag}" in sbatch, sbatch
     assert result_files(out) == [] and starts(probe) == {}
     report = status_of(out)
@@ -166,21 +234,36 @@ def test_sigkilled_grid_resumes_each_run_once(probe, start_grid, tmp_path):
     """Kill the whole grid (parent and workers) with SIGKILL once seed 1 is written
     and seeds 2 and 3 are in flight; the same command finishes it."""
     out = tmp_path / "out"
-    grid = start_grid(out, "--seeds", "1,2,3", "--launcher", "local", "--jobs", "2",
-                      log=tmp_path / "grid.log", PROBE_HOLD="2,3")
-    wait_for(lambda: seeds_of(out) == [1] and starts(probe) == {"1": 1, "2": 1, "3": 1},
-             "seed 1 finished and seeds 2, 3 running", [grid])
+    grid = start_grid(
+        out,
+        "--seeds",
+        "1,2,3",
+        "--launcher",
+        "local",
+        "--jobs",
+        "2",
+        log=tmp_path / "grid.log",
+        PROBE_HOLD="2,3",
+    )
+    wait_for(
+        lambda: seeds_of(out) == [1] and starts(probe) == {"1": 1, "2": 1, "3": 1},
+        "seed 1 finished and seeds 2, 3 running",
+        [grid],
+    )
     os.killpg(grid.pid, signal.SIGKILL)
     grid.wait()
-    wait_for(lambda: subprocess.run(["pgrep", "-g", str(grid.pid)],
-                                    capture_output=True).returncode == 1,
-             "the killed grid's processes to go", [])
+    wait_for(
+        lambda: subprocess.run(["pgrep", "-g", str(grid.pid)], capture_output=True).returncode == 1,
+        "the killed grid's processes to go",
+        [],
+    )
     report = status_of(out)
     assert report.count("interrupted: started") == 2, report
     assert report.splitlines()[-1] == "3 runs: 1 done, 0 running, 0 failed, 2 pending"
 
-    again = invoke("run", "--out", str(out), *GRID, "--seeds", "1,2,3", "--launcher", "local",
-                   "--jobs", "2")
+    again = invoke(
+        "run", "--out", str(out), *GRID, "--seeds", "1,2,3", "--launcher", "local", "--jobs", "2"
+    )
     assert again.exit_code == 0, again.output
     assert "skip synthetic/probe seed 1: finished" in again.stdout
     assert seeds_of(out) == [1, 2, 3] and len(result_files(out)) == 3
@@ -201,14 +284,21 @@ def test_two_invocations_of_one_grid_run_each_run_once(probe, start_grid, tmp_pa
     run, so each run is claimed once and skipped once as running elsewhere."""
     out = tmp_path / "out"
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
-    grids = [start_grid(out, "--seeds", "1,2", "--launcher", "local", "--jobs", "2",
-                        log=log, PROBE_HOLD="all") for log in logs]
+    grids = [
+        start_grid(
+            out, "--seeds", "1,2", "--launcher", "local", "--jobs", "2", log=log, PROBE_HOLD="all"
+        )
+        for log in logs
+    ]
 
     def skipped() -> int:
         return sum(log.read_text().count(": running in ") for log in logs)
 
-    wait_for(lambda: sum(starts(probe).values()) == 2 and skipped() == 2,
-             "both runs claimed and skipped once each", grids)
+    wait_for(
+        lambda: sum(starts(probe).values()) == 2 and skipped() == 2,
+        "both runs claimed and skipped once each",
+        grids,
+    )
     (probe / "go").touch()
     for g, log in zip(grids, logs, strict=True):
         assert g.wait(WAIT_S) == 0, log.read_text()
@@ -222,8 +312,9 @@ def test_an_out_of_memory_run_of_a_local_grid_fails_alone(probe, tmp_path, monke
     lower, the worker goes on with the next run, and every other run finishes."""
     monkeypatch.setenv("PROBE_OOM", "2")
     out = tmp_path / "out"
-    grid = invoke("run", "--out", str(out), *GRID, "--seeds", "1,2,3", "--launcher", "local",
-                  "--jobs", "2")
+    grid = invoke(
+        "run", "--out", str(out), *GRID, "--seeds", "1,2,3", "--launcher", "local", "--jobs", "2"
+    )
     assert grid.exit_code == 1, grid.output
     assert "FAILED synthetic/probe seed 2: OutOfMemory: probe ran out of memory" in grid.stdout
     assert "2 done, 1 failed" in grid.stdout and seeds_of(out) == [1, 3]
@@ -245,10 +336,16 @@ def test_concurrent_workers_extract_features_once(tmp_path, monkeypatch):
         return torch.arange(len(images) * 4, dtype=torch.float32).reshape(-1, 4)
 
     monkeypatch.setattr(features, "extract", slow_extract)
-    backbone = SimpleNamespace(name="fake", weights_digest="0", normalization=None,
-                               input_size=8, dim=4, runtime="torch")
-    data = SimpleNamespace(name="fake", fingerprint="f", on_disk=False,
-                           train_x=torch.zeros(3, 1, 8, 8), test_x=torch.zeros(2, 1, 8, 8))
+    backbone = SimpleNamespace(
+        name="fake", weights_digest="0", normalization=None, input_size=8, dim=4, runtime="torch"
+    )
+    data = SimpleNamespace(
+        name="fake",
+        fingerprint="f",
+        on_disk=False,
+        train_x=torch.zeros(3, 1, 8, 8),
+        test_x=torch.zeros(2, 1, 8, 8),
+    )
     stores = [SharedFeatureStore(torch.device("cpu"), progress=False) for _ in range(2)]
     with ThreadPoolExecutor(2) as pool:
         got = list(pool.map(lambda store: store.get(backbone, data, "train"), stores))
@@ -260,9 +357,21 @@ def test_dry_run_for_slurm_needs_no_sbatch(tmp_path, monkeypatch):
     """The plan of a cluster grid can be printed on a laptop: no sbatch, no controller."""
     monkeypatch.setenv("PATH", str(tmp_path))
     out = tmp_path / "out"
-    result = invoke("run", "--out", str(out), "--scenario", "synthetic", "--methods",
-                    "simplecil,tosca", "--seeds", "1,2", "--launcher", "slurm", "--dry-run",
-                    "--no-progress")
+    result = invoke(
+        "run",
+        "--out",
+        str(out),
+        "--scenario",
+        "synthetic",
+        "--methods",
+        "simplecil,tosca",
+        "--seeds",
+        "1,2",
+        "--launcher",
+        "slurm",
+        "--dry-run",
+        "--no-progress",
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout.count("synthetic/simplecil") == 2 and "tosca" in result.stdout
     assert not out.exists()
@@ -276,6 +385,7 @@ def test_slurm_poll_interval(raw, want, monkeypatch):
 
 def test_bad_slurm_poll_interval_is_refused(monkeypatch):
     from cl_bench.errors import UserError
+
     monkeypatch.setenv("CL_BENCH_SLURM_POLL_S", "often")
     with pytest.raises(UserError, match="CL_BENCH_SLURM_POLL_S='often' is not a number"):
         launch.poll_s("slurm")

@@ -47,7 +47,7 @@ def imports(path: Path) -> list[tuple[int, str]]:
             found += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
@@ -69,15 +69,20 @@ def test_every_unit_has_one_layer():
     listed = [u for layer in layers() for u in layer]
     assert len(listed) == len(set(listed)), f"a unit is listed twice: {listed}"
     present = {unit(m) for m in graph()}
-    assert present == set(listed), (f"not in docs/architecture.md: {present - set(listed)}; "
-                                    f"listed but absent: {set(listed) - present}")
+    assert present == set(listed), (
+        f"not in docs/architecture.md: {present - set(listed)}; "
+        f"listed but absent: {set(listed) - present}"
+    )
 
 
 def test_every_import_points_to_its_layer_or_below():
     level = {u: i for i, layer in enumerate(layers()) for u in layer}
-    upward = [f"{m} (line {line}) imports {target}: layer {unit(target)} is above {unit(m)}"
-              for m, found in graph().items() for line, target in found
-              if level[unit(target)] > level[unit(m)]]
+    upward = [
+        f"{m} (line {line}) imports {target}: layer {unit(target)} is above {unit(m)}"
+        for m, found in graph().items()
+        for line, target in found
+        if level[unit(target)] > level[unit(m)]
+    ]
     assert not upward, "\n".join(upward)
 
 
@@ -116,9 +121,15 @@ def test_no_import_cycle():
 def test_strategies_holds_methods_and_blocks_apart():
     """A module directly in strategies/ is a method: a built-in card names its class.
     Everything a method is built from sits in strategies/blocks/."""
-    named = {yaml.safe_load(p.read_text())["strategy"].partition(":")[0]
-             for p in (ROOT / "methods").glob("*.yaml")}
-    top = {f"cl_bench.strategies.{p.stem}" for p in (PACKAGE / "strategies").glob("*.py")
-           if p.stem != "__init__"}
-    assert top == named, (f"not methods: {sorted(top - named)}; "
-                          f"methods elsewhere: {sorted(named - top)}")
+    named = {
+        yaml.safe_load(p.read_text())["strategy"].partition(":")[0]
+        for p in (ROOT / "methods").glob("*.yaml")
+    }
+    top = {
+        f"cl_bench.strategies.{p.stem}"
+        for p in (PACKAGE / "strategies").glob("*.py")
+        if p.stem != "__init__"
+    }
+    assert top == named, (
+        f"not methods: {sorted(top - named)}; methods elsewhere: {sorted(named - top)}"
+    )

@@ -19,20 +19,32 @@ def test_tree_in_the_imagefolder_layout_and_reused(tmp_path):
     first = data.train_x.paths[0]
     mtime = (tmp_path / "tree.json").stat().st_mtime_ns, (tmp_path / first).stat().st_mtime_ns
     assert bench.make_tree(tmp_path, images=10, classes=2) == json.loads(
-        (tmp_path / "tree.json").read_text())
-    assert ((tmp_path / "tree.json").stat().st_mtime_ns,
-            (tmp_path / first).stat().st_mtime_ns) == mtime  # not written again
+        (tmp_path / "tree.json").read_text()
+    )
+    assert (
+        (tmp_path / "tree.json").stat().st_mtime_ns,
+        (tmp_path / first).stat().st_mtime_ns,
+    ) == mtime  # not written again
 
 
 def test_measure_counts_every_image_of_every_row(tmp_path):
     bench.make_tree(tmp_path, images=10, classes=2)
     result = bench.measure(tmp_path, size=32, workers=2, draft_images=2)
-    assert result["tree"] | {"root": None} == {"root": None, "classes": 2, "train_images": 8,
-                                               "test_images": 2}
+    assert result["tree"] | {"root": None} == {
+        "root": None,
+        "classes": 2,
+        "train_images": 8,
+        "test_images": 2,
+    }
     assert [(r["transform"], r["workers"], r["images"]) for r in result["rates"]] == [
-        ("train", 1, 8), ("train", 2, 8), ("test", 1, 2), ("test", 2, 2)]
+        ("train", 1, 8),
+        ("train", 2, 8),
+        ("test", 1, 2),
+        ("test", 2, 2),
+    ]
     assert [r["id"] for r in result["rates"]] == ["rrc32-scale0.05-flip-sampleseed"] * 2 + [
-        "resize37-bicubic-crop32"] * 2
+        "resize37-bicubic-crop32"
+    ] * 2
     assert [(r["workers"], r["images"]) for r in result["decode_once"]] == [(1, 2), (2, 2)]
     for r in result["rates"] + result["decode_once"]:
         assert r["images_per_s"] > 0 and r["images_per_cpu_s"] > 0

@@ -19,7 +19,7 @@ from cl_bench.strategies.blocks.loss_scale import LossScaling, loss_scaler
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread
 
-INITIAL_SCALE = 2.0 ** 16  # GradScaler's default
+INITIAL_SCALE = 2.0**16  # GradScaler's default
 
 
 class Steps(Bookkeeping, SupervisedPlugin):
@@ -35,8 +35,11 @@ class Steps(Bookkeeping, SupervisedPlugin):
         clock = strategy.clock
         grad = strategy.model[1].weight.grad
         self.rows.append({"task": clock.train_exp_counter, "grad": grad.clone()})
-        if (clock.train_exp_counter, clock.train_exp_epochs,
-                clock.train_epoch_iterations) == self.poison:
+        if (
+            clock.train_exp_counter,
+            clock.train_exp_epochs,
+            clock.train_epoch_iterations,
+        ) == self.poison:
             grad[0, 0] = float("inf")
 
     def before_update(self, strategy, **kwargs) -> None:
@@ -99,8 +102,9 @@ def test_fp16_gradients_are_the_scaled_fp32_gradients():
     run_tiny("fp16", [fp16], epochs=1)
     run_tiny("fp32", [fp32], epochs=1)
     assert fp32.rows[0]["scale"] is None
-    assert_close(fp16.rows[0]["grad"] / INITIAL_SCALE, fp32.rows[0]["grad"],
-                 rtol=1e-2, atol=1e-3)  # fp16 rounds the pixels and the logits
+    assert_close(
+        fp16.rows[0]["grad"] / INITIAL_SCALE, fp32.rows[0]["grad"], rtol=1e-2, atol=1e-3
+    )  # fp16 rounds the pixels and the logits
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])

@@ -231,8 +231,9 @@ def test_select_module_sample_vs_batch():
 
 def test_select_module_batch_picks_lowest_mean_even_if_it_loses_per_sample():
     # module 1 wins image 0 by a hair, module 0 wins the batch mean
-    logits = torch.tensor([[[0.0, 0.0], [9.0, 0.0], [9.0, 0.0]],
-                           [[0.1, 0.0], [0.0, 0.0], [0.0, 0.0]]])
+    logits = torch.tensor(
+        [[[0.0, 0.0], [9.0, 0.0], [9.0, 0.0]], [[0.1, 0.0], [0.0, 0.0], [0.0, 0.0]]]
+    )
     assert torch.equal(select_module(logits, "sample"), torch.tensor([1, 0, 0]))
     assert torch.equal(select_module(logits, "batch"), torch.tensor([0, 0, 0]))
 

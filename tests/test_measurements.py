@@ -16,9 +16,13 @@ from bench.measurements import MeasurementError, load_all, load_figures, read, w
 
 
 def test_every_committed_measurement_follows_the_schema():
-    committed = subprocess.run(["git", "ls-files", "bench/results/*.json"],
-                               cwd=measurements.ROOT, check=True, capture_output=True,
-                               text=True).stdout.split()
+    committed = subprocess.run(
+        ["git", "ls-files", "bench/results/*.json"],
+        cwd=measurements.ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     assert committed, "no measurement is committed"
     found = {m.path.name: m for m in load_all()}
     for name in committed:
@@ -42,17 +46,25 @@ def test_every_figure_has_a_measurement():
 def test_write_round_trips_into_a_folder(tmp_path):
     headline = [("ours vs theirs", "2.00x (1.0 s vs 2.0 s)")]
     data = {"ours_s": 1.0, "theirs_s": 2.0}
-    path = write("a", headline, data, "fp32", "python -m bench.run a", note="A test.",
-                 results=tmp_path)
+    path = write(
+        "a", headline, data, "fp32", "python -m bench.run a", note="A test.", results=tmp_path
+    )
     assert path.parent == tmp_path
     m = read(path, load_figures())
-    assert (m.figure, m.precision, m.command, m.note) == ("a", "fp32",
-                                                           "python -m bench.run a", "A test.")
+    assert (m.figure, m.precision, m.command, m.note) == (
+        "a",
+        "fp32",
+        "python -m bench.run a",
+        "A test.",
+    )
     assert m.headline == (("ours vs theirs", "2.00x (1.0 s vs 2.0 s)"),)
     assert m.path.name == f"a-{m.date}-{measurements.cpu_slug()}.json"
     assert m.cpu.endswith(" cores") and m.commit == measurements.head_commit()
-    assert {k: v for k, v in json.loads(path.read_text()).items()
-            if k not in ("figure", "meta", "headline")} == data
+    assert {
+        k: v
+        for k, v in json.loads(path.read_text()).items()
+        if k not in ("figure", "meta", "headline")
+    } == data
     again = write("a", headline, data, "fp32", "python -m bench.run a", results=tmp_path)
     assert again != path and again.name.endswith("-2.json")  # never replaces one
     assert {m.path.name for m in load_all(tmp_path)} == {path.name, again.name}
@@ -77,9 +89,15 @@ def test_read_names_the_file_and_what_is_wrong(tmp_path):
     bad.write_text(json.dumps({"figure": ["a"]}))
     with pytest.raises(MeasurementError, match="'figure' must be one of"):
         read(bad, figures)
-    bad.write_text(json.dumps({"figure": "a", "headline": [{"label": "x", "value": "1"}],
-                               "meta": {"date": "2026-13-01", "cpu": "c", "precision": "p",
-                                        "commit": "abcdef1"}}))
+    bad.write_text(
+        json.dumps(
+            {
+                "figure": "a",
+                "headline": [{"label": "x", "value": "1"}],
+                "meta": {"date": "2026-13-01", "cpu": "c", "precision": "p", "commit": "abcdef1"},
+            }
+        )
+    )
     with pytest.raises(MeasurementError, match="is not YYYY-MM-DD"):
         read(bad, figures)
 
@@ -91,15 +109,18 @@ def test_command_line_names_the_kernel_variables_that_are_set(monkeypatch):
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     monkeypatch.setenv("CL_BENCH_CPU_BF16", "0")
     assert measurements.command_line(["-m", "bench.run", "g"]) == (
-        "ONEDNN_MAX_CPU_ISA=AVX2 CL_BENCH_CPU_BF16=0 python -m bench.run g")
+        "ONEDNN_MAX_CPU_ISA=AVX2 CL_BENCH_CPU_BF16=0 python -m bench.run g"
+    )
 
 
 def test_bench_run_headlines_from_recorded_raw_results():
     """bench.run's headline rows come from each figure's raw result: checked on the raw
     data of committed measurements of (d), (g) and (h)."""
     by_name = {m.path.name: m for m in load_all()}
-    for name, key in (("d-2026-12-06-xeon-amx-lean-tail.json", "d"),
-                      ("h-2026-12-06-xeon-amx-lean-tail.json", "h")):
+    for name, key in (
+        ("d-2026-12-06-xeon-amx-lean-tail.json", "d"),
+        ("h-2026-12-06-xeon-amx-lean-tail.json", "h"),
+    ):
         raw = json.loads(by_name[name].path.read_text())[key]
         rows = dict(bench_run.headline(key, raw))
         assert bench_run.precision_of(key, raw) == "fp32"
@@ -107,7 +128,8 @@ def test_bench_run_headlines_from_recorded_raw_results():
             assert rows["ours, card defaults"] == "0.63x time, 0.75x memory (11.4 s, 2.21 GB)"
         else:
             assert rows["CODA-Prompt, ours, checkpoint_blocks: 12"] == (
-                "0.59x time, 0.55x memory (10.3 s, 1.73 GB)")
+                "0.59x time, 0.55x memory (10.3 s, 1.73 GB)"
+            )
     raw = json.loads(by_name["g-2026-12-06-xeon-amx.json"].path.read_text())
     rows = dict(bench_run.headline("g", raw))
     assert rows["openvino 2026.4.1 bf16"].startswith("448.7 img/s (7.49x, 31 % of the bf16")
@@ -127,12 +149,22 @@ def test_loader_headline_from_its_recorded_raw_result():
 def test_a_day_s_measurements_are_ordered_by_the_commit_measured(tmp_path):
     """Dates have a day's resolution: within one, the later commit is the newer
     measurement, whatever the file names say."""
-    for name, commit in (("g-2026-12-06-z-earlier.json", "301e76a"),
-                         ("g-2026-12-06-a-later.json", "451bbb9"),
-                         ("g-2026-12-07-b.json", "301e76a")):
-        (tmp_path / name).write_text(json.dumps({
-            "figure": "g", "headline": [{"label": "x", "value": "1"}],
-            "meta": {"date": name[2:12], "cpu": "c", "precision": "fp32",
-                     "commit": commit}}))
+    for name, commit in (
+        ("g-2026-12-06-z-earlier.json", "301e76a"),
+        ("g-2026-12-06-a-later.json", "451bbb9"),
+        ("g-2026-12-07-b.json", "301e76a"),
+    ):
+        (tmp_path / name).write_text(
+            json.dumps(
+                {
+                    "figure": "g",
+                    "headline": [{"label": "x", "value": "1"}],
+                    "meta": {"date": name[2:12], "cpu": "c", "precision": "fp32", "commit": commit},
+                }
+            )
+        )
     assert [m.path.name for m in load_all(tmp_path)] == [
-        "g-2026-12-07-b.json", "g-2026-12-06-a-later.json", "g-2026-12-06-z-earlier.json"]
+        "g-2026-12-07-b.json",
+        "g-2026-12-06-a-later.json",
+        "g-2026-12-06-z-earlier.json",
+    ]

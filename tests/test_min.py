@@ -93,8 +93,12 @@ def test_recursive_least_squares_is_the_ridge_solution():
     y = F.one_hot(labels, 3).double()
     expected = torch.linalg.solve(x.T @ x + 0.5 * torch.eye(6, dtype=torch.float64), x.T @ y)
     assert_close(rls.W, expected, rtol=1e-10, atol=1e-12)
-    assert_close(rls.R, torch.linalg.inv(x.T @ x + 0.5 * torch.eye(6, dtype=torch.float64)),
-                 rtol=1e-10, atol=1e-12)
+    assert_close(
+        rls.R,
+        torch.linalg.inv(x.T @ x + 0.5 * torch.eye(6, dtype=torch.float64)),
+        rtol=1e-10,
+        atol=1e-12,
+    )
     assert_close(rls(x[:2].float()), x[:2] @ expected)
 
 
@@ -187,8 +191,7 @@ def test_training_and_test_logits(tiny):
 
 
 def test_parameters_at_vit_b_width():
-    assert (NOISE_768, LAYERS_768, FIXED_768, NORMS_768) == (889_344, 7_087_104, 3_538_944,
-                                                             38_400)
+    assert (NOISE_768, LAYERS_768, FIXED_768, NORMS_768) == (889_344, 7_087_104, 3_538_944, 38_400)
     m = 64  # a small projection: the counts of the rest do not depend on it
     s = strategy("min", vit_backbone("vit_base_patch16_224", 768), 100, buffer_size=m)
     net = s.model
@@ -229,15 +232,18 @@ def test_end_to_end(min_run, tiny):
     assert net.order.tolist() == [0, 1, 2, 3]  # the stream relabels classes by task
     assert net.prototypes.shape == (3, 192) and net.analytic.W.shape == (M, 4)
     c = F.cosine_similarity(net.prototypes[1], net.prototypes[0], dim=0)
-    assert_close(net.mix, torch.softmax(torch.stack([c, torch.tensor(1.0), torch.tensor(1.0)]),
-                                        0))
+    assert_close(net.mix, torch.softmax(torch.stack([c, torch.tensor(1.0), torch.tensor(1.0)]), 0))
     # trainable: task 0 its noise, the M_l, the norms, the head with bias over 2 classes;
     # later the task's noise and the head over the seen classes
-    assert recorder.trainable == [NOISE_192 + LAYERS_192 + NORMS_192 + 2 * M + 2,
-                                  NOISE_192 + 3 * M, NOISE_192 + 4 * M]
+    assert recorder.trainable == [
+        NOISE_192 + LAYERS_192 + NORMS_192 + 2 * M + 2,
+        NOISE_192 + 3 * M,
+        NOISE_192 + 4 * M,
+    ]
     shared = LAYERS_192 + FIXED_192 + NORMS_192 + 192 * M + M * M
-    assert recorder.stored == [shared + k * (NOISE_192 + 192 + 1) + classes * M
-                               for k, classes in ((1, 2), (2, 3), (3, 4))]
+    assert recorder.stored == [
+        shared + k * (NOISE_192 + 192 + 1) + classes * M for k, classes in ((1, 2), (2, 3), (3, 4))
+    ]
     # it learns: chance is 25% on the 16 test images of the 4 classes
     assert recorder.acc_seen[-1] >= 75.0, recorder.acc_seen
     assert all(not p.abs().sum() for p in net.sets[0].parameters())  # w = 0 on task 0
@@ -250,8 +256,9 @@ def test_end_to_end(min_run, tiny):
 def test_resumes_to_the_same_numbers(min_run, tiny):
     s, recorder, saved, _ = min_run
     state = torch.load(io.BytesIO(saved[1]), weights_only=False)
-    resumed, resumed_recorder, _ = run_stream("min", tiny, start=(1, state), buffer_size=M,
-                                              init_epochs=1)
+    resumed, resumed_recorder, _ = run_stream(
+        "min", tiny, start=(1, state), buffer_size=M, init_epochs=1
+    )
     assert resumed_recorder.acc_matrix == recorder.acc_matrix
     for name, value in s.model.state_dict().items():
         assert torch.equal(resumed.model.state_dict()[name], value), name
@@ -259,18 +266,36 @@ def test_resumes_to_the_same_numbers(min_run, tiny):
 
 def test_account_counts_one_pass(tmp_path):
     defaults = yaml.safe_load((REPO / "methods" / "min.yaml").read_text())["defaults"]
-    cards = card_variant(tmp_path, REPO / "methods", "min", "min-small",
-                         defaults={**defaults, "buffer_size": M})
-    r = invoke("account", "--methods", "min-small", "--backbone", "vit_tiny_patch16_224",
-               "--tasks", "3", "--classes", "6", "--image-size", "32", "--cards", str(cards))
+    cards = card_variant(
+        tmp_path, REPO / "methods", "min", "min-small", defaults={**defaults, "buffer_size": M}
+    )
+    r = invoke(
+        "account",
+        "--methods",
+        "min-small",
+        "--backbone",
+        "vit_tiny_patch16_224",
+        "--tasks",
+        "3",
+        "--classes",
+        "6",
+        "--image-size",
+        "32",
+        "--cards",
+        str(cards),
+    )
     assert r.exit_code == 0, r.output
     row = next(line.split() for line in r.output.splitlines() if line.startswith("min-small"))
     shared = LAYERS_192 + FIXED_192 + NORMS_192 + 192 * M + M * M
     per_task = NOISE_192 + 192 + 1 + 2 * M  # noise, prototype, mixing weight, 2 classes
     # trainable on the last task (its noise, the head over 6 classes), added task 1,
     # added later, stored@end
-    assert row[1:5] == [f"{NOISE_192 + 6 * M:,}",
-                        f"{shared + per_task:,}", f"{per_task:,}", f"{shared + 3 * per_task:,}"]
+    assert row[1:5] == [
+        f"{NOISE_192 + 6 * M:,}",
+        f"{shared + per_task:,}",
+        f"{per_task:,}",
+        f"{shared + 3 * per_task:,}",
+    ]
     # one backbone pass, and the noise on its 5 tokens in 12 blocks (M_l, A_l, B_l and 3
     # tasks' mu and sigma), the projection and the classifier over 6 classes: matmuls
     noise = 5 * 12 * (2 * 192 * 192 + 4 * 192 * 192 + 3 * 2 * 2 * 192 * 192)

@@ -58,8 +58,11 @@ def test_model_anchor_is_the_mean_of_the_earlier_sets(tiny):
         for p in net.sets[1].parameters():
             p.fill_(4.0)
     net.begin_task(2, [4, 5])
-    assert [p.requires_grad for p in (next(net.sets[k].parameters()) for k in range(3))] \
-        == [False, False, True]
+    assert [p.requires_grad for p in (next(net.sets[k].parameters()) for k in range(3))] == [
+        False,
+        False,
+        True,
+    ]
     # the new set starts as a copy of the last one; the anchor is mean(2, 4) = 3
     assert all(torch.equal(p, torch.full_like(p, 4.0)) for p in net.sets[2].parameters())
     assert all(torch.equal(a, torch.full_like(a, 3.0)) for a in net.anchor)
@@ -73,8 +76,10 @@ def test_orthogonality_loss_by_hand():
     means = torch.tensor([[1.0, 0.0]])
     feats = torch.tensor([[0.0, 2.0]])
     # M = [[1, 0], [0, 2]]: M M^T / 0.5 = [[2, 0], [0, 8]]
-    expected = (F.cross_entropy(torch.tensor([[2.0, 0.0]]), torch.tensor([0]))
-                + F.cross_entropy(torch.tensor([[0.0, 8.0]]), torch.tensor([1]))) / 2
+    expected = (
+        F.cross_entropy(torch.tensor([[2.0, 0.0]]), torch.tensor([0]))
+        + F.cross_entropy(torch.tensor([[0.0, 8.0]]), torch.tensor([1]))
+    ) / 2
     assert_close(orthogonality_loss(feats, means, 0.5), expected)
     # without old means, the batch alone
     assert_close(orthogonality_loss(feats, torch.zeros(0, 2), 0.5), torch.tensor(0.0))
@@ -85,11 +90,13 @@ def test_self_refine_on_constructed_logits():
     # classifying adapter k's feature gives, as a one-hot position in the 3 dims
     task_of_column = torch.tensor([0, 1, 2])
     e = torch.eye(3)
-    feats = torch.stack([
-        torch.stack([e[1], e[1], e[1]]),  # guess 0 -> predicts 1 -> 1 predicts 1: stays at 1
-        torch.stack([e[0], e[2], e[1]]),  # guess 1 -> 2 -> 1 -> 2 -> stops after 4 at 2
-        torch.stack([e[0], e[0], e[0]]),  # guess 0 predicts 0: done at once
-    ])
+    feats = torch.stack(
+        [
+            torch.stack([e[1], e[1], e[1]]),  # guess 0 -> predicts 1 -> 1 predicts 1: stays at 1
+            torch.stack([e[0], e[2], e[1]]),  # guess 1 -> 2 -> 1 -> 2 -> stops after 4 at 2
+            torch.stack([e[0], e[0], e[0]]),  # guess 0 predicts 0: done at once
+        ]
+    )
     logits, k = self_refine(feats, torch.tensor([0, 1, 0]), lambda f: f * 10, task_of_column, 4)
     assert k.tolist() == [1, 2, 0]
     assert_close(logits, torch.stack([e[1], e[1], e[0]]) * 10)
@@ -138,8 +145,9 @@ def test_eval_logits_follow_the_formula(tiny):
     feats = torch.stack([net.cls(net.normalize(x), net.sets[k]) for k in range(2)], 1)
     guess = F.normalize(feats[:, 0], dim=-1) @ F.normalize(net.protos, dim=-1).T
     task_of = torch.tensor([0, 0, 0, 1, 1])
-    logits, k = self_refine(feats, task_of[guess.argmax(1)], lambda f: net.head(f)[:, :5],
-                            task_of, 4)
+    logits, k = self_refine(
+        feats, task_of[guess.argmax(1)], lambda f: net.head(f)[:, :5], task_of, 4
+    )
     assert_close(out[:, :5], logits.softmax(1) + (2 * guess).softmax(1), rtol=1e-4, atol=1e-5)
     assert torch.isinf(out[:, 5]).all()  # never seen
     assert torch.equal(s.routing(), k)
@@ -180,8 +188,9 @@ def test_end_to_end(mos_run, tiny):
     assert recorder.trainable == [SET_192 + head] * 3
     # stored: the sets, the head, and per seen class a mean, a covariance and a prototype
     per_class = 192 + 192 * 192 + 192
-    assert recorder.stored == [k * SET_192 + head + c * per_class
-                               for k, c in ((1, 2), (2, 3), (3, 4))]
+    assert recorder.stored == [
+        k * SET_192 + head + c * per_class for k, c in ((1, 2), (2, 3), (3, 4))
+    ]
     # all 16 test images of the 4 classes (chance: 25%) right at the end, every one
     # retrieved through its own task's adapter set
     assert recorder.acc_seen[-1] == 100.0, recorder.acc_seen
@@ -201,22 +210,38 @@ def test_resumes_to_the_same_numbers(mos_run, tiny):
 
 
 def test_account_counts_t_passes():
-    r = invoke("account", "--methods", "mos", "--backbone", "vit_tiny_patch16_224",
-               "--tasks", "3", "--classes", "6", "--image-size", "32")
+    r = invoke(
+        "account",
+        "--methods",
+        "mos",
+        "--backbone",
+        "vit_tiny_patch16_224",
+        "--tasks",
+        "3",
+        "--classes",
+        "6",
+        "--image-size",
+        "32",
+    )
     assert r.exit_code == 0, r.output
     rows = [line.split() for line in r.output.splitlines() if line.startswith("mos")]
     head, per_class = 6 * 192 + 6, 192 + 192 * 192 + 192
     # trainable, added task 1, added later, stored@end
-    assert rows[0][1:5] == [f"{SET_192 + head:,}", f"{SET_192 + head + 2 * per_class:,}",
-                            f"{SET_192 + 2 * per_class:,}",
-                            f"{3 * SET_192 + head + 6 * per_class:,}"]
+    assert rows[0][1:5] == [
+        f"{SET_192 + head:,}",
+        f"{SET_192 + head + 2 * per_class:,}",
+        f"{SET_192 + 2 * per_class:,}",
+        f"{3 * SET_192 + head + 6 * per_class:,}",
+    ]
     assert float(rows[0][6]) == 3.041  # three adapted passes (ffn 16 adds ~1.4% each)
 
 
-@pytest.mark.parametrize("cov", [torch.full((1, 2, 2), float("nan")),
-                                 torch.tensor([[[1.0, 2.0], [2.0, 1.0]]])])  # not PD
+@pytest.mark.parametrize(
+    "cov", [torch.full((1, 2, 2), float("nan")), torch.tensor([[[1.0, 2.0], [2.0, 1.0]]])]
+)  # not PD
 def test_class_statistics_that_cannot_be_sampled_fail_the_run_as_diverged(cov):
     from cl_bench.errors import UserError
+
     with pytest.raises(UserError, match="the run diverged: the classifier alignment"):
         gaussian_factor(cov)
     assert torch.equal(gaussian_factor(torch.eye(2)[None] * 4), torch.eye(2)[None] * 2)

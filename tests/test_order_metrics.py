@@ -15,15 +15,18 @@ from cl_bench.scenarios.stream import build_stream, remap_labels
 # ----------------------------------------------------------------------------- class order
 
 
-@pytest.mark.parametrize("n, head", [
-    (100, [68, 56, 78, 8, 23, 84, 90, 65, 74, 76]),
-    (200, [168, 136, 51, 9, 183]),
-    (300, [169, 221, 146, 296, 92]),
-    (50, [43, 41, 23, 14, 13]),
-])
+@pytest.mark.parametrize(
+    "n, head",
+    [
+        (100, [68, 56, 78, 8, 23, 84, 90, 65, 74, 76]),
+        (200, [168, 136, 51, 9, 183]),
+        (300, [169, 221, 146, 296, 92]),
+        (50, [43, 41, 23, 14, 13]),
+    ],
+)
 def test_class_order_pilot_seed_1993(n, head):
     order = class_order(n, 1993)
-    assert order[:len(head)] == head
+    assert order[: len(head)] == head
     assert sorted(order) == list(range(n))
     assert all(type(c) is int for c in order)
 
@@ -52,19 +55,24 @@ def test_class_order_explicit():
 # ----------------------------------------------------------------------------- task split
 
 
-@pytest.mark.parametrize("n, init, inc, sizes", [
-    (10, 2, 2, [2, 2, 2, 2, 2]),
-    (10, 3, 3, [3, 3, 3, 1]),  # remainder: extra, smaller last task
-    (10, 10, 5, [10]),
-    (10, 4, 2, [4, 2, 2, 2]),
-    (7, 5, 5, [5, 2]),
-])
+@pytest.mark.parametrize(
+    "n, init, inc, sizes",
+    [
+        (10, 2, 2, [2, 2, 2, 2, 2]),
+        (10, 3, 3, [3, 3, 3, 1]),  # remainder: extra, smaller last task
+        (10, 10, 5, [10]),
+        (10, 4, 2, [4, 2, 2, 2]),
+        (7, 5, 5, [5, 2]),
+    ],
+)
 def test_task_split(n, init, inc, sizes):
     assert task_split(n, init, inc) == sizes
 
 
-@pytest.mark.parametrize("n, inc, n_tasks", [(100, 5, 20), (100, 10, 10), (200, 20, 10),
-                                             (200, 10, 20), (300, 30, 10), (50, 10, 5)])
+@pytest.mark.parametrize(
+    "n, inc, n_tasks",
+    [(100, 5, 20), (100, 10, 10), (200, 20, 10), (200, 10, 20), (300, 30, 10), (50, 10, 5)],
+)
 def test_task_split_paper_benchmarks(n, inc, n_tasks):
     sizes = task_split(n, inc, inc)
     assert sizes == [inc] * n_tasks and sum(sizes) == n
@@ -102,8 +110,9 @@ def raw_split(n_per_class: int, offset: int):
 def make_stream(test_shuffle: bool, seed: int = 0):
     train_x, train_y = raw_split(N_TRAIN, 0)
     test_x, test_y = raw_split(N_TEST, 1000)
-    return build_stream(train_x, train_y, test_x, test_y, ORDER, SIZES,
-                        test_shuffle=test_shuffle, seed=seed)
+    return build_stream(
+        train_x, train_y, test_x, test_y, ORDER, SIZES, test_shuffle=test_shuffle, seed=seed
+    )
 
 
 def contents(experience) -> tuple[list[int], list[int]]:
@@ -149,9 +158,10 @@ def test_stream_seen_test_sets():
     stream = make_stream(test_shuffle=False)
     for i, exp in enumerate(stream.seen_test):
         ids, labels = contents(exp)
-        seen = [p for t in stream.tasks[:i + 1] for p in t]
-        expected = sorted(1000 + k for k in range(N_CLASSES * N_TEST)
-                          if ORDER.index(original_class(k)) in seen)
+        seen = [p for t in stream.tasks[: i + 1] for p in t]
+        expected = sorted(
+            1000 + k for k in range(N_CLASSES * N_TEST) if ORDER.index(original_class(k)) in seen
+        )
         assert sorted(ids) == expected  # every seen-class test sample exactly once
         assert len(ids) == len(set(ids)) == N_TEST * len(seen)
         for sid, label in zip(ids, labels, strict=True):

@@ -13,14 +13,20 @@ from bench.parity.rows import ParityError
 
 def record(shift: float = 0.0, loss_shift: float = 0.0) -> dict:
     params = {"adapter.0.down.weight": torch.ones(2, 3) + shift, "head.bias": torch.zeros(2)}
-    points = {point: {"params": {k: v.clone() for k, v in params.items()},
-                      "loss": 0.5 + loss_shift} for point in rows.AFTER}
+    points = {
+        point: {"params": {k: v.clone() for k, v in params.items()}, "loss": 0.5 + loss_shift}
+        for point in rows.AFTER
+    }
     for point in rows.AFTER[1:]:
         points[point]["logits"] = torch.eye(3) + shift
     sums, labels = [torch.tensor([1.0, 2.0])], [torch.tensor([0, 1])]
-    return {"points": points, "batch_sums": sums,
-            "batch_labels": [torch.cat(labels * rows.STEP_EPOCHS)] * rows.STEP_TASKS,
-            "train_labels": labels * rows.STEP_TASKS, "test_labels": [torch.arange(3)]}
+    return {
+        "points": points,
+        "batch_sums": sums,
+        "batch_labels": [torch.cat(labels * rows.STEP_EPOCHS)] * rows.STEP_TASKS,
+        "train_labels": labels * rows.STEP_TASKS,
+        "test_labels": [torch.arange(3)],
+    }
 
 
 def test_differences_are_the_largest_absolute_gaps_per_point():
@@ -67,16 +73,20 @@ def test_a_longer_run_is_checked_against_its_own_epochs():
     rows.same_inputs(ours, ref, epochs=3)
 
 
-def test_a_paired_seed_runs_both_sides_on_one_spec_and_compares_their_outputs(monkeypatch,
-                                                                               tmp_path):
+def test_a_paired_seed_runs_both_sides_on_one_spec_and_compares_their_outputs(
+    monkeypatch, tmp_path
+):
     epochs = rows.TRAIN["mos"]["epochs"]
     labels = [torch.tensor([0, 1]), torch.tensor([0, 1, 2, 3])]
 
     def side(second: torch.Tensor) -> dict:
-        return {"points": {"task 1": {"logits": torch.eye(2)}, "task 2": {"logits": second}},
-                "batch_sums": [torch.tensor([1.0, 2.0] * epochs)],
-                "batch_labels": [torch.tensor([0, 1] * epochs)],
-                "train_labels": [torch.tensor([0, 1])], "test_labels": labels}
+        return {
+            "points": {"task 1": {"logits": torch.eye(2)}, "task 2": {"logits": second}},
+            "batch_sums": [torch.tensor([1.0, 2.0] * epochs)],
+            "batch_labels": [torch.tensor([0, 1] * epochs)],
+            "train_labels": [torch.tensor([0, 1])],
+            "test_labels": labels,
+        }
 
     ours = side(torch.eye(4))
     ref = side(torch.eye(4) + torch.tensor([[0, 2.0, 0, 0]] + [[0.0] * 4] * 3))
@@ -95,8 +105,11 @@ def test_a_paired_seed_runs_both_sides_on_one_spec_and_compares_their_outputs(mo
     monkeypatch.setattr(rows, "step_specs", lambda *a, **k: {"args": a[5], "step": k})
     monkeypatch.setattr(rows, "pilot_args", lambda copy, method, seed, train: {"lr": train["lr"]})
     out = rows.paired_seed("mos", tmp_path, tmp_path, 7, env={"X": "1"}, tasks=2)
-    assert seen["params"] == {"epochs": epochs, "lr": rows.TRAIN["mos"]["lr"],
-                              "batch_size": rows.TRAIN["mos"]["batch"]}
+    assert seen["params"] == {
+        "epochs": epochs,
+        "lr": rows.TRAIN["mos"]["lr"],
+        "batch_size": rows.TRAIN["mos"]["batch"],
+    }
     assert seen["tasks"] == 2 and seen["name"] == "mos_seed_7" and seen["env"] == {"X": "1"}
     assert seen["spec"]["args"] == {"lr": rows.TRAIN["mos"]["lr"]}
     assert out["ours"] == {"curve": [100.0, 100.0], "learnt": [100.0, 100.0]}

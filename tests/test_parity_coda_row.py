@@ -17,9 +17,17 @@ AFTER = ("step 1", "task 1", "task 2")
 
 def side(shift: float, ortho: float) -> dict:
     params = {"p": torch.zeros(2, 4, 2, 3), "k": torch.zeros(2, 4, 3), "head.bias": torch.zeros(5)}
-    out = {"after": {k: {"params": {n: t + shift * (i + 1) for n, t in params.items()},
-                         "logits": torch.full((3, 2), shift)} for i, k in enumerate(AFTER)},
-           "losses": [[1.0, 0.5], [0.7, 0.6 + shift]], "ortho": [[ortho, ortho], [ortho, 0.0]]}
+    out = {
+        "after": {
+            k: {
+                "params": {n: t + shift * (i + 1) for n, t in params.items()},
+                "logits": torch.full((3, 2), shift),
+            }
+            for i, k in enumerate(AFTER)
+        },
+        "losses": [[1.0, 0.5], [0.7, 0.6 + shift]],
+        "ortho": [[ortho, ortho], [ortho, 0.0]],
+    }
     return out
 
 
@@ -38,8 +46,12 @@ def test_gram_schmidt_matches_row_signs_and_measures_orthogonality():
     q = torch.linalg.qr(torch.randn(6, 4, generator=torch.Generator().manual_seed(0))).Q.T
     init = [{n: q[None].clone() for n in ("p", "k", "a")} for _ in range(2)]
     flipped = q * torch.tensor([[1.0], [-1.0], [1.0], [-1.0]])
-    ref = {"gram_schmidt": [{n: flipped[None, :2] for n in ("p", "k", "a")},
-                            {n: flipped[None, 2:] for n in ("p", "k", "a")}]}
+    ref = {
+        "gram_schmidt": [
+            {n: flipped[None, :2] for n in ("p", "k", "a")},
+            {n: flipped[None, 2:] for n in ("p", "k", "a")},
+        ]
+    }
     gs = row._gram_schmidt({"init": init}, ref)
     assert gs[0]["sign_flipped"] == pytest.approx(0.5)
     assert gs[0]["max_abs_after_sign"] < 1e-6 and gs[1]["max_abs_after_sign"] < 1e-6
@@ -63,8 +75,8 @@ def test_patch_coda_applies_once_and_refuses_an_unknown_file(tmp_path: Path):
 def test_accuracies_over_seen_classes_and_on_the_newest_task():
     # 2 test images per class, 2 tasks of 2 classes; logits of the seen classes only
     test_y = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
-    first = torch.eye(2)[[0, 0, 1, 0]]                   # task 1: 3 of 4 right
-    second = torch.eye(4)[[0, 0, 1, 1, 2, 1, 1, 1]]      # task 2: 2 of its 4 to class 1
+    first = torch.eye(2)[[0, 0, 1, 0]]  # task 1: 3 of 4 right
+    second = torch.eye(4)[[0, 0, 1, 1, 2, 1, 1, 1]]  # task 2: 2 of its 4 to class 1
     run = {"after": {"task 1": {"logits": first}, "task 2": {"logits": second}}}
     out = row.accuracies(run, test_y, 2)
     assert out["curve"] == pytest.approx([75.0, 62.5])

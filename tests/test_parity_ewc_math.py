@@ -31,16 +31,21 @@ def test_fisher_is_the_plugins_importances(setup):
     model, x, y = setup
     ours = row.fisher(model, x, y, batch=4)  # batches of 4, 4, 2
     plugin = TrainableEWCPlugin(1.0, "online", 1.0, None)
-    got = plugin.compute_importances(model, nn.CrossEntropyLoss(),
-                                     torch.optim.SGD(model.parameters(), lr=0.1),
-                                     tensor_dataset(x, y, task_labels=0, targets=y), "cpu", 4)
+    got = plugin.compute_importances(
+        model,
+        nn.CrossEntropyLoss(),
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        tensor_dataset(x, y, task_labels=0, targets=y),
+        "cpu",
+        4,
+    )
     for name, imp in got.items():
         torch.testing.assert_close(imp.data, ours[name], rtol=0, atol=0)
     # the same from first principles: mean over the 3 minibatches of squared gradients
     grads = []
     for i in range(0, 10, 4):
         model.zero_grad()
-        nn.functional.cross_entropy(model(x[i:i + 4]), y[i:i + 4]).backward()
+        nn.functional.cross_entropy(model(x[i : i + 4]), y[i : i + 4]).backward()
         grads.append(model[0].weight.grad.clone() ** 2)
     torch.testing.assert_close(ours["0.weight"], sum(grads) / 3)
 
@@ -50,9 +55,14 @@ def test_bound_clamps_each_importance(setup):
     free = row.fisher(model, x, y, batch=4)
     bound = float(free["0.weight"].median())
     plugin = TrainableEWCPlugin(1.0, "online", 1.0, bound)
-    got = plugin.compute_importances(model, nn.CrossEntropyLoss(),
-                                     torch.optim.SGD(model.parameters(), lr=0.1),
-                                     tensor_dataset(x, y, task_labels=0, targets=y), "cpu", 4)
+    got = plugin.compute_importances(
+        model,
+        nn.CrossEntropyLoss(),
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        tensor_dataset(x, y, task_labels=0, targets=y),
+        "cpu",
+        4,
+    )
     torch.testing.assert_close(got["0.weight"].data, free["0.weight"].clamp(max=bound))
 
 
@@ -67,12 +77,16 @@ def test_penalty_is_lambda_times_the_weighted_square_without_a_half(setup, monke
     assert row.penalty(model, importances, anchor) == pytest.approx(want, rel=1e-6)
     # the plugin's before_backward adds the same to the loss
     plugin = TrainableEWCPlugin(3.0, "online", 1.0, None)
-    plugin.importances[0] = {n: types.SimpleNamespace(data=v, expand=v.expand)
-                             for n, v in importances.items()}
-    plugin.saved_params[0] = {n: types.SimpleNamespace(expand=v.expand)
-                              for n, v in anchor.items()}
-    strategy = types.SimpleNamespace(clock=types.SimpleNamespace(train_exp_counter=1),
-                                     device="cpu", model=model, loss=torch.tensor(0.0))
+    plugin.importances[0] = {
+        n: types.SimpleNamespace(data=v, expand=v.expand) for n, v in importances.items()
+    }
+    plugin.saved_params[0] = {n: types.SimpleNamespace(expand=v.expand) for n, v in anchor.items()}
+    strategy = types.SimpleNamespace(
+        clock=types.SimpleNamespace(train_exp_counter=1),
+        device="cpu",
+        model=model,
+        loss=torch.tensor(0.0),
+    )
     plugin.before_backward(strategy)
     assert float(strategy.loss.detach()) == pytest.approx(want, rel=1e-6)
 
@@ -83,16 +97,21 @@ def test_ewc_vs_finetune_is_a_paired_interval_per_side_over_the_seeds_with_both(
         if fine:
             r["finetune"] = {"ours": {"curve": fine[0]}, "reference": {"curve": fine[1]}}
         return r
-    per_seed = [run(1, [80.0, 40.0], [80.0, 42.0], ([80.0, 30.0], [80.0, 36.0])),
-                run(2, [90.0, 50.0], [90.0, 44.0], ([90.0, 46.0], [90.0, 40.0])),
-                run(3, [70.0, 30.0], [70.0, 30.0])]
+
+    per_seed = [
+        run(1, [80.0, 40.0], [80.0, 42.0], ([80.0, 30.0], [80.0, 36.0])),
+        run(2, [90.0, 50.0], [90.0, 44.0], ([90.0, 46.0], [90.0, 40.0])),
+        run(3, [70.0, 30.0], [70.0, 30.0]),
+    ]
     gap = row.extra(per_seed)["ewc_vs_finetune"]
     assert gap["seeds"] == [1, 2]
     # ours: last differences 10, 4 -> mean 7, sd 4.2426, t(0.975, 1) = 12.7062
-    half = 12.706205 * 4.242641 / 2 ** 0.5
+    half = 12.706205 * 4.242641 / 2**0.5
     assert gap["ours"]["last"]["mean_diff"] == pytest.approx(7.0)
     assert gap["ours"]["last"]["ci95"] == pytest.approx([7 - half, 7 + half], abs=1e-4)
     assert gap["ours"]["avg"]["mean_diff"] == pytest.approx(3.5)
-    assert (gap["reference"]["last"]["ewc_mean"], gap["reference"]["last"]["finetune_mean"]
-            ) == (43.0, 38.0)
+    assert (gap["reference"]["last"]["ewc_mean"], gap["reference"]["last"]["finetune_mean"]) == (
+        43.0,
+        38.0,
+    )
     assert row.extra(per_seed[2:]) == {}

@@ -46,20 +46,40 @@ def test_reorder_feeds_each_tasks_samples_in_the_given_order_every_epoch():
     perms = [torch.tensor([3, 0, 5, 1, 4, 2]), torch.tensor([2, 3, 1, 0])]
     model = nn.Linear(3, 10)
     labels = _Labels()
-    strategy = Naive(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(),
-                     train_mb_size=4, train_epochs=2, device="cpu",
-                     plugins=[Reorder(perms), labels], evaluator=EvaluationPlugin(loggers=[]))
+    strategy = Naive(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        nn.CrossEntropyLoss(),
+        train_mb_size=4,
+        train_epochs=2,
+        device="cpu",
+        plugins=[Reorder(perms), labels],
+        evaluator=EvaluationPlugin(loggers=[]),
+    )
     for exp in stream:
         strategy.train(exp, shuffle=False, num_workers=0)
     assert labels.seen == [3, 0, 5, 1, 4, 2] * 2 + [8, 9, 7, 6] * 2
 
 
 def test_accuracies_of_the_seen_classes_and_of_the_task_just_trained():
-    data = {"tasks": [[0, 1], [2, 3]], "test_x": torch.zeros(8, 3, 2, 2, dtype=torch.uint8),
-            "test_y": torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])}
+    data = {
+        "tasks": [[0, 1], [2, 3]],
+        "test_x": torch.zeros(8, 3, 2, 2, dtype=torch.uint8),
+        "test_y": torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]),
+    }
     # after task 1: columns (0, 1), 3 of 4 right; after task 2: columns 0..3
     first = torch.tensor([[1.0, 0], [1, 0], [0, 1], [1, 0]])
-    second = torch.tensor([[9.0, 0, 0, 0], [0, 0, 9, 0], [0, 9, 0, 0], [0, 9, 0, 0],
-                           [0, 0, 9, 0], [0, 0, 0, 9], [0, 0, 0, 9], [0, 0, 0, 9]])
+    second = torch.tensor(
+        [
+            [9.0, 0, 0, 0],
+            [0, 0, 9, 0],
+            [0, 9, 0, 0],
+            [0, 9, 0, 0],
+            [0, 0, 9, 0],
+            [0, 0, 0, 9],
+            [0, 0, 0, 9],
+            [0, 0, 0, 9],
+        ]
+    )
     got = accuracies(data, [first, second])
     assert got == {"curve": [75.0, 75.0], "just_learnt": [75.0, 75.0]}

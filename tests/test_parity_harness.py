@@ -19,8 +19,7 @@ def test_paired_interval_is_the_t_interval_of_the_differences():
     block = stats.interval([1.0, 2.0, 3.0], [0.0, 0.0, 0.0], "paired")
     # differences 1, 2, 3: mean 2, sd 1, t(0.975, 2) = 4.302653
     assert block["mean_diff"] == pytest.approx(2.0)
-    assert block["ci95"] == pytest.approx([2 - 4.302653 / 3 ** 0.5, 2 + 4.302653 / 3 ** 0.5],
-                                          abs=1e-5)
+    assert block["ci95"] == pytest.approx([2 - 4.302653 / 3**0.5, 2 + 4.302653 / 3**0.5], abs=1e-5)
     ours, ref = [70.1, 68.3, 71.0, 69.4], [69.0, 68.9, 70.2, 68.1]
     want = sps.ttest_rel(ours, ref).confidence_interval()
     assert stats.interval(ours, ref, "paired")["ci95"] == pytest.approx([want.low, want.high])
@@ -37,20 +36,25 @@ def test_welch_interval_matches_scipy():
     assert block["ci95"] == pytest.approx([-2 - half, -2 + half])
 
 
-@pytest.mark.parametrize("ci, agrees", [
-    ([-0.9, 0.9], True),          # inside +-1
-    ([0.2, 0.95], True),          # inside +-1 without 0
-    ([-0.5, 2.4], True),          # contains 0, width 2.9
-    ([-0.5, 2.6], False),         # contains 0, width 3.1
-    ([0.2, 1.5], False),          # neither
-])
+@pytest.mark.parametrize(
+    "ci, agrees",
+    [
+        ([-0.9, 0.9], True),  # inside +-1
+        ([0.2, 0.95], True),  # inside +-1 without 0
+        ([-0.5, 2.4], True),  # contains 0, width 2.9
+        ([-0.5, 2.6], False),  # contains 0, width 3.1
+        ([0.2, 1.5], False),  # neither
+    ],
+)
 def test_verdict_rule(ci, agrees):
     assert stats.agrees(ci) is agrees
 
 
 def test_identical_sides_agree_with_a_zero_interval():
-    per_seed = [{"seed": s, "ours": {"curve": [90.0, 80.0 + s]},
-                 "reference": {"curve": [90.0, 80.0 + s]}} for s in range(10)]
+    per_seed = [
+        {"seed": s, "ours": {"curve": [90.0, 80.0 + s]}, "reference": {"curve": [90.0, 80.0 + s]}}
+        for s in range(10)
+    ]
     block = stats.paired_block(per_seed, "paired", [1, 0])
     assert block["avg"] == {"mean_diff": 0.0, "ci95": [0.0, 0.0]}
     assert stats.verdict(block) == "agrees"
@@ -79,15 +83,23 @@ def _toy_row(commit: str, calls: list) -> types.ModuleType:
         (copy / "model.py").write_text(text.replace("1.0", "0.5"))
 
     def step(copy: Path, work: Path) -> dict:
-        return {"after": list(schema.AFTER), "max_abs_param": [0.0, 1e-7, 2e-7],
-                "max_abs_loss": [0.0, 0.0, 1e-7], "max_abs_logit": [1e-7, 1e-7, 3e-7],
-                "bound": 1e-6, "bound_why": "toy", "kept": []}
+        return {
+            "after": list(schema.AFTER),
+            "max_abs_param": [0.0, 1e-7, 2e-7],
+            "max_abs_loss": [0.0, 0.0, 1e-7],
+            "max_abs_logit": [1e-7, 1e-7, 3e-7],
+            "bound": 1e-6,
+            "bound_why": "toy",
+            "kept": [],
+        }
 
     def run_seed(copy: Path, work: Path, seed: int) -> dict:
         calls.append(seed)
         scale = float((copy / "model.py").read_text().split("=")[1])
-        return {"ours": {"curve": [90.0, 80.0 + seed * scale]},
-                "reference": {"curve": [90.0, 80.0 + seed * scale - 0.1]}}
+        return {
+            "ours": {"curve": [90.0, 80.0 + seed * scale]},
+            "reference": {"curve": [90.0, 80.0 + seed * scale - 0.1]},
+        }
 
     row.prepare, row.step, row.run_seed = prepare, step, run_seed
     return row
@@ -97,16 +109,23 @@ def test_runner_writes_a_checked_results_file_and_resumes(tmp_path, monkeypatch)
     ref, commit = _toy_reference(tmp_path)
     calls: list = []
     monkeypatch.setattr(runner, "load_row", lambda m: _toy_row(commit, calls))
-    args = ["toy", "--reference", str(ref), "--scratch", str(tmp_path / "s"),
-            "--out", str(tmp_path / "out")]
+    args = [
+        "toy",
+        "--reference",
+        str(ref),
+        "--scratch",
+        str(tmp_path / "s"),
+        "--out",
+        str(tmp_path / "out"),
+    ]
     assert runner.main(args) == 0
     data = schema.load(tmp_path / "out" / "toy.json")
     assert calls == list(range(10))
     assert data["paired"]["avg"]["mean_diff"] == pytest.approx(0.05)
     assert data["paired"]["last"]["ci95"] == pytest.approx([0.1, 0.1])
     assert data["verdict"] == "agrees" and data["step"]["within_bound"] is True
-    assert data["per_seed"][3]["ours"]["curve"] == [90.0, 81.5]   # the patched copy ran
-    assert (ref / "model.py").read_text() == "SCALE = 1.0\n"        # the checkout did not
+    assert data["per_seed"][3]["ours"]["curve"] == [90.0, 81.5]  # the patched copy ran
+    assert (ref / "model.py").read_text() == "SCALE = 1.0\n"  # the checkout did not
     assert runner.main(args) == 0
     assert calls == list(range(10)), "finished seeds are kept, not run again"
 
@@ -114,11 +133,25 @@ def test_runner_writes_a_checked_results_file_and_resumes(tmp_path, monkeypatch)
 def test_a_rows_extra_keys_join_the_results_but_replace_none(tmp_path, monkeypatch):
     ref, commit = _toy_reference(tmp_path)
     row = _toy_row(commit, [])
-    row.extra = lambda per_seed: {"gap": [r["ours"]["last"] for r in per_seed[:2]],
-                                  "verdict": "replaced"}
+    row.extra = lambda per_seed: {
+        "gap": [r["ours"]["last"] for r in per_seed[:2]],
+        "verdict": "replaced",
+    }
     monkeypatch.setattr(runner, "load_row", lambda m: row)
-    assert runner.main(["toy", "--reference", str(ref), "--scratch", str(tmp_path / "s"),
-                        "--out", str(tmp_path / "out")]) == 0
+    assert (
+        runner.main(
+            [
+                "toy",
+                "--reference",
+                str(ref),
+                "--scratch",
+                str(tmp_path / "s"),
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     data = schema.load(tmp_path / "out" / "toy.json")
     assert data["gap"] == [80.0, 80.5] and data["verdict"] == "agrees"
 
@@ -138,8 +171,22 @@ def test_runner_refuses_wrong_commit_and_scratch_inside_repo(tmp_path, monkeypat
 def test_a_trial_writes_no_results_file(tmp_path, monkeypatch):
     ref, commit = _toy_reference(tmp_path)
     monkeypatch.setattr(runner, "load_row", lambda m: _toy_row(commit, []))
-    assert runner.main(["toy", "--reference", str(ref), "--scratch", str(tmp_path / "s"),
-                        "--out", str(tmp_path / "out"), "--seeds", "3"]) == 0
+    assert (
+        runner.main(
+            [
+                "toy",
+                "--reference",
+                str(ref),
+                "--scratch",
+                str(tmp_path / "s"),
+                "--out",
+                str(tmp_path / "out"),
+                "--seeds",
+                "3",
+            ]
+        )
+        == 0
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -147,25 +194,51 @@ def test_a_one_seed_trial_ends_without_an_interval(tmp_path, monkeypatch, capsys
     ref, commit = _toy_reference(tmp_path)
     calls: list = []
     monkeypatch.setattr(runner, "load_row", lambda m: _toy_row(commit, calls))
-    assert runner.main(["toy", "--reference", str(ref), "--scratch", str(tmp_path / "s"),
-                        "--out", str(tmp_path / "out"), "--seeds", "1"]) == 0
+    assert (
+        runner.main(
+            [
+                "toy",
+                "--reference",
+                str(ref),
+                "--scratch",
+                str(tmp_path / "s"),
+                "--out",
+                str(tmp_path / "out"),
+                "--seeds",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert calls == [0] and not (tmp_path / "out").exists()
     assert "a trial of one seed" in capsys.readouterr().out
 
 
 def test_schema_refuses_what_the_tables_cannot_show(tmp_path):
-    good = {"method": "x", "reference": {"repo": "a/b", "commit": "1" * 40},
-            "step": None, "step_none_why": "trains nothing",
-            "per_seed": [{"seed": s, "ours": {"curve": [1.0]}, "reference": {"curve": [1.0]}}
-                         for s in range(10)],
-            "paired": {"pairing": "paired", "class_order": [0], "n_seeds": 10,
-                       "avg": {"mean_diff": 0.0, "ci95": [0.0, 0.0]},
-                       "last": {"mean_diff": 0.0, "ci95": [0.0, 0.0]}},
-            "verdict": "differs", "why": "because"}
+    good = {
+        "method": "x",
+        "reference": {"repo": "a/b", "commit": "1" * 40},
+        "step": None,
+        "step_none_why": "trains nothing",
+        "per_seed": [
+            {"seed": s, "ours": {"curve": [1.0]}, "reference": {"curve": [1.0]}} for s in range(10)
+        ],
+        "paired": {
+            "pairing": "paired",
+            "class_order": [0],
+            "n_seeds": 10,
+            "avg": {"mean_diff": 0.0, "ci95": [0.0, 0.0]},
+            "last": {"mean_diff": 0.0, "ci95": [0.0, 0.0]},
+        },
+        "verdict": "differs",
+        "why": "because",
+    }
     schema.check(good, "x")
-    for broken, says in [({"verdict": "differs", "why": ""}, "without 'why'"),
-                         ({"step_none_why": None}, "step_none_why"),
-                         ({"per_seed": good["per_seed"][:9]}, "at least 10")]:
+    for broken, says in [
+        ({"verdict": "differs", "why": ""}, "without 'why'"),
+        ({"step_none_why": None}, "step_none_why"),
+        ({"per_seed": good["per_seed"][:9]}, "at least 10"),
+    ]:
         with pytest.raises(schema.ResultsError, match=says):
             schema.check({**good, **broken}, "x")
     (tmp_path / "x.json").write_text("{")
@@ -175,8 +248,9 @@ def test_schema_refuses_what_the_tables_cannot_show(tmp_path):
 
 def test_parity_md_is_generated_from_the_results_files():
     results = schema.load_all()
-    assert render.DOC.read_text() == render.render(results), \
+    assert render.DOC.read_text() == render.render(results), (
         "bench/parity.md is stale: run python -m bench.parity.render"
+    )
     for data in results:
         assert f"python -m bench.parity {data['method']} --reference" in render.DOC.read_text()
 
@@ -185,8 +259,15 @@ def test_a_damaged_kept_seed_is_run_again(tmp_path, monkeypatch):
     ref, commit = _toy_reference(tmp_path)
     calls: list = []
     monkeypatch.setattr(runner, "load_row", lambda m: _toy_row(commit, calls))
-    args = ["toy", "--reference", str(ref), "--scratch", str(tmp_path / "s"),
-            "--out", str(tmp_path / "out")]
+    args = [
+        "toy",
+        "--reference",
+        str(ref),
+        "--scratch",
+        str(tmp_path / "s"),
+        "--out",
+        str(tmp_path / "out"),
+    ]
     assert runner.main(args) == 0
     kept = sorted((tmp_path / "s" / "work" / "seeds").rglob("4.json"))
     assert len(kept) == 1
@@ -203,8 +284,12 @@ def test_measured_row_seconds_counts_the_kept_seeds_own_time():
     row = _toy_row("0" * 40, [])
     per_seed = []
     for seed in row.SEEDS:
-        run = {"seed": seed, "ours": {"curve": [90.0, 80.0]},
-               "reference": {"curve": [90.0, 79.0 + seed % 3]}, "seconds": 12.5}
+        run = {
+            "seed": seed,
+            "ours": {"curve": [90.0, 80.0]},
+            "reference": {"curve": [90.0, 79.0 + seed % 3]},
+            "seconds": 12.5,
+        }
         for side in ("ours", "reference"):
             run[side].update(stats.summary(run[side]["curve"]))
         per_seed.append(run)
@@ -217,16 +302,17 @@ def test_own_randomness_comparison_is_rendered_beside_the_paired_one():
     row = _toy_row("0" * 40, [])
     per_seed = []
     for seed in row.SEEDS:
-        run = {"seed": seed, "ours": {"curve": [90.0, 80.0]},
-               "reference": {"curve": [90.0, 80.0]}}
+        run = {"seed": seed, "ours": {"curve": [90.0, 80.0]}, "reference": {"curve": [90.0, 80.0]}}
         for side in ("ours", "reference"):
             run[side].update(stats.summary(run[side]["curve"]))
         per_seed.append(run)
     data = runner.assemble(row, row.step(Path("."), Path(".")), per_seed, 1.0)
-    own = stats.paired_block([{"ours": {"curve": [91.0, 80.0]},
-                               "reference": {"curve": [89.0, 80.0]}}] * 2
-                             + [{"ours": {"curve": [90.0, 80.0]},
-                                 "reference": {"curve": [90.0, 80.0]}}] * 2, "paired", [0, 1])
+    own = stats.paired_block(
+        [{"ours": {"curve": [91.0, 80.0]}, "reference": {"curve": [89.0, 80.0]}}] * 2
+        + [{"ours": {"curve": [90.0, 80.0]}, "reference": {"curve": [90.0, 80.0]}}] * 2,
+        "paired",
+        [0, 1],
+    )
     data["own_randomness"] = {**own, "verdict": stats.verdict(own), "why": "Because."}
     text = "\n".join(render.section(data))
     assert "own batch order and crops (paired, 4 seeds, per_seed.*.own): average +0.50 [" in text

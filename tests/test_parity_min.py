@@ -39,8 +39,16 @@ def test_official_args_follow_the_card():
     card.params.update(row.STEP)
     args = row.official_args(card.params)
     assert (args["init_lr"], args["lr"], args["init_batch_size"], args["buffer_size"]) == (
-        0.01, 0.01, 16, 512)
+        0.01,
+        0.01,
+        16,
+        512,
+    )
     assert (args["gamma"], args["buffer_batch"], args["fit_epochs"], args["hidden_dim"]) == (
-        500.0, 1000, 3, 192)
+        500.0,
+        1000,
+        3,
+        192,
+    )
     assert args["init_weight_decay"] == args["weight_decay"] == 0.0005
     assert args["optimizer_type"] == "sgd" and args["scheduler_type"] == "step"

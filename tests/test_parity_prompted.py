@@ -18,9 +18,14 @@ from cl_bench.strategies.blocks.shared_vit import OnSharedViT
 def record(shift: float = 0.0) -> dict:
     params = {"prompts": torch.ones(2, 3), "head.weight": torch.zeros(4, 3)}
     params["head.weight"][1, 2] += shift
-    return {key: {"params": {k: v.clone() for k, v in params.items()},
-                  "losses": [0.5, 0.25 + shift], "logits": torch.eye(3) + shift}
-            for key in ("step 1", "task 1", "task 2")}
+    return {
+        key: {
+            "params": {k: v.clone() for k, v in params.items()},
+            "losses": [0.5, 0.25 + shift],
+            "logits": torch.eye(3) + shift,
+        }
+        for key in ("step 1", "task 1", "task 2")
+    }
 
 
 def test_gaps_of_equal_records_are_zero():
@@ -58,6 +63,7 @@ def test_step_weights_zero_only_the_cls_position_entry(tmp_path):
 
 def test_rows_compare_the_same_attention_under_a_float32_bound():
     from bench.parity.rows import dualprompt, l2p
+
     assert prompted.BOUND == 1e-5
     assert l2p.ROW.step_cls_pos_zero and not dualprompt.ROW.step_cls_pos_zero
     assert inspect.signature(prompted.ours_step).parameters["fused"].default is False
@@ -95,9 +101,13 @@ def test_control_pairs_pilot_reseeded_with_the_kept_seeds(tmp_path):
 
 def test_machinery_accuracies_are_the_argmax_per_task_and_on_the_newest_task():
     from bench.parity.prompted import accuracies
-    record = {"task 1": {"logits": torch.tensor([[2.0, 1.0], [0.0, 1.0], [3.0, 0.0]])},
-              "task 2": {"logits": torch.tensor([[1.0, 0, 0, 0], [0, 5.0, 0, 0],
-                                                 [0, 0, 0, 1.0], [0, 0, 0, 1.0]])}}
+
+    record = {
+        "task 1": {"logits": torch.tensor([[2.0, 1.0], [0.0, 1.0], [3.0, 0.0]])},
+        "task 2": {
+            "logits": torch.tensor([[1.0, 0, 0, 0], [0, 5.0, 0, 0], [0, 0, 0, 1.0], [0, 0, 0, 1.0]])
+        },
+    }
     labels = [torch.tensor([0, 1, 1]), torch.tensor([0, 1, 2, 3])]
     out = accuracies(record, labels)
     assert out["curve"] == pytest.approx([200 / 3, 75.0])
@@ -106,6 +116,7 @@ def test_machinery_accuracies_are_the_argmax_per_task_and_on_the_newest_task():
 
 def test_a_seeds_batches_follow_its_seed_and_epochs(tmp_path):
     from bench.parity.prompted import batches
+
     tree = tmp_path / "tree"
     for split, n in (("train", 5), ("test", 2)):
         for c in range(6):
@@ -121,4 +132,5 @@ def test_a_seeds_batches_follow_its_seed_and_epochs(tmp_path):
     order = [[float(x.sum()) for x in xs] for xs, _ in a["tasks"][0]["train"]]
     assert order != [[float(x.sum()) for x in xs] for xs, _ in b["tasks"][0]["train"]]
     assert [int(y) for _, ys in a["tasks"][2]["test"] for y in ys] == [0] * 2 + [1] * 2 + [
-        2] * 2 + [3] * 2 + [4] * 2 + [5] * 2
+        2
+    ] * 2 + [3] * 2 + [4] * 2 + [5] * 2

@@ -14,9 +14,10 @@ from bench.parity.rows import ranpac as row
 
 def test_accuracies_over_the_seen_classes_and_of_the_newest_task():
     labels = [torch.tensor([0, 0, 1, 1]), torch.tensor([0, 1, 2, 2, 3, 3])]
-    first = torch.tensor([[2.0, 1], [2, 1], [1, 2], [2, 1]])         # 3 of 4
-    second = torch.tensor([[5.0, 0, 0, 0], [0, 5, 0, 0], [0, 0, 5, 0],
-                           [0, 5, 0, 0], [0, 0, 0, 5], [0, 0, 0, 5]])  # 5 of 6; new: 3 of 4
+    first = torch.tensor([[2.0, 1], [2, 1], [1, 2], [2, 1]])  # 3 of 4
+    second = torch.tensor(
+        [[5.0, 0, 0, 0], [0, 5, 0, 0], [0, 0, 5, 0], [0, 5, 0, 0], [0, 0, 0, 5], [0, 0, 0, 5]]
+    )  # 5 of 6; new: 3 of 4
     got = fs.accuracies([first, second], labels)
     assert got["curve"] == pytest.approx([75.0, 500.0 / 6], abs=1e-12)
     assert got["learnt"] == [75.0, 75.0]

@@ -14,8 +14,7 @@ from cl_bench.engine.runner import RunRequest, load_shared, resolve_cards
 CPU = torch.device("cpu")
 
 
-@pytest.mark.parametrize("name,size", [("vit_tiny_patch16_224", 32),
-                                       ("efficientnet_lite0", 32)])
+@pytest.mark.parametrize("name,size", [("vit_tiny_patch16_224", 32), ("efficientnet_lite0", 32)])
 def test_bf16_weights_give_autocast_outputs_bit_for_bit(name, size):
     backbone = load_backbone(name, "random", size)
     backbone.precision = "bf16"
@@ -27,8 +26,9 @@ def test_bf16_weights_give_autocast_outputs_bit_for_bit(name, size):
         after = backbone.features(x)
     assert torch.equal(before, after)
     modules = list(backbone.model.modules())
-    assert {m.weight.dtype for m in modules
-            if isinstance(m, (nn.Linear, nn.Conv2d))} == {torch.bfloat16}
+    assert {m.weight.dtype for m in modules if isinstance(m, (nn.Linear, nn.Conv2d))} == {
+        torch.bfloat16
+    }
     norms = [m for m in modules if isinstance(m, (nn.LayerNorm, nn.BatchNorm2d))]
     assert norms and {m.weight.dtype for m in norms} == {torch.float32}
     assert backbone_flops(backbone) == flops  # accounting runs under the same autocast
@@ -40,11 +40,14 @@ def test_bf16_weights_need_bf16_precision():
         backbone.store_matmul_weights_in_bf16()
 
 
-@pytest.mark.parametrize("methods,precision,expected", [
-    (["tosca", "simplecil"], "bf16", torch.bfloat16),
-    (["tosca", "finetune"], "bf16", torch.float32),   # fine-tuning starts from fp32
-    (["tosca"], "fp32", torch.float32),
-])
+@pytest.mark.parametrize(
+    "methods,precision,expected",
+    [
+        (["tosca", "simplecil"], "bf16", torch.bfloat16),
+        (["tosca", "finetune"], "bf16", torch.float32),  # fine-tuning starts from fp32
+        (["tosca"], "fp32", torch.float32),
+    ],
+)
 def test_runner_stores_bf16_weights_only_for_frozen_bf16_runs(methods, precision, expected):
     req = RunRequest(methods=methods, scenario="synthetic", weights="random", progress=False)
     cards, scenario = resolve_cards(req)

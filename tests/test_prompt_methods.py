@@ -34,9 +34,11 @@ def trainable(s) -> int:
 
 def expected_prompt_params(method: str, d: int) -> int:
     """The papers' prompt shapes as formulas in the width d."""
-    return {"l2p": 10 * 5 * d + 10 * d,                           # prompts + keys
-            "dualprompt": 2 * 2 * 5 * d + 3 * 2 * 10 * 5 * d + 10 * d,  # G + E + keys
-            "coda-prompt": 5 * 100 * (8 + 2) * d}[method]          # (P + K + A) x 5 layers
+    return {
+        "l2p": 10 * 5 * d + 10 * d,  # prompts + keys
+        "dualprompt": 2 * 2 * 5 * d + 3 * 2 * 10 * 5 * d + 10 * d,  # G + E + keys
+        "coda-prompt": 5 * 100 * (8 + 2) * d,
+    }[method]  # (P + K + A) x 5 layers
 
 
 # ------------------------------------------------------------------ parameter counts
@@ -55,8 +57,10 @@ def test_trainable_counts_at_768():
 def test_trainable_counts_at_192(tiny):
     assert [expected_prompt_params(m, 192) for m in METHODS] == [11_520, 63_360, 960_000]
     for method in METHODS:
-        assert trainable(strategy(method, tiny, 10)) == expected_prompt_params(method, 192) \
-            + 192 * 10 + 10, method
+        assert (
+            trainable(strategy(method, tiny, 10))
+            == expected_prompt_params(method, 192) + 192 * 10 + 10
+        ), method
 
 
 # ---------------------------------------------------------------------- end to end
@@ -71,9 +75,18 @@ def tiny() -> Backbone:
 def stream() -> Stream:
     data = synthetic(n_classes=N_CLASSES, train_per_class=8, test_per_class=4, size=32)
     tf = ToModelInput(32)
-    return build_stream(data.train_x, data.train_y, data.test_x, data.test_y, [2, 0, 3, 1],
-                        task_split(N_CLASSES, 2, 1), test_shuffle=True, seed=1993,
-                        train_transform=tf, eval_transform=tf)
+    return build_stream(
+        data.train_x,
+        data.train_y,
+        data.test_x,
+        data.test_y,
+        [2, 0, 3, 1],
+        task_split(N_CLASSES, 2, 1),
+        test_shuffle=True,
+        seed=1993,
+        train_transform=tf,
+        eval_transform=tf,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +158,10 @@ def test_activation_checkpointing_trains_the_same_model(runs, tiny, stream, meth
 
 
 def test_checkpoint_blocks_beyond_the_depth_is_a_user_error(tiny):
-    with pytest.raises(UserError, match="checkpoint_blocks = 13, but vit_tiny_patch16_224 has "
-                                        "12 blocks; use 0 to 12"):
+    with pytest.raises(
+        UserError,
+        match="checkpoint_blocks = 13, but vit_tiny_patch16_224 has 12 blocks; use 0 to 12",
+    ):
         strategy("l2p", tiny, N_CLASSES, checkpoint_blocks=13)
 
 
@@ -156,10 +171,20 @@ def test_cached_queries_replace_the_query_pass(runs, tiny, monkeypatch):
     data = synthetic(n_classes=N_CLASSES, train_per_class=8, test_per_class=4, size=32)
     tf = ToModelInput(32)
     queries = [tiny.features(tf(x)) for x in (data.train_x, data.test_x)]
-    cached = build_stream(data.train_x, data.train_y, data.test_x, data.test_y, [2, 0, 3, 1],
-                          task_split(N_CLASSES, 2, 1), test_shuffle=True, seed=1993,
-                          train_transform=tf, eval_transform=tf, train_query=queries[0],
-                          test_query=queries[1])
+    cached = build_stream(
+        data.train_x,
+        data.train_y,
+        data.test_x,
+        data.test_y,
+        [2, 0, 3, 1],
+        task_split(N_CLASSES, 2, 1),
+        test_shuffle=True,
+        seed=1993,
+        train_transform=tf,
+        eval_transform=tf,
+        train_query=queries[0],
+        test_query=queries[1],
+    )
     assert len(cached.train[0].dataset[0]) == 4  # image, label, query, task
     calls = []
     monkeypatch.setattr(PromptedViT, "query", lambda self, x: calls.append(1))
@@ -181,9 +206,24 @@ def test_model_with_its_own_query_equals_the_model_given_it(tiny):
 
 
 def test_bad_checkpoint_blocks_stops_the_cli_before_any_run(tmp_path):
-    result = invoke("run", "--out", str(tmp_path), "--methods", "l2p", "--scenario", "synthetic",
-                    "--backbone", "vit_tiny_patch16_224", "--weights", "random",
-                    "--image-size", "32", "--set", "l2p.checkpoint_blocks=13", "--no-progress")
+    result = invoke(
+        "run",
+        "--out",
+        str(tmp_path),
+        "--methods",
+        "l2p",
+        "--scenario",
+        "synthetic",
+        "--backbone",
+        "vit_tiny_patch16_224",
+        "--weights",
+        "random",
+        "--image-size",
+        "32",
+        "--set",
+        "l2p.checkpoint_blocks=13",
+        "--no-progress",
+    )
     assert result.exit_code == 2
     assert "checkpoint_blocks = 13, but vit_tiny_patch16_224 has 12 blocks" in result.output
     assert "Traceback" not in result.output and not list(tmp_path.rglob("*.*"))

@@ -42,8 +42,15 @@ def test_no_prompts_is_timm_bitwise(vit):
 
 def test_query_is_the_backbone_feature(vit):
     x = images(vit)
-    backbone = Backbone(name="vit", model=vit, dim=vit.embed_dim, input_size=x.shape[-1],
-                        kind="vit", weights="random", weights_digest="random")
+    backbone = Backbone(
+        name="vit",
+        model=vit,
+        dim=vit.embed_dim,
+        input_size=x.shape[-1],
+        kind="vit",
+        weights="random",
+        weights_digest="random",
+    )
     q = PromptedViT(vit).query(x)
     assert not q.requires_grad
     assert torch.equal(q, vit.forward_head(vit.forward_features(x), pre_logits=True))
@@ -112,7 +119,7 @@ def manual_prefix_attention(attn, x, pk, pv):
     out = []
     for h in range(heads):
         c = slice(h * hd, (h + 1) * hd)
-        weights = torch.softmax(q[..., c] @ k[..., c].transpose(1, 2) / hd ** 0.5, dim=-1)
+        weights = torch.softmax(q[..., c] @ k[..., c].transpose(1, 2) / hd**0.5, dim=-1)
         out.append(weights @ v[..., c])
     return torch.cat(out, dim=-1) @ attn.proj.weight.T + attn.proj.bias
 
@@ -144,7 +151,8 @@ def prompted_grads(vit, checkpoint_blocks: int):
     handle = vit.blocks[0].register_forward_pre_hook(lambda *a: calls.append(1))
     try:
         out = PromptedViT(vit, checkpoint_blocks=checkpoint_blocks)(
-            x, prompts=prompts, prefixes={1: (pk, pv)})
+            x, prompts=prompts, prefixes={1: (pk, pv)}
+        )
         (out.tokens.square().mean() + out.prompts.sum()).backward()
     finally:
         handle.remove()
@@ -179,8 +187,9 @@ def test_checkpoint_blocks_beyond_the_depth_is_refused(vit):
         PromptedViT(vit, checkpoint_blocks=13)
 
 
-def read_rows(vit, lean: bool, *, last_prefix: bool = False, adapter: bool = False,
-              checkpoint_blocks: int = 0):
+def read_rows(
+    vit, lean: bool, *, last_prefix: bool = False, adapter: bool = False, checkpoint_blocks: int = 0
+):
     """[CLS] and prompt outputs of a pass with prompts and a block-1 prefix (and, when
     asked, a prefix and an adapter on the last block), their gradients for a loss on
     those rows, and the shape of ``tokens``."""
@@ -195,18 +204,23 @@ def read_rows(vit, lean: bool, *, last_prefix: bool = False, adapter: bool = Fal
         torch.manual_seed(7)
         adapters = AdapterSet(d, 8, [11]).eval()  # no dropout: both passes alike
         torch.nn.init.normal_(adapters[11].up.weight)  # a fresh adapter adds exactly 0
-    leaves = [prompts, *(t for pair in prefixes.values() for t in pair),
-              *(adapters.parameters() if adapters is not None else [])]
+    leaves = [
+        prompts,
+        *(t for pair in prefixes.values() for t in pair),
+        *(adapters.parameters() if adapters is not None else []),
+    ]
     out = PromptedViT(vit, checkpoint_blocks=checkpoint_blocks)(
-        x, prompts=prompts, prefixes=prefixes, adapters=adapters, lean_tail=lean)
+        x, prompts=prompts, prefixes=prefixes, adapters=adapters, lean_tail=lean
+    )
     (out.cls.square().sum() + out.prompts.mean(1).square().sum()).backward()
     grads = [t.grad for t in leaves]
     return out.cls.detach(), out.prompts.detach(), grads, out.tokens.shape
 
 
 @pytest.mark.parametrize("fused", [True, False])
-@pytest.mark.parametrize("case", [{}, {"last_prefix": True}, {"adapter": True},
-                                  {"checkpoint_blocks": 12}])
+@pytest.mark.parametrize(
+    "case", [{}, {"last_prefix": True}, {"adapter": True}, {"checkpoint_blocks": 12}]
+)
 def test_lean_tail_gives_the_rows_read_and_their_gradients(vit, fused, case):
     """The last block on the [CLS] and prompt rows alone: the same outputs and gradients
     up to float32 round-off (the rows' matrix products sum in another order), for a
@@ -226,8 +240,9 @@ def test_lean_tail_gives_the_rows_read_and_their_gradients(vit, fused, case):
     assert len(lean[2]) == len(full[2]) and all(g is not None for g in lean[2])
     for a, b in zip(lean[2], full[2], strict=True):
         assert_close(a, b, rtol=1e-4, atol=1e-5)
-    assert all("forward" not in blk.__dict__ and "forward" not in blk.attn.__dict__
-               for blk in vit.blocks)
+    assert all(
+        "forward" not in blk.__dict__ and "forward" not in blk.attn.__dict__ for blk in vit.blocks
+    )
 
 
 def test_lean_tail_computes_the_last_block_on_the_rows_read_only(vit):
@@ -236,8 +251,12 @@ def test_lean_tail_computes_the_last_block_on_the_rows_read_only(vit):
     x, d = images(vit), vit.embed_dim
     prompts = torch.randn(3, 4, d, generator=torch.Generator().manual_seed(8))
     seen = {}
-    handles = [vit.blocks[i].mlp.register_forward_hook(
-        lambda m, args, out, i=i: seen.__setitem__(i, args[0].shape[1])) for i in (10, 11)]
+    handles = [
+        vit.blocks[i].mlp.register_forward_hook(
+            lambda m, args, out, i=i: seen.__setitem__(i, args[0].shape[1])
+        )
+        for i in (10, 11)
+    ]
     try:
         with torch.no_grad():
             PromptedViT(vit)(x, prompts=prompts, lean_tail=True)

@@ -32,8 +32,9 @@ INF = float("-inf")
 @pytest.fixture(scope="module")
 def pvit() -> PromptedViT:
     torch.manual_seed(0)
-    return PromptedViT(timm.create_model("vit_tiny_patch16_224", pretrained=False,
-                                         num_classes=0, img_size=32))
+    return PromptedViT(
+        timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=0, img_size=32)
+    )
 
 
 def keys_of(rows: list[list[float]]) -> PromptKeys:
@@ -48,8 +49,7 @@ def keys_of(rows: list[list[float]]) -> PromptKeys:
 def test_topk_and_top1_matching_on_constructed_queries():
     keys = PromptKeys(6, 6)
     keys.keys.data = 2.0 * torch.eye(6)  # key m points along axis m: cos(q, k_m) = q_m / |q|
-    q = torch.tensor([[0.0, 4.0, 1.0, 0.0, 5.0, 3.0],
-                      [6.0, 0.0, 0.0, 2.0, 0.0, 1.0]])
+    q = torch.tensor([[0.0, 4.0, 1.0, 0.0, 5.0, 3.0], [6.0, 0.0, 0.0, 2.0, 0.0, 1.0]])
     assert keys.match(q, 3, batchwise=False).tolist() == [[4, 1, 5], [0, 3, 5]]
     assert keys.match(q, 1, batchwise=False).tolist() == [[4], [0]]
     assert_close(cosine(q, keys.keys)[0], q[0] / q[0].norm())
@@ -96,7 +96,7 @@ def test_training_masks_old_and_unseen_eval_masks_unseen(pvit):
     raw = model.head(model.embed(x, pvit.query(x)))
     out = model(x)
     assert torch.isinf(out[:, [0, 1, 4, 5]]).all()  # old and unseen
-    assert torch.equal(out[:, 2:4], raw[:, 2:4])    # the current task untouched
+    assert torch.equal(out[:, 2:4], raw[:, 2:4])  # the current task untouched
     model.eval()
     with torch.no_grad():
         out = model(x)
@@ -150,7 +150,8 @@ def test_attention_weights_are_cosines_of_masked_query_and_keys():
     g = torch.Generator().manual_seed(0)
     q, a, k = (torch.randn(*s, generator=g) for s in ((3, 8), (5, 8), (5, 8)))
     direct = torch.nn.functional.cosine_similarity(
-        q[:, None, :] * a[None], k[None].expand(3, -1, -1), dim=-1)
+        q[:, None, :] * a[None], k[None].expand(3, -1, -1), dim=-1
+    )
     assert_close(attention_weights(q, a, k), direct)
 
 

@@ -50,8 +50,13 @@ SCRIPT = textwrap.dedent("""
 @pytest.mark.parametrize("mode", ["plain", "traced"])
 def test_exit_keeps_threads_handlers_output_and_status(tmp_path, mode):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a pipe buffers
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path), mode, "3"],
-                          capture_output=True, text=True, timeout=60, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path), mode, "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert done.returncode == 3, done.stderr
     assert done.stdout == "buffered, no newline"
     assert (tmp_path / "atexit").read_text() == "ran"
@@ -69,9 +74,21 @@ def test_status_is_sys_exits(capsys):
 def test_the_command_line_exits_through_it(tmp_path):
     """A refusal through `python -m cl_bench`: its status and its one paragraph arrive,
     nothing is written (cl-bench's subprocess tests cover the status-0 runs)."""
-    refused = subprocess.run([sys.executable, "-m", "cl_bench", "run", "--scenario", "nope",
-                              "--out", str(tmp_path / "out")],
-                             capture_output=True, text=True, timeout=300)
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cl_bench",
+            "run",
+            "--scenario",
+            "nope",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert refused.returncode == 2, refused.stderr
     assert refused.stderr.startswith('error: Unknown scenario "nope"')
     assert refused.stderr.count("\n") == 1 and refused.stdout == ""

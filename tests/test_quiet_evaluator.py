@@ -9,9 +9,18 @@ from avalanche.training.plugins import EvaluationPlugin
 
 from cl_bench.engine.runner import quiet_evaluator
 
-CALLBACKS = ("before_training_iteration", "before_forward", "after_forward", "before_backward",
-             "after_backward", "before_update", "after_update", "after_training_iteration",
-             "before_eval_iteration", "after_eval_iteration")
+CALLBACKS = (
+    "before_training_iteration",
+    "before_forward",
+    "after_forward",
+    "before_backward",
+    "after_backward",
+    "before_update",
+    "after_update",
+    "after_training_iteration",
+    "before_eval_iteration",
+    "after_eval_iteration",
+)
 
 
 class NoLoggingView:

@@ -23,19 +23,47 @@ from cl_bench.strategies.blocks.ridge import (
 )
 from cl_bench.strategies.ranpac import RanPAC, split_order
 
-TINY = ["--scenario", "synthetic", "--backbone", "vit_tiny_patch16_224", "--weights", "random",
-        "--image-size", "32", "--precision", "fp32", "--no-progress"]
+TINY = [
+    "--scenario",
+    "synthetic",
+    "--backbone",
+    "vit_tiny_patch16_224",
+    "--weights",
+    "random",
+    "--image-size",
+    "32",
+    "--precision",
+    "fp32",
+    "--no-progress",
+]
 
 
 def toy_ranpac(m: int, dim: int = 6) -> RanPAC:
     """RanPAC without adaptation on a stand-in backbone (``fit`` reads features only)."""
     backbone = Backbone("toy", nn.Identity(), dim, 4, "vit", "random", "toy")
-    params = {"adapt": "none", "M": m, "ffn": 4, "epochs": 1, "batch_size": 4,
-              "eval_batch_size": 4, "optimizer": "sgd", "lr": 0.01, "momentum": 0.9,
-              "weight_decay": 0.0, "scheduler": "cosine", "eta_min": 0.0}
+    params = {
+        "adapt": "none",
+        "M": m,
+        "ffn": 4,
+        "epochs": 1,
+        "batch_size": 4,
+        "eval_batch_size": 4,
+        "optimizer": "sgd",
+        "lr": 0.01,
+        "momentum": 0.9,
+        "weight_decay": 0.0,
+        "scheduler": "cosine",
+        "eta_min": 0.0,
+    }
     torch.manual_seed(0)
-    return RanPAC(params=params, backbone=backbone, n_classes=6, device=torch.device("cpu"),
-                  plugins=[], evaluator=quiet_evaluator())
+    return RanPAC(
+        params=params,
+        backbone=backbone,
+        n_classes=6,
+        device=torch.device("cpu"),
+        plugins=[],
+        evaluator=quiet_evaluator(),
+    )
 
 
 def official_choice(h: torch.Tensor, y: torch.Tensor) -> float:
@@ -43,8 +71,12 @@ def official_choice(h: torch.Tensor, y: torch.Tensor) -> float:
     MSE on the rest, first argmin."""
     n = int(h.shape[0] * 0.8)
     g, q = h[:n].T @ h[:n], h[:n].T @ y[:n]
-    losses = [float(((h[n:] @ torch.linalg.solve(g + lam * torch.eye(g.shape[0]), q))
-                     - y[n:]).pow(2).mean()) for lam in CANDIDATES]
+    losses = [
+        float(
+            ((h[n:] @ torch.linalg.solve(g + lam * torch.eye(g.shape[0]), q)) - y[n:]).pow(2).mean()
+        )
+        for lam in CANDIDATES
+    ]
     return CANDIDATES[losses.index(min(losses))]
 
 
@@ -62,8 +94,9 @@ def test_incremental_solution_equals_the_batch_solution_on_all_data_seen():
         h = F.relu(torch.cat(xs).double() @ net.W_rand.double())
         onehot = F.one_hot(torch.cat(ys), 2 * (task + 1)).double()
         lam = strategy.ridges[-1]
-        batch = torch.linalg.solve(h.T @ h + lam * torch.eye(40, dtype=torch.float64),
-                                   h.T @ onehot).T
+        batch = torch.linalg.solve(
+            h.T @ h + lam * torch.eye(40, dtype=torch.float64), h.T @ onehot
+        ).T
         assert net.W_o.shape == (2 * (task + 1), 40)
         assert torch.allclose(net.W_o, batch, rtol=1e-9, atol=1e-12 * float(batch.abs().max()))
         assert torch.equal(net.G, h.T @ h) or torch.allclose(net.G, h.T @ h, rtol=1e-12)
@@ -104,15 +137,26 @@ def test_solve_is_the_ridge_solution_and_falls_back_to_lu(monkeypatch):
     lu = torch.linalg.solve(g + 0.5 * torch.eye(5, dtype=torch.float64), c)
     assert torch.allclose(solve_ridge(g, c, 0.5), lu, rtol=1e-12)
     # where round-off makes the Cholesky factorisation fail, LU answers
-    monkeypatch.setattr(torch.linalg, "cholesky_ex",
-                        lambda a: (a, torch.tensor(1, dtype=torch.int32)))
+    monkeypatch.setattr(
+        torch.linalg, "cholesky_ex", lambda a: (a, torch.tensor(1, dtype=torch.int32))
+    )
     assert torch.equal(solve_ridge(g, c, 0.5), lu)
 
 
 def test_accounting_and_config_of_an_adapted_run(tmp_path):
     """ViT-Tiny (d = 192, 12 blocks) with adapters, M = 16, 10 classes in 5 tasks."""
-    result = invoke("run", "--out", str(tmp_path), *TINY, "--methods", "ranpac",
-                    "--set", "ranpac.M=16", "--set", "ranpac.epochs=1")
+    result = invoke(
+        "run",
+        "--out",
+        str(tmp_path),
+        *TINY,
+        "--methods",
+        "ranpac",
+        "--set",
+        "ranpac.M=16",
+        "--set",
+        "ranpac.epochs=1",
+    )
     assert result.exit_code == 0, result.output
     [path] = tmp_path.glob("runs/synthetic/ranpac/*.json")
     record = json.loads(path.read_text())
@@ -122,8 +166,9 @@ def test_accounting_and_config_of_an_adapted_run(tmp_path):
     # trained on task 1: the adapters and the cosine head's 2 rows and scale
     assert acc["trainable_per_task"] == [adapters + 2 * 192 + 1, 0, 0, 0, 0]
     # kept: adapters, W_rand (d x M), G (M x M), C and W_o (M x seen classes each)
-    assert acc["stored_per_task"] == [adapters + 192 * 16 + 16 * 16 + 2 * 16 * 2 * k
-                                      for k in range(1, 6)]
+    assert acc["stored_per_task"] == [
+        adapters + 192 * 16 + 16 * 16 + 2 * 16 * 2 * k for k in range(1, 6)
+    ]
     # one pass of the adapted ViT per test image, plus the projection and the readout
     assert acc["inference_gflops_per_image"] > acc["backbone_gflops_per_pass"]
     assert acc["inference_gflops_per_image"] < 1.1 * acc["backbone_gflops_per_pass"]
@@ -131,8 +176,20 @@ def test_accounting_and_config_of_an_adapted_run(tmp_path):
 
 
 def test_cnn_auto_means_no_adaptation_and_adapter_is_refused(tmp_path):
-    refused = invoke("run", "--out", str(tmp_path), "--scenario", "synthetic", "--no-progress",
-                     "--weights", "random", "--methods", "ranpac", "--set", "ranpac.adapt=adapter")
+    refused = invoke(
+        "run",
+        "--out",
+        str(tmp_path),
+        "--scenario",
+        "synthetic",
+        "--no-progress",
+        "--weights",
+        "random",
+        "--methods",
+        "ranpac",
+        "--set",
+        "ranpac.adapt=adapter",
+    )
     assert refused.exit_code == 2
     assert 'adapt = "adapter" inserts adapters into transformer blocks' in refused.output
     assert not tmp_path.exists() or not list(tmp_path.rglob("*.json"))

@@ -21,14 +21,25 @@ from conftest import invoke, refused
 
 from cl_bench.store import feature_cache
 
-RUN = ["--methods", "simplecil", "--scenario", "synthetic", "--image-size", "32",
-       "--no-progress", "--precision", "fp32"]
+RUN = [
+    "--methods",
+    "simplecil",
+    "--scenario",
+    "synthetic",
+    "--image-size",
+    "32",
+    "--no-progress",
+    "--precision",
+    "fp32",
+]
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
     """Every file and folder below ``root`` with its size and modification time."""
-    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+    }
 
 
 @pytest.fixture
@@ -41,12 +52,14 @@ def read_only(monkeypatch):
         if dir is not None and any(Path(dir).is_relative_to(f) for f in frozen):
             raise OSError(errno.EROFS, "Read-only file system")
         return probe(*args, dir=dir, **kwargs)
+
     monkeypatch.setattr(tempfile, "TemporaryFile", refused_below)
 
     def freeze(folder: Path) -> None:
         frozen.append(folder)
         for d in [folder, *(p for p in folder.rglob("*") if p.is_dir())]:
             d.chmod(0o555)
+
     yield freeze
     for folder in frozen:
         for d in [folder, *(p for p in folder.rglob("*") if p.is_dir())]:
@@ -86,8 +99,9 @@ def same_numbers(record: dict, reference: dict) -> None:
         assert record[key] == reference[key], key
 
 
-def test_a_read_only_cache_holding_every_entry_serves_the_run(filled, tmp_path, monkeypatch,
-                                                              read_only):
+def test_a_read_only_cache_holding_every_entry_serves_the_run(
+    filled, tmp_path, monkeypatch, read_only
+):
     cache = copy_of(filled[0], tmp_path, monkeypatch)
     read_only(cache)
     before = snapshot(cache)
@@ -101,8 +115,9 @@ def test_a_read_only_cache_holding_every_entry_serves_the_run(filled, tmp_path, 
     assert snapshot(cache) == before  # no lock file, no entry, nothing touched
 
 
-def test_what_a_read_only_cache_lacks_is_extracted_in_memory(tmp_path, monkeypatch, read_only,
-                                                             filled):
+def test_what_a_read_only_cache_lacks_is_extracted_in_memory(
+    tmp_path, monkeypatch, read_only, filled
+):
     cache = tmp_path / "cache"
     (cache / "efficientnet_lite0").mkdir(parents=True)
     monkeypatch.setenv("CL_BENCH_CACHE", str(cache))
@@ -112,19 +127,26 @@ def test_what_a_read_only_cache_lacks_is_extracted_in_memory(tmp_path, monkeypat
     result = invoke("run", "--out", str(out), *RUN)
     assert result.exit_code == 0, result.output
     notes = result.stderr.splitlines()
-    assert len(notes) == 2 and all(n.startswith(
-        f"note: the feature cache {cache} cannot be written (read-only): efficientnet_lite0 "
-        "features of synthetic ") for n in notes), notes
-    assert notes[0].endswith(" train were extracted for this invocation only. To share them, "
-                             "run the command once where the cache can be written.")
+    assert len(notes) == 2 and all(
+        n.startswith(
+            f"note: the feature cache {cache} cannot be written (read-only): efficientnet_lite0 "
+            "features of synthetic "
+        )
+        for n in notes
+    ), notes
+    assert notes[0].endswith(
+        " train were extracted for this invocation only. To share them, "
+        "run the command once where the cache can be written."
+    )
     record = run_record(out)
     assert record["timing"]["features_from"] == "extracted"
     same_numbers(record, filled[1])
     assert snapshot(cache) == before
 
 
-def test_a_damaged_entry_of_a_read_only_cache_is_recomputed_and_left(filled, tmp_path,
-                                                                     monkeypatch, read_only):
+def test_a_damaged_entry_of_a_read_only_cache_is_recomputed_and_left(
+    filled, tmp_path, monkeypatch, read_only
+):
     cache = copy_of(filled[0], tmp_path, monkeypatch)
     entry = sorted(cache.rglob("*.npy"))[0]
     entry.write_bytes(entry.read_bytes()[:-16])
@@ -139,29 +161,35 @@ def test_a_damaged_entry_of_a_read_only_cache_is_recomputed_and_left(filled, tmp
     assert snapshot(cache) == before
 
 
-def test_cache_clear_refuses_a_read_only_cache_and_removes_nothing(filled, tmp_path,
-                                                                   monkeypatch, read_only):
+def test_cache_clear_refuses_a_read_only_cache_and_removes_nothing(
+    filled, tmp_path, monkeypatch, read_only
+):
     cache = copy_of(filled[0], tmp_path, monkeypatch)
     read_only(cache)
     before = snapshot(cache)
-    refused(invoke("cache", "clear"),
-            f"Cannot clear the feature cache {cache}: {cache} (read-only); "
-            f"{cache / 'efficientnet_lite0'} (read-only) cannot be written, so its files "
-            "cannot be removed; nothing was removed. Clear it where it can be written (as its "
-            "owner, or on a machine that mounts it read-write), or point $CL_BENCH_CACHE at a "
-            "cache of your own.")
+    refused(
+        invoke("cache", "clear"),
+        f"Cannot clear the feature cache {cache}: {cache} (read-only); "
+        f"{cache / 'efficientnet_lite0'} (read-only) cannot be written, so its files "
+        "cannot be removed; nothing was removed. Clear it where it can be written (as its "
+        "owner, or on a machine that mounts it read-write), or point $CL_BENCH_CACHE at a "
+        "cache of your own.",
+    )
     assert snapshot(cache) == before
 
 
-def test_cache_clear_refuses_one_read_only_folder_before_removing_any(filled, tmp_path,
-                                                                      monkeypatch, read_only):
+def test_cache_clear_refuses_one_read_only_folder_before_removing_any(
+    filled, tmp_path, monkeypatch, read_only
+):
     cache = copy_of(filled[0], tmp_path, monkeypatch)
     shutil.copytree(cache / "efficientnet_lite0", cache / "a_backbone")
     read_only(cache / "efficientnet_lite0")
     before = snapshot(cache)
-    refused(invoke("cache", "clear"),
-            f"Cannot clear the feature cache {cache}: {cache / 'efficientnet_lite0'} "
-            "(read-only) cannot be written")
+    refused(
+        invoke("cache", "clear"),
+        f"Cannot clear the feature cache {cache}: {cache / 'efficientnet_lite0'} "
+        "(read-only) cannot be written",
+    )
     assert snapshot(cache) == before
 
 
@@ -175,11 +203,14 @@ def test_cache_clear_says_what_it_could_not_remove(filled, tmp_path, monkeypatch
         if self == stuck:
             raise PermissionError(errno.EPERM, "Operation not permitted")
         return unlink(self, missing_ok=missing_ok)
+
     monkeypatch.setattr(Path, "unlink", refusing)
-    refused(invoke("cache", "clear"),
-            f"Cannot remove {stuck} from the feature cache (Operation not permitted); 1 of its "
-            f"{len(files)} files were removed before it, the others are in place. Fix what "
-            "keeps it, then run `cl-bench cache clear` again.")
+    refused(
+        invoke("cache", "clear"),
+        f"Cannot remove {stuck} from the feature cache (Operation not permitted); 1 of its "
+        f"{len(files)} files were removed before it, the others are in place. Fix what "
+        "keeps it, then run `cl-bench cache clear` again.",
+    )
     assert sorted(f for d in cache.iterdir() for f in d.iterdir()) == files[1:]
 
 

@@ -33,10 +33,13 @@ def evaluate(batches, n: int) -> tuple[Recorder, SimpleNamespace]:
 
 
 def test_one_array_per_field_and_the_row_from_it():
-    recorder, _ = evaluate([
-        ([[0, 9, 0, 0], [9, 0, 0, 0], [0, 0, 9, 0]], [1, 0, 3], [0, 0, 1]),   # 2 of 3 right
-        ([[0, 0, 0, 9], [0, 9, 0, 0]], [3, 2], [1, 0]),                          # 1 of 2 right
-    ], n=5)
+    recorder, _ = evaluate(
+        [
+            ([[0, 9, 0, 0], [9, 0, 0, 0], [0, 0, 9, 0]], [1, 0, 3], [0, 0, 1]),  # 2 of 3 right
+            ([[0, 0, 0, 9], [0, 9, 0, 0]], [3, 2], [1, 0]),  # 1 of 2 right
+        ],
+        n=5,
+    )
     assert recorder._pred.tolist() == [1, 0, 2, 3, 1]
     assert recorder._y.tolist() == [1, 0, 3, 3, 2]
     assert recorder._route.tolist() == [0, 0, 1, 1, 0]

@@ -22,11 +22,23 @@ from cl_bench.store import results
 from cl_bench.store.record_check import problems, reason
 from cl_bench.store.records import Result
 
-RUN = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32", "--methods",
-       "simplecil"]
-NUMBERS = ("acc_matrix", "acc_seen", "avg_acc", "last_acc", "acc_task_mean",
-           "avg_acc_task_mean", "last_acc_task_mean", "forgetting", "bwt", "routing_acc",
-           "accounting", "class_order", "tasks", "config")
+RUN = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32", "--methods", "simplecil"]
+NUMBERS = (
+    "acc_matrix",
+    "acc_seen",
+    "avg_acc",
+    "last_acc",
+    "acc_task_mean",
+    "avg_acc_task_mean",
+    "last_acc_task_mean",
+    "forgetting",
+    "bwt",
+    "routing_acc",
+    "accounting",
+    "class_order",
+    "tasks",
+    "config",
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +55,12 @@ def clean(tmp_path_factory) -> tuple[Path, dict[int, Path]]:
 
 def edited(change: Callable[[dict], None]) -> Callable[[str], str]:
     """A damage that edits the parsed record and writes it back as JSON."""
+
     def damage(text: str) -> str:
         record = json.loads(text)
         change(record)
         return json.dumps(record)
+
     return damage
 
 
@@ -56,6 +70,7 @@ def _set(path: tuple, value) -> Callable[[dict], None]:
         for key in path[:-1]:
             target = target[key]
         target[path[-1]] = value
+
     return change
 
 
@@ -63,22 +78,34 @@ def _set(path: tuple, value) -> Callable[[dict], None]:
 DAMAGES: dict[str, tuple[Callable[[str], str], str]] = {
     "json list": (lambda text: "[1, 2, 3]\n", "a JSON list, not a result record"),
     "stub": (lambda text: '{"status": "done"}', "no schema_version (this cl-bench writes 2)"),
-    "stub with schema": (lambda text: '{"schema_version": 1, "status": "done"}',
-                         "missing keys: method, scenario, seed, config, class_order"),
-    "string for a number": (edited(_set(("acc_matrix", 2, 1), "abc")),
-                            "acc_matrix[2][1] is 'abc', not a number"),
+    "stub with schema": (
+        lambda text: '{"schema_version": 1, "status": "done"}',
+        "missing keys: method, scenario, seed, config, class_order",
+    ),
+    "string for a number": (
+        edited(_set(("acc_matrix", 2, 1), "abc")),
+        "acc_matrix[2][1] is 'abc', not a number",
+    ),
     "nan": (edited(_set(("avg_acc",), math.nan)), "avg_acc is nan, not a finite number"),
-    "truncated": (lambda text: text[:len(text) // 2], "not valid JSON ("),
+    "truncated": (lambda text: text[: len(text) // 2], "not valid JSON ("),
     "empty": (lambda text: "", "empty file"),
     "not json": (lambda text: "seed,avg\n1993,96.3\n", "not valid JSON (Expecting value"),
-    "schema 3": (edited(_set(("schema_version",), 3)),
-                 "schema_version is 3, not one this cl-bench reads (1, 2; it writes 2)"),
-    "schema 1 layout as 2": (edited(_set(("protocol",), {"name": "fair", "selection": None})),
-                             "protocol.settings is None, not an object"),
-    "protocol label": (edited(_set(("protocol", "label"), "batchwise")),
-                       "protocol.label is 'batchwise', not a list of texts"),
-    "over 100": (edited(_set(("acc_seen", 0), 101.0)),
-                 "acc_seen[0] is 101.0, not a percentage in [0, 100]"),
+    "schema 3": (
+        edited(_set(("schema_version",), 3)),
+        "schema_version is 3, not one this cl-bench reads (1, 2; it writes 2)",
+    ),
+    "schema 1 layout as 2": (
+        edited(_set(("protocol",), {"name": "fair", "selection": None})),
+        "protocol.settings is None, not an object",
+    ),
+    "protocol label": (
+        edited(_set(("protocol", "label"), "batchwise")),
+        "protocol.label is 'batchwise', not a list of texts",
+    ),
+    "over 100": (
+        edited(_set(("acc_seen", 0), 101.0)),
+        "acc_seen[0] is 101.0, not a percentage in [0, 100]",
+    ),
 }
 
 
@@ -110,8 +137,12 @@ def test_a_clean_run_records_simplecils_declared_protocol(clean):
     protocol = record["protocol"]
     assert protocol["settings"] == {"eval_batch_size": 128}
     assert list(protocol["meanings"]) == ["eval_batch_size"]
-    assert (protocol["name"], protocol["test_shuffle"], protocol["per_batch"],
-            protocol["label"]) == ("fair", True, False, [])
+    assert (
+        protocol["name"],
+        protocol["test_shuffle"],
+        protocol["per_batch"],
+        protocol["label"],
+    ) == ("fair", True, False, [])
 
 
 def test_a_schema_1_record_is_read_and_reused(clean, tmp_path):
@@ -122,14 +153,26 @@ def test_a_schema_1_record_is_read_and_reused(clean, tmp_path):
     shutil.copytree(out, copy)
     path = copy / files[1993].relative_to(out)
     new = results.load(path)
-    old = {**new, "schema_version": 1,
-           "protocol": {"name": "fair", "selection": None, "batchwise": None,
-                        "augment_views": None, "test_shuffle": True, "eval_batch_size": 128}}
+    old = {
+        **new,
+        "schema_version": 1,
+        "protocol": {
+            "name": "fair",
+            "selection": None,
+            "batchwise": None,
+            "augment_views": None,
+            "test_shuffle": True,
+            "eval_batch_size": 128,
+        },
+    }
     path.write_text(json.dumps(old))
     assert problems(old, path) == []
     assert results.load_valid(path) == new
-    assert Result.from_dict(old, path) == Result.from_file(path) == dataclasses.replace(
-        Result.from_file(files[1993]), path=path)
+    assert (
+        Result.from_dict(old, path)
+        == Result.from_file(path)
+        == dataclasses.replace(Result.from_file(files[1993]), path=path)
+    )
     result = invoke("run", "--out", str(copy), *RUN, "--seeds", "1993")
     assert result.exit_code == 0, result.output
     assert "skip simplecil seed 1993: finished" in result.stdout
@@ -146,7 +189,8 @@ def test_run_recomputes_a_damaged_file_to_the_clean_numbers(damaged, clean):
     again, before = results.load_valid(path), results.load(clean[1][1994])
     assert {k: again[k] for k in NUMBERS} == {k: before[k] for k in NUMBERS}
     assert sorted(p.name for p in path.parent.iterdir()) == sorted(  # replaced, no temp left
-        [f"{p.name}{s}" for p in clean[1].values() for s in ("", ".lock")])
+        [f"{p.name}{s}" for p in clean[1].values() for s in ("", ".lock")]
+    )
 
 
 def test_status_names_the_invalid_file_and_why(damaged):
@@ -162,8 +206,17 @@ def test_status_names_the_invalid_file_and_why(damaged):
 
 def test_report_skips_the_invalid_file_with_a_warning(damaged, tmp_path):
     out, path, why = damaged
-    result = invoke("report", "--results", str(out), "--out", str(tmp_path / "r"),
-                    "--format", "csv,md", "--images", "none")
+    result = invoke(
+        "report",
+        "--results",
+        str(out),
+        "--out",
+        str(tmp_path / "r"),
+        "--format",
+        "csv,md",
+        "--images",
+        "none",
+    )
     assert result.exit_code == 0, result.output
     warnings = result.stderr.splitlines()
     assert len(warnings) == 1 and warnings[0].startswith(f"warning: skipped {path}: ")
@@ -198,34 +251,43 @@ def test_a_file_named_like_no_run_is_invalid(clean, tmp_path):
     moved = folder / f"7-{results.config_hash(record['config'])}.json"
     moved.write_text(json.dumps(record))
     assert problems(record, moved) == [
-        f"seed is 1993 but the file is named {moved.name} (<seed>-<config hash>.json)"]
+        f"seed is 1993 but the file is named {moved.name} (<seed>-<config hash>.json)"
+    ]
     result = invoke("status", "--out", str(copy))
     assert result.exit_code == 0, result.output
     assert "no schema_version (this cl-bench writes 2)" in result.stdout
     assert result.stdout.splitlines()[-1] == (
-        "4 runs: 2 done, 0 running, 0 failed, 2 invalid, 0 pending")
+        "4 runs: 2 done, 0 running, 0 failed, 2 invalid, 0 pending"
+    )
 
 
-@pytest.mark.parametrize(("change", "problem"), [
-    (_set(("status",), "running"), "status is 'running', not 'done'"),
-    (_set(("method",), "tosca"), "method is 'tosca' but the file lies in folder 'simplecil'"),
-    (_set(("seed",), True), "seed is True, not an integer"),
-    (_set(("acc_matrix", 1), [50.0]),
-     "acc_matrix[1] has 1 entries, not 2 (tasks 0..1, after training task 1)"),
-    (lambda r: r["acc_matrix"].pop(), "acc_matrix has 4 entries, not 5 (one per task)"),
-    (lambda r: r["acc_seen"].pop(), "acc_seen has 4 entries, not 5 (one per task)"),
-    (_set(("acc_seen", 2), math.inf), "acc_seen[2] is inf, not a finite number"),
-    (_set(("last_acc",), 12.5), "last_acc is 12.5 but acc_seen and acc_matrix give "),
-    (_set(("forgetting",), None), "forgetting is None but acc_seen and acc_matrix give "),
-    (_set(("bwt",), "-3"), "bwt is '-3', not a number"),
-    (_set(("acc_task_mean",), [50.0]), "acc_task_mean is [50.0] but acc_seen and acc_matrix "),
-    (_set(("tasks", 0), [2, 4]), "tasks, joined, are not class_order"),
-    (_set(("accounting", "stored_at_end"), "x"),
-     "accounting.stored_at_end is 'x', not a number"),
-    (lambda r: r["timing"].pop("train_s"), "timing.train_s is missing"),
-    (_set(("timing", "eval_s", 1), None), "timing.eval_s[1] is None, not a number"),
-    (_set(("protocol",), []), "protocol is list, not an object"),
-])
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (_set(("status",), "running"), "status is 'running', not 'done'"),
+        (_set(("method",), "tosca"), "method is 'tosca' but the file lies in folder 'simplecil'"),
+        (_set(("seed",), True), "seed is True, not an integer"),
+        (
+            _set(("acc_matrix", 1), [50.0]),
+            "acc_matrix[1] has 1 entries, not 2 (tasks 0..1, after training task 1)",
+        ),
+        (lambda r: r["acc_matrix"].pop(), "acc_matrix has 4 entries, not 5 (one per task)"),
+        (lambda r: r["acc_seen"].pop(), "acc_seen has 4 entries, not 5 (one per task)"),
+        (_set(("acc_seen", 2), math.inf), "acc_seen[2] is inf, not a finite number"),
+        (_set(("last_acc",), 12.5), "last_acc is 12.5 but acc_seen and acc_matrix give "),
+        (_set(("forgetting",), None), "forgetting is None but acc_seen and acc_matrix give "),
+        (_set(("bwt",), "-3"), "bwt is '-3', not a number"),
+        (_set(("acc_task_mean",), [50.0]), "acc_task_mean is [50.0] but acc_seen and acc_matrix "),
+        (_set(("tasks", 0), [2, 4]), "tasks, joined, are not class_order"),
+        (
+            _set(("accounting", "stored_at_end"), "x"),
+            "accounting.stored_at_end is 'x', not a number",
+        ),
+        (lambda r: r["timing"].pop("train_s"), "timing.train_s is missing"),
+        (_set(("timing", "eval_s", 1), None), "timing.eval_s[1] is None, not a number"),
+        (_set(("protocol",), []), "protocol is list, not an object"),
+    ],
+)
 def test_each_problem_is_named(clean, change, problem):
     path = clean[1][1993]
     record = results.load(path)
@@ -239,9 +301,11 @@ def test_problems_of_several_fields_are_all_named(clean):
     record["acc_matrix"][2][1], record["avg_acc"] = "abc", math.nan
     record["accounting"]["stored_at_end"] = None
     found = problems(record, path)
-    assert found == ["acc_matrix[2][1] is 'abc', not a number",
-                     "avg_acc is nan, not a finite number",
-                     "accounting.stored_at_end is None, not a number"]
+    assert found == [
+        "acc_matrix[2][1] is 'abc', not a number",
+        "avg_acc is nan, not a finite number",
+        "accounting.stored_at_end is None, not a number",
+    ]
     assert reason(found + ["x"]) == "; ".join(found) + " (and 1 more)"
 
 
@@ -251,15 +315,28 @@ def test_a_changed_setting_no_longer_matches_the_file_name(clean):
     record["config"]["method"]["extra"] = 1
     assert problems(record, path) == [
         f"config hashes to {results.config_hash(record['config'])}, not to the "
-        f"{path.stem[5:]} of the file name {path.name}"]
+        f"{path.stem[5:]} of the file name {path.name}"
+    ]
 
 
 def test_repeated_methods_and_seeds_are_one_run(tmp_path):
     assert RunRequest(methods=["tosca", "simplecil", "tosca"], seeds=[2, 1, 2]).methods == [
-        "tosca", "simplecil"]
+        "tosca",
+        "simplecil",
+    ]
     assert RunRequest(methods=["a"], seeds=[2, 1, 2, 1]).seeds == [2, 1]
-    result = invoke("run", "--out", str(tmp_path), "--scenario", "synthetic", "--no-progress",
-                    "--methods", "simplecil,simplecil", "--seeds", "1993,1993")
+    result = invoke(
+        "run",
+        "--out",
+        str(tmp_path),
+        "--scenario",
+        "synthetic",
+        "--no-progress",
+        "--methods",
+        "simplecil,simplecil",
+        "--seeds",
+        "1993,1993",
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout.count("simplecil seed 1993: avg") == 1
     assert "seeds 1993, " in result.stdout and "seeds 1993, 1993" not in result.stdout

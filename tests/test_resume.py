@@ -41,6 +41,8 @@ REPO = Path(__file__).resolve().parents[1]
 SYNTHETIC = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32"]
 FEATURES = [*SYNTHETIC, "--set", "tosca.epochs=3"]
 VIT = [*VIT_STREAM, "--set", "ewc.epochs=1", "--set", "l2p.epochs=1"]
+
+
 @pytest.fixture(scope="module")
 def reference_features(tmp_path_factory) -> dict[str, dict]:
     """TOSCA and SimpleCIL run through without interruption."""
@@ -48,14 +50,14 @@ def reference_features(tmp_path_factory) -> dict[str, dict]:
     run = cl_bench(out, *FEATURES, "--methods", "tosca,simplecil")
     assert run.returncode == 0, run.stdout + run.stderr
     found = records(out)
-    assert [found[m]["timing"]["resumed_from_task"] for m in ("tosca", "simplecil")] == [None,
-                                                                                       None]
+    assert [found[m]["timing"]["resumed_from_task"] for m in ("tosca", "simplecil")] == [None, None]
     return found
 
 
 def test_killed_features_runs_resume_with_identical_numbers(reference_features, tmp_path):
-    final = kill_and_resume(tmp_path / "out", FEATURES, ["tosca", "simplecil"], kill_after=1,
-                            tasks=5)
+    final = kill_and_resume(
+        tmp_path / "out", FEATURES, ["tosca", "simplecil"], kill_after=1, tasks=5
+    )
     for method in ("tosca", "simplecil"):
         assert final[method]["timing"]["resumed_from_task"] == 2
         assert len(final[method]["acc_matrix"]) == 5
@@ -84,8 +86,10 @@ def test_damaged_checkpoint_is_discarded_and_the_run_starts_over(reference_featu
     saved.write_bytes(bytes(blob))
     run = cl_bench(out, *command)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert (f"warning: discarded the checkpoint {saved}: it is damaged: its SHA-256 does not "
-            "match its contents; the run starts over.") in run.stderr
+    assert (
+        f"warning: discarded the checkpoint {saved}: it is damaged: its SHA-256 does not "
+        "match its contents; the run starts over."
+    ) in run.stderr
     assert "resuming" not in run.stdout and ckpts(out) == []
     record = records(out)["simplecil"]
     assert record["timing"]["resumed_from_task"] is None
@@ -107,9 +111,11 @@ def test_checkpoint_file_round_trip_and_damage(tmp_path):
     assert torch.equal(back["w"], payload["w"])
     whole = path.read_bytes()
     assert whole.endswith(b"\n") and b"cl-bench checkpoint sha256 " in whole[-100:]
-    for damaged, why in ((whole[:-10], "its SHA-256 does not match its contents"),
-                         (whole[:20], "it is shorter than its trailer"),
-                         (whole[:100] + b"x" + whole[101:], "its SHA-256 does not match")):
+    for damaged, why in (
+        (whole[:-10], "its SHA-256 does not match its contents"),
+        (whole[:20], "it is shorter than its trailer"),
+        (whole[:100] + b"x" + whole[101:], "its SHA-256 does not match"),
+    ):
         path.write_bytes(damaged)
         with pytest.raises(Damaged, match=why):
             checkpoint.read(path)
@@ -134,8 +140,10 @@ def saved_checkpoint(result: Path, key: dict) -> torch.Tensor:
     torch.manual_seed(7)
     rng = rng_state()
     after = torch.rand(1)
-    checkpoint.write(checkpoint_path(result), {"key": key, "done": 1, "elapsed_s": 2.5,
-                                               "rng": rng, "strategy": {"model": {}}})
+    checkpoint.write(
+        checkpoint_path(result),
+        {"key": key, "done": 1, "elapsed_s": 2.5, "rng": rng, "strategy": {"model": {}}},
+    )
     return after
 
 
@@ -147,8 +155,9 @@ def test_good_checkpoint_restores_strategy_rng_and_progress(tmp_path, capsys):
     assert strategy.restored == {"model": {}} and other == "plugin"
     assert (run.done, run.elapsed_s, run.resumed_from) == (1, 2.5, 1)
     assert torch.equal(torch.rand(1), after)
-    assert capsys.readouterr().out == (f"  resuming m seed 1 at task 2/3 from "
-                                       f"{checkpoint_path(result)}\n")
+    assert capsys.readouterr().out == (
+        f"  resuming m seed 1 at task 2/3 from {checkpoint_path(result)}\n"
+    )
 
 
 def test_misfit_checkpoint_is_discarded_and_the_strategy_built_fresh(tmp_path, capsys):
@@ -159,15 +168,15 @@ def test_misfit_checkpoint_is_discarded_and_the_strategy_built_fresh(tmp_path, c
     fresh = torch.rand(1)
     torch.manual_seed(0)
     builds = []
-    [strategy] = run.start(lambda: (builds.append(FakeStrategy(refuse=not builds))
-                                    or builds[-1],))
+    [strategy] = run.start(lambda: (builds.append(FakeStrategy(refuse=not builds)) or builds[-1],))
     assert len(builds) == 2 and strategy is builds[1] and strategy.restored is None
     assert torch.equal(strategy.init, fresh)  # as if no checkpoint had existed
     assert (run.done, run.elapsed_s, run.resumed_from) == (0, 0.0, None)
     assert not checkpoint_path(result).exists()
     assert capsys.readouterr().err == (
         f"warning: discarded the checkpoint {checkpoint_path(result)}: it does not fit this "
-        "run's strategy (KeyError: 'luca.0.norm.weight'); the run starts over.\n")
+        "run's strategy (KeyError: 'luca.0.norm.weight'); the run starts over.\n"
+    )
 
 
 def test_other_runs_checkpoint_is_discarded(tmp_path, capsys):
@@ -178,9 +187,11 @@ def test_other_runs_checkpoint_is_discarded(tmp_path, capsys):
     assert strategy.restored is None and run.done == 0
     assert not checkpoint_path(result).exists()
     err = capsys.readouterr().err
-    assert err.startswith(f"warning: discarded the checkpoint {checkpoint_path(result)}: it is "
-                          "another run's (key {'format': 1, 'result': 'r.json', 'method': 'm', "
-                          "'seed': 2, 'tasks': 3}")
+    assert err.startswith(
+        f"warning: discarded the checkpoint {checkpoint_path(result)}: it is "
+        "another run's (key {'format': 1, 'result': 'r.json', 'method': 'm', "
+        "'seed': 2, 'tasks': 3}"
+    )
 
 
 def test_no_result_path_means_no_checkpoint(tmp_path):
@@ -211,8 +222,18 @@ def test_slurm_requeue_submits_checkpointable_jobs(tmp_path, monkeypatch, requeu
     timeout); without it the plain worker function."""
     fake_slurm(tmp_path, monkeypatch)
     out = tmp_path / "out"
-    result = invoke("run", "--out", str(out), *SYNTHETIC, "--methods", "simplecil",
-                    "--launcher", "slurm", "--no-wait", *(["--slurm-requeue"] * requeue))
+    result = invoke(
+        "run",
+        "--out",
+        str(out),
+        *SYNTHETIC,
+        "--methods",
+        "simplecil",
+        "--launcher",
+        "slurm",
+        "--no-wait",
+        *(["--slurm-requeue"] * requeue),
+    )
     assert result.exit_code == 0, result.output
     [pickled] = out.glob("runs/_submitit/*/*_submitted.pkl")
     submitted = DelayedSubmission.load(pickled)
@@ -232,6 +253,7 @@ def test_slurm_requeue_submits_checkpointable_jobs(tmp_path, monkeypatch, requeu
 def test_slurm_requeue_needs_the_slurm_launcher(tmp_path):
     result = invoke("run", "--out", str(tmp_path / "out"), *SYNTHETIC, "--slurm-requeue")
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: --slurm-requeue only apply with --launcher local "
-                                    "(--jobs) or --launcher slurm")
+    assert result.stderr.startswith(
+        "error: --slurm-requeue only apply with --launcher local (--jobs) or --launcher slurm"
+    )
     assert not (tmp_path / "out").exists()

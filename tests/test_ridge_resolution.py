@@ -79,8 +79,9 @@ def test_fit_chooses_a_lambda_the_accumulated_g_can_carry_and_solves_it():
         assert lam == 1e-3
         exact = h.T @ (v @ ((v.T @ onehot) / (e.clamp_min(0) + lam)[:, None]))
         test_y = torch.arange(2 * t + 2).repeat(5)
-        test_x = base[test_y] + 10 * torch.randn(len(test_y), 200, generator=gen,
-                                                 dtype=torch.float64)
+        test_x = base[test_y] + 10 * torch.randn(
+            len(test_y), 200, generator=gen, dtype=torch.float64
+        )
         want, got = test_x @ exact, test_x @ net.W_o.T
         assert float((got - want).abs().max() / want.abs().max()) < 1e-4
         assert torch.equal(got.argmax(1), test_y)

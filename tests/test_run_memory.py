@@ -44,15 +44,28 @@ def test_the_peak_is_reset_per_run():
 
 
 def test_a_grid_records_each_runs_own_peak(tmp_path):
-    cards = card_variant(tmp_path, REPO / "methods", "simplecil", "big",
-                         strategy="big_method:Big")
+    cards = card_variant(tmp_path, REPO / "methods", "simplecil", "big", strategy="big_method:Big")
     (cards / "big_method.py").write_text(BIG_METHOD)
     out = tmp_path / "res"
-    run = invoke("run", "--cards", str(cards), "--out", str(out), "--methods", "big,simplecil",
-                 "--scenario", "synthetic", "--precision", "fp32", "--no-progress")
+    run = invoke(
+        "run",
+        "--cards",
+        str(cards),
+        "--out",
+        str(out),
+        "--methods",
+        "big,simplecil",
+        "--scenario",
+        "synthetic",
+        "--precision",
+        "fp32",
+        "--no-progress",
+    )
     assert run.exit_code == 0, run.output
     assert run.output.index("big seed 1993") < run.output.index("simplecil seed 1993")
-    peak = {json.loads(p.read_text())["method"]: json.loads(p.read_text())["memory"]
-            for p in out.glob("runs/synthetic/*/*.json")}
+    peak = {
+        json.loads(p.read_text())["method"]: json.loads(p.read_text())["memory"]
+        for p in out.glob("runs/synthetic/*/*.json")
+    }
     assert peak["big"]["peak_rss_scope"] == peak["simplecil"]["peak_rss_scope"] == "run"
     assert peak["big"]["peak_rss_bytes"] - peak["simplecil"]["peak_rss_bytes"] > (BIG - 50) * MIB

@@ -24,9 +24,15 @@ CPU = torch.device("cpu")
 SIZE = 12
 HAVE_FMNIST_FULL = all((FMNIST_SYSTEM_DIR / f).is_file() for f in FMNIST_FILES)
 FMNIST_FULL_ABSENT = f"needs {FMNIST_SYSTEM_DIR} (apt-get install dataset-fashion-mnist)"
-IN_MEMORY = [pytest.param(name, marks=pytest.mark.skipif(
-                 name == "fmnist-full" and not HAVE_FMNIST_FULL, reason=FMNIST_FULL_ABSENT))
-             for name in LOADERS]
+IN_MEMORY = [
+    pytest.param(
+        name,
+        marks=pytest.mark.skipif(
+            name == "fmnist-full" and not HAVE_FMNIST_FULL, reason=FMNIST_FULL_ABSENT
+        ),
+    )
+    for name in LOADERS
+]
 
 
 class Flatten:
@@ -40,8 +46,9 @@ class Flatten:
 
 
 def uint8(*shape: int) -> torch.Tensor:
-    return torch.randint(0, 256, shape, dtype=torch.uint8,
-                         generator=torch.Generator().manual_seed(len(shape)))
+    return torch.randint(
+        0, 256, shape, dtype=torch.uint8, generator=torch.Generator().manual_seed(len(shape))
+    )
 
 
 def assert_rows_are_single_images(images: torch.Tensor, batch_size: int) -> None:
@@ -52,8 +59,9 @@ def assert_rows_are_single_images(images: torch.Tensor, batch_size: int) -> None
 
 
 @pytest.mark.parametrize("rest", [1, 2, 3])
-@pytest.mark.parametrize("shape", [(8, 8), (3, 8, 8), (28, 28), (3, 32, 32)],
-                         ids=["grey8", "rgb8", "grey28", "rgb32"])
+@pytest.mark.parametrize(
+    "shape", [(8, 8), (3, 8, 8), (28, 28), (3, 32, 32)], ids=["grey8", "rgb8", "grey28", "rgb32"]
+)
 def test_last_chunk_of_1_2_3_images_gives_one_row_each(shape, rest):
     assert_rows_are_single_images(uint8(2 * 4 + rest, *shape), batch_size=4)
 
@@ -62,7 +70,7 @@ def test_last_chunk_of_1_2_3_images_gives_one_row_each(shape, rest):
 def test_scenario_images_give_one_row_each(name):
     data = LOADERS[name]()
     for rest in (1, 2, 3):
-        assert_rows_are_single_images(data.test_x[:32 + rest], batch_size=32)
+        assert_rows_are_single_images(data.test_x[: 32 + rest], batch_size=32)
 
 
 def test_model_input_reads_the_rank_not_the_sizes():
@@ -77,8 +85,9 @@ def test_model_input_reads_the_rank_not_the_sizes():
     assert torch.equal(batch[1], ToModelInput(SIZE)(three_digits[1]))
 
 
-@pytest.mark.parametrize("shape", [(8, 8), (3, 8, 8), (4, 3, 8, 8), (4, 1, 8, 8), (3, 12, 12),
-                                   (2, 3, 12, 12)])
+@pytest.mark.parametrize(
+    "shape", [(8, 8), (3, 8, 8), (4, 3, 8, 8), (4, 1, 8, 8), (3, 12, 12), (2, 3, 12, 12)]
+)
 def test_model_input_is_unchanged_for_unambiguous_shapes(shape):
     """The old rule's output, written out: the features behind every cached entry
     and baseline (fmnist in CI) do not move."""
@@ -87,8 +96,9 @@ def test_model_input_is_unchanged_for_unambiguous_shapes(shape):
     expected = batch.float() / 255.0
     expected = expected.expand(-1, 3, -1, -1)
     if expected.shape[-1] != SIZE:
-        expected = F.interpolate(expected, size=(SIZE, SIZE), mode="bilinear",
-                                 align_corners=False, antialias=True)
+        expected = F.interpolate(
+            expected, size=(SIZE, SIZE), mode="bilinear", align_corners=False, antialias=True
+        )
     got = ToModelInput(SIZE)(x)
     assert torch.equal(got, expected if x.dim() == 4 else expected[0])
 
@@ -98,8 +108,19 @@ def cached_rows(cache: Path) -> list[int]:
 
 
 def run_simplecil(out: Path, scenario: str, *args: str) -> dict:
-    result = invoke("run", "--methods", "simplecil", "--scenario", scenario, "--image-size",
-                    "32", "--out", str(out), "--no-progress", *args)
+    result = invoke(
+        "run",
+        "--methods",
+        "simplecil",
+        "--scenario",
+        scenario,
+        "--image-size",
+        "32",
+        "--out",
+        str(out),
+        "--no-progress",
+        *args,
+    )
     assert result.exit_code == 0, result.output
     assert result.stderr == ""  # no damaged entry, no warning
     record = json.loads(next(out.glob("runs/*/simplecil/*.json")).read_text())
@@ -122,9 +143,11 @@ def auto_precision() -> str:
 # per precision: fp32 the same on AVX2 and AVX512 CPUs; bf16 the same on AVX512-BF16 and
 # emulated on AVX2 (bf16 kernels may round otherwise elsewhere: larger sets, e.g. digits,
 # moved by one image between those two, so only these small subsets test bf16)
-SUBSETS = {"fmnist": ((65, 35), {"fp32": (66.66, 57.14), "bf16": (70.14, 62.86)}),
-           "synthetic": ((66, 34), {"fp32": (85.86, 70.59), "bf16": (85.86, 70.59)}),
-           "fmnist-full": ((67, 33), None)}
+SUBSETS = {
+    "fmnist": ((65, 35), {"fp32": (66.66, 57.14), "bf16": (70.14, 62.86)}),
+    "synthetic": ((66, 34), {"fp32": (85.86, 70.59), "bf16": (85.86, 70.59)}),
+    "fmnist-full": ((67, 33), None),
+}
 
 
 @pytest.mark.precision_auto
@@ -133,8 +156,11 @@ def test_scenario_subset_runs_end_to_end(name, tmp_path, monkeypatch):
     monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path / "cache"))
     (n_train, n_test), accuracy = SUBSETS[name]
     full = LOADERS[name]
-    monkeypatch.setitem(scenarios.LOADERS, name,
-                        lambda root, **args: balanced_subset(full(root, **args), n_train, n_test))
+    monkeypatch.setitem(
+        scenarios.LOADERS,
+        name,
+        lambda root, **args: balanced_subset(full(root, **args), n_train, n_test),
+    )
     record = run_simplecil(tmp_path / "out", name)
     assert cached_rows(tmp_path / "cache") == sorted([n_train, n_test])
     assert record["config"]["backbone"]["precision"] == auto_precision()
@@ -149,4 +175,3 @@ def test_digits_runs_end_to_end(tmp_path, monkeypatch):
     assert cached_rows(tmp_path / "cache") == [355, 1442]
     assert avg_last(record) == (79.71, 72.68)  # EfficientNet-Lite0 features at 32 px
     assert record["timing"]["features_from"] == "extracted"
-

@@ -36,18 +36,41 @@ from cl_bench.store import results
 BACKBONE = "vit_tiny_patch16_224"
 VIT = ["--backbone", BACKBONE, "--weights", "random", "--image-size", "32"]
 TINY = "scenario.dataset_args={n_classes: 4, train_per_class: 4, test_per_class: 2}"
-SCENARIO_KEYS = ("init_cls", "increment", "test_shuffle", "dataset_args.n_classes",
-                 "dataset_args.train_per_class", "dataset_args.test_per_class",
-                 "dataset_args.size", "dataset_args.seed")
+SCENARIO_KEYS = (
+    "init_cls",
+    "increment",
+    "test_shuffle",
+    "dataset_args.n_classes",
+    "dataset_args.train_per_class",
+    "dataset_args.test_per_class",
+    "dataset_args.size",
+    "dataset_args.seed",
+)
 HOSTILE = {
     "non-finite": [".inf", "-.inf", "+.INF", ".nan", ".NaN", "1.0e+999", "-1e999", "inf", "nan"],
     "zero": ["0", "0.0", "-0.0", "0x0"],
     "negative": ["-1", "-1.5", "-1e-300", "-9223372036854775809"],
-    "huge": ["1000000000", "9223372036854775808", "1e30", "1.0e+300",
-             "100000000000000000000000000000"],
+    "huge": [
+        "1000000000",
+        "9223372036854775808",
+        "1e30",
+        "1.0e+300",
+        "100000000000000000000000000000",
+    ],
     "tiny": ["1e-320", "5e-324"],
-    "wrong type": ["abc", "''", "true", "no", "null", "~", "[]", "[1, 2]", "{}", "{a: .nan}",
-                   "[.inf]"],
+    "wrong type": [
+        "abc",
+        "''",
+        "true",
+        "no",
+        "null",
+        "~",
+        "[]",
+        "[1, 2]",
+        "{}",
+        "{a: .nan}",
+        "[.inf]",
+    ],
     "yaml spelling": ["0x7fffffffffffffff", "0o777", "1_000_000", "190:20:30", "+12", ".5"],
 }
 SPELLINGS = [text for texts in HOSTILE.values() for text in texts]
@@ -60,8 +83,11 @@ def method_settings() -> list[tuple[str, str]]:
 
 
 CASES = [*method_settings(), *(("scenario", key) for key in SCENARIO_KEYS)]
-NUMERIC = [(owner, key) for owner, key in CASES if owner == "scenario" or is_number(
-    load_method(owner).params[key])]  # where a hostile value is most often accepted
+NUMERIC = [
+    (owner, key)
+    for owner, key in CASES
+    if owner == "scenario" or is_number(load_method(owner).params[key])
+]  # where a hostile value is most often accepted
 
 
 def set_value(key: str, text: str) -> tuple[str, str]:
@@ -78,8 +104,10 @@ def runnable_method(owner: str) -> str:
 @pytest.fixture(scope="module")
 def cards() -> dict:
     """Every method card and the synthetic scenario, loaded once (copied per case)."""
-    return {"scenario": load_scenario("synthetic"),
-            **{name: load_method(name) for name in method_names()}}
+    return {
+        "scenario": load_scenario("synthetic"),
+        **{name: load_method(name) for name in method_names()},
+    }
 
 
 @pytest.mark.parametrize(("owner", "key"), CASES)
@@ -107,10 +135,12 @@ def hostile_text() -> st.SearchStrategy[str]:
     """Hostile values as a user would type them: the fixed spellings, any float
     (inf and nan included) as Python writes it, and integers at or below zero or far
     above any sane setting."""
-    return st.one_of(st.sampled_from(SPELLINGS),
-                     st.floats(allow_nan=True, allow_infinity=True).map(repr),
-                     st.integers(max_value=0).map(str),
-                     st.integers(min_value=10 ** 9).map(str))
+    return st.one_of(
+        st.sampled_from(SPELLINGS),
+        st.floats(allow_nan=True, allow_infinity=True).map(repr),
+        st.integers(max_value=0).map(str),
+        st.integers(min_value=10**9).map(str),
+    )
 
 
 def check_outcome(result, out: Path, item: str) -> None:
@@ -118,7 +148,9 @@ def check_outcome(result, out: Path, item: str) -> None:
     failed as a diverged run (a .failed record, no result)."""
     assert "Traceback" not in result.output, (item, result.output)
     assert result.exception is None or isinstance(result.exception, SystemExit), (
-        item, repr(result.exception))  # CliRunner keeps a bug's exception out of the output
+        item,
+        repr(result.exception),
+    )  # CliRunner keeps a bug's exception out of the output
     if result.exit_code == 2:
         assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, item
         assert not out.exists() or list(out.rglob("*")) == [], item
@@ -133,12 +165,20 @@ def check_outcome(result, out: Path, item: str) -> None:
     assert found == [], item
     failures = [json.loads(p.read_text()) for p in out.glob("runs/*/*/*.json.failed")]
     assert failures, item
-    assert all(any(word in f["error"]["message"] for word in DIVERGED)
-               for f in failures), (item, failures)
+    assert all(any(word in f["error"]["message"] for word in DIVERGED) for f in failures), (
+        item,
+        failures,
+    )
 
 
-@settings(max_examples=30, deadline=None, derandomize=True, database=None,
-          phases=[Phase.generate], suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(case=st.one_of(st.sampled_from(NUMERIC), st.sampled_from(CASES)), text=hostile_text())
 def test_hostile_settings_end_to_end(case, text):
     owner, key = case
@@ -147,9 +187,27 @@ def test_hostile_settings_end_to_end(case, text):
     epochs = ["--set", f"{method}.epochs=1"] if "epochs" in load_method(method).params else []
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out"
-        result = invoke("run", "--out", str(out), "--scenario", "synthetic", "--no-progress",
-                        "--precision", "fp32", *VIT, "--methods", method, "--set", TINY,
-                        *epochs, "--set", item)
+        result = invoke(
+            "run",
+            "--out",
+            str(out),
+            "--scenario",
+            "synthetic",
+            "--no-progress",
+            "--precision",
+            "fp32",
+            *VIT,
+            "--methods",
+            method,
+            "--set",
+            TINY,
+            *epochs,
+            "--set",
+            item,
+        )
         check_outcome(result, out, item)
-        event({0: "ran: valid record", 1: "diverged: .failed record",
-               2: "refused before running"}[result.exit_code])  # --hypothesis-show-statistics
+        event(
+            {0: "ran: valid record", 1: "diverged: .failed record", 2: "refused before running"}[
+                result.exit_code
+            ]
+        )  # --hypothesis-show-statistics

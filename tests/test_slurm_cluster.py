@@ -41,15 +41,20 @@ def records(out: Path) -> dict[tuple[str, int], dict]:
 
 
 def squeue_ids() -> list[str]:
-    listed = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True,
-                            check=True)
+    listed = subprocess.run(
+        ["squeue", "-h", "-o", "%i"], capture_output=True, text=True, check=True
+    )
     return listed.stdout.split()
 
 
 def sacct_states(job: str) -> list[str]:
     """Every state the job went through (-D: the requeued attempts too)."""
-    listed = subprocess.run(["sacct", "-n", "-X", "-D", "-P", "-o", "State", "-j", job],
-                            capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        ["sacct", "-n", "-X", "-D", "-P", "-o", "State", "-j", job],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return [s.split()[0] for s in listed.stdout.split("\n") if s.strip()]
 
 
@@ -58,8 +63,9 @@ def holds(probe: Path) -> list[tuple[str, int]]:
     log = Path(str(probe / "probe.log") + ".hold")
     if not log.exists():
         return []
-    return [(seed, int(pid)) for seed, pid in
-            (line.split() for line in log.read_text().splitlines())]
+    return [
+        (seed, int(pid)) for seed, pid in (line.split() for line in log.read_text().splitlines())
+    ]
 
 
 def gone(pid: int) -> bool:
@@ -71,8 +77,7 @@ def gone(pid: int) -> bool:
 
 
 def pending(job: str) -> bool:
-    listed = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
-                            text=True)
+    listed = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True)
     return "PENDING" in listed.stdout
 
 
@@ -92,11 +97,34 @@ def job_of(said: str) -> str:
 
 
 def test_grid_on_slurm_equals_the_local_grid(slurm_cluster, tmp_path):
-    args = ["--scenario", "synthetic", "--methods", "simplecil,tosca", "--set",
-            "tosca.epochs=2", "--seeds", "1,2", "--no-progress", *FP32]
-    done = subprocess.run([sys.executable, "-m", "cl_bench", "run", "--out",
-                           str(tmp_path / "slurm"), *args, "--launcher", "slurm"],
-                          capture_output=True, text=True, timeout=WAIT_S)
+    args = [
+        "--scenario",
+        "synthetic",
+        "--methods",
+        "simplecil,tosca",
+        "--set",
+        "tosca.epochs=2",
+        "--seeds",
+        "1,2",
+        "--no-progress",
+        *FP32,
+    ]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cl_bench",
+            "run",
+            "--out",
+            str(tmp_path / "slurm"),
+            *args,
+            "--launcher",
+            "slurm",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "submitted 4 runs to slurm" in done.stdout and done.stdout.rstrip().endswith("4 done")
     local = invoke("run", "--out", str(tmp_path / "local"), *args)
@@ -110,19 +138,31 @@ def test_grid_on_slurm_equals_the_local_grid(slurm_cluster, tmp_path):
 
 def test_no_wait_then_status_pending_running_done(slurm_cluster, probe, start_grid, tmp_path):
     out = tmp_path / "out"
-    grid = start_grid(out, "--seeds", "1,2", "--launcher", "slurm", "--no-wait",
-                      "--slurm-array-parallelism", "1", *FP32, log=tmp_path / "log",
-                      PROBE_HOLD="all")
+    grid = start_grid(
+        out,
+        "--seeds",
+        "1,2",
+        "--launcher",
+        "slurm",
+        "--no-wait",
+        "--slurm-array-parallelism",
+        "1",
+        *FP32,
+        log=tmp_path / "log",
+        PROBE_HOLD="all",
+    )
     assert grid.wait(WAIT_S) == 0, (tmp_path / "log").read_text()
     assert "not waiting: follow with `cl-bench status" in (tmp_path / "log").read_text()
-    wait_until(lambda: status_of(out).splitlines()[-1]
-               == "2 runs: 0 done, 1 running, 0 failed, 1 pending",
-               "one run held by its job, the other pending behind it")
+    wait_until(
+        lambda: status_of(out).splitlines()[-1] == "2 runs: 0 done, 1 running, 0 failed, 1 pending",
+        "one run held by its job, the other pending behind it",
+    )
     (probe / "go").touch()
-    wait_until(lambda: status_of(out).splitlines()[-1]
-               == "2 runs: 2 done, 0 running, 0 failed, 0 pending", "both runs done")
-    again = invoke("run", "--out", str(out), *GRID, "--seeds", "1,2", "--launcher", "slurm",
-                   *FP32)
+    wait_until(
+        lambda: status_of(out).splitlines()[-1] == "2 runs: 2 done, 0 running, 0 failed, 0 pending",
+        "both runs done",
+    )
+    again = invoke("run", "--out", str(out), *GRID, "--seeds", "1,2", "--launcher", "slurm", *FP32)
     assert again.exit_code == 0, again.output
     assert again.stdout.count("finished") == 2 and again.stdout.rstrip().endswith("2 done")
     assert starts(probe) == {"1": 1, "2": 1}
@@ -130,8 +170,17 @@ def test_no_wait_then_status_pending_running_done(slurm_cluster, probe, start_gr
 
 def test_requeued_job_resumes_from_its_checkpoint(slurm_cluster, probe, start_grid, tmp_path):
     out = tmp_path / "out"
-    grid = start_grid(out, "--seeds", "3", "--launcher", "slurm", "--slurm-requeue", *FP32,
-                      log=tmp_path / "log", PROBE_HOLD_TASK="2")
+    grid = start_grid(
+        out,
+        "--seeds",
+        "3",
+        "--launcher",
+        "slurm",
+        "--slurm-requeue",
+        *FP32,
+        log=tmp_path / "log",
+        PROBE_HOLD_TASK="2",
+    )
     wait_until(lambda: len(holds(probe)) == 1, "the job to finish tasks 1-2 and hold")
     job = job_of((tmp_path / "log").read_text())
     subprocess.run(["scontrol", "requeue", job], check=True)
@@ -152,8 +201,9 @@ def tasks_of(job: str) -> dict[str, int]:
     """Seconds run so far by each unfinished task of a job (a plain job: itself; an
     array: `<job>_<i>`), picked from the whole queue by array job id (`squeue -j` once
     listed none of a job's tasks here while one of them was running)."""
-    listed = subprocess.run(["squeue", "-h", "-o", "%i %F %M"], capture_output=True,
-                            text=True, check=True)
+    listed = subprocess.run(
+        ["squeue", "-h", "-o", "%i %F %M"], capture_output=True, text=True, check=True
+    )
     found = {}
     for task, array, used in (line.split() for line in listed.stdout.splitlines()):
         if array == job:
@@ -170,8 +220,9 @@ def limit(job: str, minutes: int, start_now: bool = False) -> None:
     array with a finished task refuses a job-wide update)."""
     extra = ["StartTime=now"] if start_now else []
     for task in tasks_of(job):
-        subprocess.run(["scontrol", "update", f"JobId={task}", f"TimeLimit={minutes}", *extra],
-                       check=True)
+        subprocess.run(
+            ["scontrol", "update", f"JobId={task}", f"TimeLimit={minutes}", *extra], check=True
+        )
 
 
 def end_soon(job: str) -> None:
@@ -184,14 +235,16 @@ def end_soon(job: str) -> None:
     tasks = tasks_of(job)
     assert tasks, f"job {job} has no unfinished task"
     for task, seconds in tasks.items():
-        subprocess.run(["scontrol", "update", f"JobId={task}", f"TimeLimit={seconds // 60 + 2}"],
-                       check=True)
+        subprocess.run(
+            ["scontrol", "update", f"JobId={task}", f"TimeLimit={seconds // 60 + 2}"], check=True
+        )
 
 
 def job_logs(out: Path) -> str:
     """What submitit's jobs wrote to stderr, for a failed assertion to show."""
-    return "\n".join(f"{p}:\n{p.read_text()[-3000:]}"
-                     for p in sorted(out.glob("runs/_submitit/*/*.err")))
+    return "\n".join(
+        f"{p}:\n{p.read_text()[-3000:]}" for p in sorted(out.glob("runs/_submitit/*/*.err"))
+    )
 
 
 def test_time_limit_requeues_or_reports_timeout(slurm_cluster, probe, start_grid, tmp_path):
@@ -201,11 +254,31 @@ def test_time_limit_requeues_or_reports_timeout(slurm_cluster, probe, start_grid
     it, the run times out, status says so, the other run of its grid finishes, and the same
     command reruns only the one that timed out."""
     kept, lost = tmp_path / "kept", tmp_path / "lost"
-    requeued = start_grid(kept, "--seeds", "4", "--launcher", "slurm", "--slurm-requeue",
-                          "--slurm-time", "5", *FP32, log=tmp_path / "kept.log",
-                          PROBE_HOLD_TASK="1@4")
-    timed = start_grid(lost, "--seeds", "5,6", "--launcher", "slurm", "--slurm-time", "5",
-                       *FP32, log=tmp_path / "lost.log", PROBE_HOLD_TASK="1@5")
+    requeued = start_grid(
+        kept,
+        "--seeds",
+        "4",
+        "--launcher",
+        "slurm",
+        "--slurm-requeue",
+        "--slurm-time",
+        "5",
+        *FP32,
+        log=tmp_path / "kept.log",
+        PROBE_HOLD_TASK="1@4",
+    )
+    timed = start_grid(
+        lost,
+        "--seeds",
+        "5,6",
+        "--launcher",
+        "slurm",
+        "--slurm-time",
+        "5",
+        *FP32,
+        log=tmp_path / "lost.log",
+        PROBE_HOLD_TASK="1@5",
+    )
     wait_until(lambda: sorted(s for s, _ in holds(probe)) == ["4", "5"], "seeds 4 and 5 to hold")
     kept_job, lost_job = (job_of((tmp_path / f"{g}.log").read_text()) for g in ("kept", "lost"))
     end_soon(kept_job)
@@ -218,32 +291,42 @@ def test_time_limit_requeues_or_reports_timeout(slurm_cluster, probe, start_grid
     assert records(kept)[("probe", 4)]["timing"]["resumed_from_task"] == 1
     assert "REQUEUED" in sacct_states(kept_job)
     status = status_of(lost)
-    assert "timed out: the SLURM job reached its --slurm-time" in status, (
-        status + job_logs(lost))
+    assert "timed out: the SLURM job reached its --slurm-time" in status, status + job_logs(lost)
     assert status.splitlines()[-1] == "2 runs: 1 done, 0 running, 1 failed, 0 pending", status
-    again = invoke("run", "--out", str(lost), *GRID, "--seeds", "5,6", "--launcher", "slurm",
-                   "--slurm-time", "5", *FP32)
+    again = invoke(
+        "run",
+        "--out",
+        str(lost),
+        *GRID,
+        "--seeds",
+        "5,6",
+        "--launcher",
+        "slurm",
+        "--slurm-time",
+        "5",
+        *FP32,
+    )
     assert again.exit_code == 0, again.output
     assert starts(probe)["5"] == 2 and starts(probe)["6"] == 1
 
 
-def test_failed_job_shows_its_error_and_the_others_finish(slurm_cluster, probe, tmp_path,
-                                                          monkeypatch):
+def test_failed_job_shows_its_error_and_the_others_finish(
+    slurm_cluster, probe, tmp_path, monkeypatch
+):
     out = tmp_path / "out"
     monkeypatch.setenv("PROBE_FAIL", "8")
-    done = invoke("run", "--out", str(out), *GRID, "--seeds", "7,8", "--launcher", "slurm",
-                  *FP32)
+    done = invoke("run", "--out", str(out), *GRID, "--seeds", "7,8", "--launcher", "slurm", *FP32)
     assert done.exit_code == 1, done.output
     status = status_of(out)
     assert "RuntimeError: probe failure for seed 8" in status
     assert status.splitlines()[-1] == "2 runs: 1 done, 0 running, 1 failed, 0 pending"
 
 
-def test_ctrl_c_while_waiting_leaves_the_jobs_running(slurm_cluster, probe, start_grid,
-                                                     tmp_path):
+def test_ctrl_c_while_waiting_leaves_the_jobs_running(slurm_cluster, probe, start_grid, tmp_path):
     out = tmp_path / "out"
-    grid = start_grid(out, "--seeds", "9", "--launcher", "slurm", *FP32,
-                      log=tmp_path / "log", PROBE_HOLD="all")
+    grid = start_grid(
+        out, "--seeds", "9", "--launcher", "slurm", *FP32, log=tmp_path / "log", PROBE_HOLD="all"
+    )
     wait_until(lambda: starts(probe) == {"9": 1}, "the job to start")
     grid.send_signal(signal.SIGINT)
     grid.wait(60)
@@ -253,8 +336,7 @@ def test_ctrl_c_while_waiting_leaves_the_jobs_running(slurm_cluster, probe, star
     assert job in squeue_ids()
     (probe / "go").touch()
     wait_until(lambda: job not in squeue_ids(), "the job to finish")
-    again = invoke("run", "--out", str(out), *GRID, "--seeds", "9", "--launcher", "slurm",
-                   *FP32)
+    again = invoke("run", "--out", str(out), *GRID, "--seeds", "9", "--launcher", "slurm", *FP32)
     assert again.exit_code == 0, again.output
     assert "skip synthetic/probe seed 9: finished" in again.stdout
     assert starts(probe) == {"9": 1}

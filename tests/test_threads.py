@@ -57,29 +57,53 @@ def test_each_phase_runs_at_its_thread_count(tmp_path, monkeypatch):
         def wrapper(self, **kwargs):
             seen.append((type(self).__name__, phase, torch.get_num_threads()))
             return original(self, **kwargs)
+
         return wrapper
 
     monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path / "cache"))  # features are extracted here
     monkeypatch.setattr(features, "extract", observed_extract)
-    monkeypatch.setattr(SupervisedTemplate, "_before_training_exp",
-                        observe("_before_training_exp"))
+    monkeypatch.setattr(SupervisedTemplate, "_before_training_exp", observe("_before_training_exp"))
     monkeypatch.setattr(SupervisedTemplate, "_before_eval_exp", observe("_before_eval_exp"))
     torch.set_num_threads(1)
-    execute(RunRequest(methods=["tosca", "simplecil", "finetune"], scenario="synthetic",
-                       backbone="vit_tiny_patch16_224", weights="random", image_size=32,
-                       threads=2, progress=False, out=tmp_path,
-                       sets=["scenario.init_cls=5", "scenario.increment=5", "tosca.epochs=1",
-                             "finetune.epochs=1"]), echo=lambda line: None)
+    execute(
+        RunRequest(
+            methods=["tosca", "simplecil", "finetune"],
+            scenario="synthetic",
+            backbone="vit_tiny_patch16_224",
+            weights="random",
+            image_size=32,
+            threads=2,
+            progress=False,
+            out=tmp_path,
+            sets=[
+                "scenario.init_cls=5",
+                "scenario.increment=5",
+                "tosca.epochs=1",
+                "finetune.epochs=1",
+            ],
+        ),
+        echo=lambda line: None,
+    )
     assert sorted(set(seen)) == [
-        ("Finetune", "_before_eval_exp", 2), ("Finetune", "_before_training_exp", 2),
-        ("SimpleCIL", "_before_eval_exp", 1), ("SimpleCIL", "_before_training_exp", 1),
-        ("Tosca", "_before_eval_exp", 1), ("Tosca", "_before_training_exp", 1),
-        ("extract", "features", 2)]
+        ("Finetune", "_before_eval_exp", 2),
+        ("Finetune", "_before_training_exp", 2),
+        ("SimpleCIL", "_before_eval_exp", 1),
+        ("SimpleCIL", "_before_training_exp", 1),
+        ("Tosca", "_before_eval_exp", 1),
+        ("Tosca", "_before_training_exp", 1),
+        ("extract", "features", 2),
+    ]
     assert [s for s in seen if s[0] == "Tosca"] == [
-        ("Tosca", "_before_training_exp", 1), ("Tosca", "_before_eval_exp", 1)] * 2
+        ("Tosca", "_before_training_exp", 1),
+        ("Tosca", "_before_eval_exp", 1),
+    ] * 2
     assert torch.get_num_threads() == 2  # the configured count again after the runs
-    recorded = {r["method"]: r["timing"]["threads"] for r in (
-        json.loads(p.read_text()) for p in tmp_path.glob("runs/*/*/*.json"))}
-    assert recorded == {"tosca": {"features": 2, "train_eval": 1},
-                        "simplecil": {"features": 2, "train_eval": 1},
-                        "finetune": {"features": 2, "train_eval": 2}}
+    recorded = {
+        r["method"]: r["timing"]["threads"]
+        for r in (json.loads(p.read_text()) for p in tmp_path.glob("runs/*/*/*.json"))
+    }
+    assert recorded == {
+        "tosca": {"features": 2, "train_eval": 1},
+        "simplecil": {"features": 2, "train_eval": 1},
+        "finetune": {"features": 2, "train_eval": 2},
+    }

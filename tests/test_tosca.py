@@ -251,21 +251,30 @@ def data():
     test_x, test_y = sample(N_TEST)
     order = class_order(N_CLASSES, 1993)
     sizes = task_split(N_CLASSES, 2, 2)
-    stream = build_stream(train_x, train_y, test_x, test_y, order, sizes, test_shuffle=True,
-                          seed=0)
-    return SimpleNamespace(train_x=train_x, train_pos=remap_labels(train_y, order),
-                           stream=stream, order=order)
+    stream = build_stream(train_x, train_y, test_x, test_y, order, sizes, test_shuffle=True, seed=0)
+    return SimpleNamespace(
+        train_x=train_x, train_pos=remap_labels(train_y, order), stream=stream, order=order
+    )
 
 
 def run(cls, params: dict, data, snapshot):
     """What runner.run_one does, with a snapshot of the strategy after each task."""
     torch.manual_seed(1993)
     recorder = Recorder(data.stream.task_of_label, progress=False)
-    strategy = cls(params=params, backbone=SimpleNamespace(dim=D), n_classes=6, device=CPU,
-                   plugins=[recorder], evaluator=quiet_evaluator())
+    strategy = cls(
+        params=params,
+        backbone=SimpleNamespace(dim=D),
+        n_classes=6,
+        device=CPU,
+        plugins=[recorder],
+        evaluator=quiet_evaluator(),
+    )
     snaps = []
-    drive(strategy, data.stream,
-          after_task=lambda done: snaps.append(snapshot(strategy, done - 1, data)))
+    drive(
+        strategy,
+        data.stream,
+        after_task=lambda done: snaps.append(snapshot(strategy, done - 1, data)),
+    )
     return SimpleNamespace(strategy=strategy, recorder=recorder, snaps=snaps)
 
 
@@ -395,7 +404,8 @@ class AutogradL1Tosca(Tosca):
         loss = self._criterion(self.mb_output, self.mb_y)
         if self.is_training:
             loss = loss + self.params["l1"] * sum(
-                p.abs().sum() for p in self.model.luca[-1].parameters())
+                p.abs().sum() for p in self.model.luca[-1].parameters()
+            )
         return loss
 
     def backward(self) -> None:
@@ -409,6 +419,7 @@ def trained_state(cls, params: dict, data) -> tuple[dict, list[float]]:
         def optimizer_step(self):
             losses.append(float(self.loss))
             super().optimizer_step()
+
     out = run(Losses, params, data, lambda s, i, d: None)
     return {k: v.clone() for k, v in out.strategy.model.state_dict().items()}, losses
 
@@ -431,6 +442,7 @@ def test_l1_gradient_by_hand_is_autograds_bit_for_bit(data):
 
 def test_add_l1_gradient_sign_and_missing_gradient():
     from cl_bench.strategies.tosca import add_l1_gradient
+
     a = torch.nn.Parameter(torch.tensor([-2.0, 0.0, 3.0]))
     b = torch.nn.Parameter(torch.tensor([1.0, -1.0]))
     a.grad = torch.tensor([0.5, 0.5, 0.5])
@@ -453,6 +465,7 @@ def test_gathered_batches_are_avalanches_bit_for_bit(data):
     from avalanche.benchmarks.utils.data_loader import TaskBalancedDataLoader
 
     from cl_bench.strategies.blocks.gathered_batches import GatheredTaskBalancedLoader
+
     dataset = data.stream.train[1].dataset.train()
     epochs = {}
     for cls in (TaskBalancedDataLoader, GatheredTaskBalancedLoader):
@@ -475,6 +488,7 @@ def test_tosca_trains_on_gathered_batches_as_on_avalanches(data):
     every parameter and loss bit for bit; with augment_views the epoch's views come
     through Avalanche's loader."""
     from cl_bench.strategies.blocks.gathered_batches import GatheredTaskBalancedLoader
+
     params = dict(load_method("tosca").params, epochs=2)
     ours, our_losses = trained_state(Tosca, params, data)
     theirs, their_losses = trained_state(AvalancheLoaderTosca, params, data)
@@ -487,6 +501,7 @@ def test_tosca_trains_on_gathered_batches_as_on_avalanches(data):
         def make_train_dataloader(self, **kwargs) -> None:
             super().make_train_dataloader(**kwargs)
             loaders.append(type(self.dataloader))
+
     run(Loaders, params, data, lambda s, i, d: None)
     run(Loaders, dict(params, augment_views=2), data, lambda s, i, d: None)
     assert loaders[:3] == [GatheredTaskBalancedLoader] * 3

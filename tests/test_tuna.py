@@ -30,7 +30,7 @@ def filled(values: list[float]) -> AdapterSet:
     s = AdapterSet(2, 2, [0, 1])
     with torch.no_grad():
         for p in s.parameters():
-            flat = torch.tensor(values * p.numel())[:p.numel()]
+            flat = torch.tensor(values * p.numel())[: p.numel()]
             p.copy_(flat.view_as(p))
     return s
 
@@ -43,7 +43,7 @@ def test_elect_by_hand():
     # entry 0: mean 1 > 0, positive values 1, 3 -> 3; entry 1: mean -2/3, negatives
     # -2, -1 -> -2; entry 2: mean -2/3, negatives -0.5, -2 -> -2; entry 3: all 0 -> 0
     for p in u.parameters():
-        expected = torch.tensor([3.0, -2.0, -2.0, 0.0] * p.numel())[:p.numel()].view_as(p)
+        expected = torch.tensor([3.0, -2.0, -2.0, 0.0] * p.numel())[: p.numel()].view_as(p)
         assert torch.equal(p, expected)
         assert not p.requires_grad
     # one set elects itself, exactly
@@ -58,13 +58,21 @@ def test_entropy_selection_and_combination():
     p = sharp.softmax(0)
     assert_close(entropy(sharp), -(p * torch.log(p + 1e-10)).sum())
     # 2 task sets, 2 images: image 0 sharpest under set 1, image 1 under set 0
-    task = torch.stack([torch.stack([uniform, torch.tensor([0.0, 0.0, 8.0])]),
-                        torch.stack([torch.tensor([0.0, 6.0, 0.0]), uniform])])
+    task = torch.stack(
+        [
+            torch.stack([uniform, torch.tensor([0.0, 0.0, 8.0])]),
+            torch.stack([torch.tensor([0.0, 6.0, 0.0]), uniform]),
+        ]
+    )
     universal = torch.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])
     out, choice = combine(task, universal)
     assert choice.tolist() == [1, 0]
-    expected = torch.stack([task[1, 0].softmax(0) + universal[0].softmax(0),
-                            task[0, 1].softmax(0) + universal[1].softmax(0)])
+    expected = torch.stack(
+        [
+            task[1, 0].softmax(0) + universal[0].softmax(0),
+            task[0, 1].softmax(0) + universal[1].softmax(0),
+        ]
+    )
     assert_close(out, expected)
     assert out.argmax(1).tolist() == [1, 2]
 
@@ -72,8 +80,12 @@ def test_entropy_selection_and_combination():
 def test_orthogonality_by_hand():
     cur, old = AdapterSet(2, 2, [0, 1]), AdapterSet(2, 2, [0, 1])
     with torch.no_grad():
-        for block, (u, v) in enumerate((([[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [1.0, 0.0]]),
-                                        ([[3.0, 4.0], [0.0, 2.0]], [[0.0, -1.0], [0.0, -1.0]]))):
+        for block, (u, v) in enumerate(
+            (
+                ([[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [1.0, 0.0]]),
+                ([[3.0, 4.0], [0.0, 2.0]], [[0.0, -1.0], [0.0, -1.0]]),
+            )
+        ):
             cur[block].up.weight.copy_(torch.tensor(u))
             old[block].up.weight.copy_(torch.tensor(v))
     # block 0: rows e1, e2 against e1, e1: entries [[1, 1], [0, 0]], mean 1/2
@@ -85,11 +97,15 @@ def test_orthogonality_by_hand():
 
 def test_decay_factors():
     tasks = torch.tensor([0, 0, 1, 1, 2, 2])  # 3 tasks of 2 classes, at task 2
-    assert_close(decay_factors(tasks, 2, official=False),
-                 0.9 + torch.tensor([1, 1, 2, 2, 3, 3]).double() / 3 * 0.1)
+    assert_close(
+        decay_factors(tasks, 2, official=False),
+        0.9 + torch.tensor([1, 1, 2, 2, 3, 3]).double() / 3 * 0.1,
+    )
     # official: class_idx // (-2) = 0, -1, -1, -2, -2, -3
-    assert_close(decay_factors(tasks, 2, official=True),
-                 0.9 + torch.tensor([1, 0, 0, -1, -1, -2]).double() / 3 * 0.1)
+    assert_close(
+        decay_factors(tasks, 2, official=True),
+        0.9 + torch.tensor([1, 0, 0, -1, -1, -2]).double() / 3 * 0.1,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +136,7 @@ def test_eval_output_follows_the_formula(tiny):
     def logits(adapters):
         f = net.cls(net.normalize(x), adapters)
         return 20 * F.normalize(f, dim=-1) @ F.normalize(w, dim=-1).T
+
     task = torch.stack([logits(net.sets[0]), logits(net.sets[1])])
     expected, choice = combine(task, logits(elect([net.sets[0], net.sets[1]]).eval()))
     assert_close(out[:, [1, 3, 0, 2, 4]], expected, rtol=1e-4, atol=1e-5)
@@ -196,8 +213,9 @@ def test_end_to_end(tuna_run, tiny):
     assert recorder.trainable == [SET_192 + 2 * 192, SET_192 + 3 * 192, SET_192 + 4 * 192]
     # stored: the task sets, the universal set, the classifier, a mean and a covariance
     per_class = 192 + 192 * 192
-    assert recorder.stored == [(k + 1) * SET_192 + c * (192 + per_class)
-                               for k, c in ((1, 2), (2, 3), (3, 4))]
+    assert recorder.stored == [
+        (k + 1) * SET_192 + c * (192 + per_class) for k, c in ((1, 2), (2, 3), (3, 4))
+    ]
     # it learns: chance is 25% on the 16 test images of the 4 classes
     assert recorder.acc_seen[-1] >= 75.0, recorder.acc_seen
     for name, value in tiny.model.state_dict().items():
@@ -208,22 +226,35 @@ def test_end_to_end(tuna_run, tiny):
 def test_resumes_to_the_same_numbers(tuna_run, tiny):
     s, recorder, saved, _ = tuna_run
     state = torch.load(io.BytesIO(saved[1]), weights_only=False)
-    resumed, resumed_recorder, _ = run_stream("tuna", tiny, start=(1, state), lr=0.05,
-                                              ca_epochs=5)
+    resumed, resumed_recorder, _ = run_stream("tuna", tiny, start=(1, state), lr=0.05, ca_epochs=5)
     assert resumed_recorder.acc_matrix == recorder.acc_matrix
     for name, value in s.model.state_dict().items():
         assert torch.equal(resumed.model.state_dict()[name], value), name
 
 
 def test_account_counts_the_universal_pass():
-    r = invoke("account", "--methods", "tuna", "--backbone", "vit_tiny_patch16_224",
-               "--tasks", "3", "--classes", "6", "--image-size", "32")
+    r = invoke(
+        "account",
+        "--methods",
+        "tuna",
+        "--backbone",
+        "vit_tiny_patch16_224",
+        "--tasks",
+        "3",
+        "--classes",
+        "6",
+        "--image-size",
+        "32",
+    )
     assert r.exit_code == 0, r.output
     rows = [line.split() for line in r.output.splitlines() if line.startswith("tuna")]
     per_class = 192 + 192 * 192
     # trainable (most over the tasks: the newest set and all 6 classes), added task 1,
     # added later, stored@end
-    assert rows[0][1:5] == [f"{SET_192 + 6 * 192:,}", f"{2 * SET_192 + 2 * (192 + per_class):,}",
-                            f"{SET_192 + 2 * (192 + per_class):,}",
-                            f"{4 * SET_192 + 6 * (192 + per_class):,}"], r.output
+    assert rows[0][1:5] == [
+        f"{SET_192 + 6 * 192:,}",
+        f"{2 * SET_192 + 2 * (192 + per_class):,}",
+        f"{SET_192 + 2 * (192 + per_class):,}",
+        f"{4 * SET_192 + 6 * (192 + per_class):,}",
+    ], r.output
     assert float(rows[0][6]) == pytest.approx(4.05, abs=0.02)  # 3 task passes + universal

@@ -23,11 +23,13 @@ from bench.gpu_check import sizes as sizes_of  # noqa: E402
 from bench.gpu_check.report import rows, table  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
-NO_GPU = ("bench.gpu_check measures a CUDA GPU, and PyTorch sees none here "
-          "(torch.cuda.is_available() is False). Run it on a machine with an NVIDIA GPU, "
-          "after `make setup`, as `.venv/bin/python -m bench.gpu_check`; `cl-bench run "
-          "--device auto` on this machine says why a present GPU cannot be used. To check "
-          "the script itself on a CPU, add --cpu-dry-run (toy sizes, no GPU figures).")
+NO_GPU = (
+    "bench.gpu_check measures a CUDA GPU, and PyTorch sees none here "
+    "(torch.cuda.is_available() is False). Run it on a machine with an NVIDIA GPU, "
+    "after `make setup`, as `.venv/bin/python -m bench.gpu_check`; `cl-bench run "
+    "--device auto` on this machine says why a present GPU cannot be used. To check "
+    "the script itself on a CPU, add --cpu-dry-run (toy sizes, no GPU figures)."
+)
 
 
 def parts(sizes, device: torch.device, work: Path) -> dict:
@@ -37,11 +39,14 @@ def parts(sizes, device: torch.device, work: Path) -> dict:
     from bench.gpu_check.extraction import extraction
     from bench.gpu_check.machine import machine
     from bench.gpu_check.methods import methods
-    return {"machine": lambda: machine(device),
-            "extraction": lambda: extraction(sizes, device),
-            "methods": lambda: methods(sizes, device, work),
-            "agreement": lambda: agreement(sizes, device, work),
-            "determinism": lambda: determinism(sizes, device)}
+
+    return {
+        "machine": lambda: machine(device),
+        "extraction": lambda: extraction(sizes, device),
+        "methods": lambda: methods(sizes, device, work),
+        "agreement": lambda: agreement(sizes, device, work),
+        "determinism": lambda: determinism(sizes, device),
+    }
 
 
 def check(dry_run: bool) -> dict:
@@ -49,8 +54,13 @@ def check(dry_run: bool) -> dict:
     others still run, so one broken part costs its figures only."""
     sizes = sizes_of.DRY if dry_run else sizes_of.GPU
     device = torch.device("cpu" if dry_run else "cuda")
-    out: dict = {"dry_run": dry_run, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                 "sizes": sizes.__dict__, "seconds": {}, "errors": {}}
+    out: dict = {
+        "dry_run": dry_run,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "sizes": sizes.__dict__,
+        "seconds": {},
+        "errors": {},
+    }
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
         os.environ["CL_BENCH_CACHE"] = str(Path(tmp) / "cache")
         for name, run in parts(sizes, device, Path(tmp)).items():
@@ -78,25 +88,41 @@ def default_out(found: dict) -> Path:
 
 def as_measurement(found: dict, commit: str | None) -> dict:
     m = found.get("machine", {})
-    device = (f"{m.get('gpu')} ({m.get('arch')}) GPU" if m.get("gpu")
-              else "no GPU (a dry run on the CPU)")
-    note = ("a dry run at toy sizes: checks the script, measures nothing"
-            if found["dry_run"] else "")
+    device = (
+        f"{m.get('gpu')} ({m.get('arch')}) GPU" if m.get("gpu") else "no GPU (a dry run on the CPU)"
+    )
+    note = "a dry run at toy sizes: checks the script, measures nothing" if found["dry_run"] else ""
     return measurements.record(
-        "gpu-check", [(f"{part}: {what}", measured) for part, what, measured in rows(found)],
-        found, "bf16, fp32", "python -m bench.gpu_check" + (" --cpu-dry-run" * found["dry_run"]),
-        note=note, cpu=f"{device}; host {measurements.cpu_description()}", commit=commit)
+        "gpu-check",
+        [(f"{part}: {what}", measured) for part, what, measured in rows(found)],
+        found,
+        "bf16, fp32",
+        "python -m bench.gpu_check" + (" --cpu-dry-run" * found["dry_run"]),
+        note=note,
+        cpu=f"{device}; host {measurements.cpu_description()}",
+        commit=commit,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__)
-    parser.add_argument("--out", type=Path, help="the JSON to write (default: "
-                        "bench/results/gpu-check-<date>-<gpu>.json; a dry run's goes to the "
-                        "temporary folder)")
-    parser.add_argument("--commit", help="the commit measured, where git cannot tell it "
-                        "(a copy of the tree without its history)")
-    parser.add_argument("--cpu-dry-run", action="store_true",
-                        help="run every part on the CPU at toy sizes: checks the script")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="the JSON to write (default: "
+        "bench/results/gpu-check-<date>-<gpu>.json; a dry run's goes to the "
+        "temporary folder)",
+    )
+    parser.add_argument(
+        "--commit",
+        help="the commit measured, where git cannot tell it "
+        "(a copy of the tree without its history)",
+    )
+    parser.add_argument(
+        "--cpu-dry-run",
+        action="store_true",
+        help="run every part on the CPU at toy sizes: checks the script",
+    )
     args = parser.parse_args(argv)
     if not args.cpu_dry_run and not torch.cuda.is_available():
         print(f"error: {NO_GPU}", file=sys.stderr)

@@ -22,36 +22,46 @@ from cl_bench.backbones import load_backbone
 from cl_bench.engine.features import extract
 from cl_bench.scenarios.loaders import fmnist
 
-FEATURE_RELATIVE_BOUND = 1e-3   # largest |cpu - cuda| over the largest |feature|
+FEATURE_RELATIVE_BOUND = 1e-3  # largest |cpu - cuda| over the largest |feature|
 ACCURACY_BOUND = {"simplecil": 0.5, "tosca": 1.5}  # accuracy points, average and last
 
 
 def feature_gap(sizes: Sizes, device: torch.device) -> dict:
     data = fmnist()
-    images = data.test_x[:sizes.agreement_images]
+    images = data.test_x[: sizes.agreement_images]
     found = {}
     for where in (torch.device("cpu"), device):
         backbone = load_backbone("efficientnet_lite0", None).to(where)
         found[where.type] = extract(backbone, images, where, precision="fp32", progress=False)
     gap = (found["cpu"] - found[device.type]).abs().max().item()
     scale = found["cpu"].abs().max().item()
-    return {"images": len(images), "largest_abs_difference": gap,
-            "relative_to_largest_feature": gap / scale,
-            "bound": FEATURE_RELATIVE_BOUND, "within": gap / scale <= FEATURE_RELATIVE_BOUND}
+    return {
+        "images": len(images),
+        "largest_abs_difference": gap,
+        "relative_to_largest_feature": gap / scale,
+        "bound": FEATURE_RELATIVE_BOUND,
+        "within": gap / scale <= FEATURE_RELATIVE_BOUND,
+    }
 
 
 def accuracy_gap(device: torch.device, work: Path) -> dict:
     out = {}
     for where in ("cpu", str(device)):
         os.environ["CL_BENCH_CACHE"] = str(work / f"cache-{where}")
-        for r in api.run(["simplecil", "tosca"], device=where, precision="fp32",
-                         out=work / "agree", echo=None):
-            out.setdefault(r.method, {})[where.split(":")[0]] = {"avg_acc": r.avg_acc,
-                                                                 "last_acc": r.last_acc}
+        for r in api.run(
+            ["simplecil", "tosca"], device=where, precision="fp32", out=work / "agree", echo=None
+        ):
+            out.setdefault(r.method, {})[where.split(":")[0]] = {
+                "avg_acc": r.avg_acc,
+                "last_acc": r.last_acc,
+            }
     for method, sides in out.items():
         gaps = [abs(sides["cpu"][m] - sides[device.type][m]) for m in ("avg_acc", "last_acc")]
-        sides |= {"largest_gap": max(gaps), "bound": ACCURACY_BOUND[method],
-                  "within": max(gaps) <= ACCURACY_BOUND[method]}
+        sides |= {
+            "largest_gap": max(gaps),
+            "bound": ACCURACY_BOUND[method],
+            "within": max(gaps) <= ACCURACY_BOUND[method],
+        }
     return out
 
 

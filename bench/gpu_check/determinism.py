@@ -30,8 +30,9 @@ def train(sizes: Sizes, device: torch.device, precision: str) -> tuple[list[torc
     params = [*model.parameters(), *head.parameters()]
     optimizer = torch.optim.AdamW(params, lr=1e-4)
     g = torch.Generator().manual_seed(1)
-    x = torch.rand(sizes.determinism_batch, 3, sizes.image_size, sizes.image_size,
-                   generator=g).to(device)
+    x = torch.rand(sizes.determinism_batch, 3, sizes.image_size, sizes.image_size, generator=g).to(
+        device
+    )
     y = torch.randint(0, 10, (sizes.determinism_batch,), generator=g).to(device)
     times = []
     for _ in range(sizes.determinism_steps):
@@ -61,8 +62,7 @@ def determinism(sizes: Sizes, device: torch.device) -> dict:
         first, step_s = train(sizes, device, precision)
         second, _ = train(sizes, device, precision)
         gap = largest_difference(first, second)
-        out[mode] |= {"bitwise_equal": gap == 0.0, "largest_difference": gap,
-                      "step_s": step_s}
+        out[mode] |= {"bitwise_equal": gap == 0.0, "largest_difference": gap, "step_s": step_s}
     make_deterministic(None, "strict", device)
     out["strict_cost"] = out["strict"]["step_s"] / out["fast"]["step_s"]
     return out

@@ -40,7 +40,7 @@ def matmul_peak_gflops(dtype: torch.dtype, side: int, device: torch.device) -> f
     b = torch.randn(side, side, dtype=dtype, device=device)
     a @ b
     reps = 10
-    return 2 * side ** 3 * reps / seconds(lambda: [a @ b for _ in range(reps)], device) / 1e9
+    return 2 * side**3 * reps / seconds(lambda: [a @ b for _ in range(reps)], device) / 1e9
 
 
 def extraction_rate(precision: str, sizes: Sizes, device: torch.device) -> dict:
@@ -56,6 +56,7 @@ def extraction_rate(precision: str, sizes: Sizes, device: torch.device) -> dict:
         with autocast(device, precision):
             for _ in range(batches):
                 backbone.features(x)
+
     run()
     rate = batches * sizes.extract_batch / seconds(run, device, repeat=2)
     return {"images_per_s": rate, "gflops_per_image": gflops, "achieved_gflops": rate * gflops}
@@ -66,6 +67,8 @@ def extraction(sizes: Sizes, device: torch.device) -> dict:
     for precision, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
         peak = matmul_peak_gflops(dtype, sizes.matmul, device)
         found = extraction_rate(precision, sizes, device)
-        out[precision] = found | {"matmul_peak_gflops": peak,
-                                  "share_of_peak": found["achieved_gflops"] / peak}
+        out[precision] = found | {
+            "matmul_peak_gflops": peak,
+            "share_of_peak": found["achieved_gflops"] / peak,
+        }
     return out

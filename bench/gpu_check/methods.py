@@ -65,6 +65,7 @@ def clocked(clocks: list[StepClock]):
         clocks.append(StepClock())
         found.plugins.append(clocks[-1])
         return found
+
     return method_inputs
 
 
@@ -72,10 +73,12 @@ def one_task_settings(method: str, sizes: Sizes) -> dict:
     params = load_method(method).params
     out = {f"{method}.{k}": 1 for k in ("epochs", "ca_epochs") if k in params}
     if sizes.method_batch is not None:
-        out |= {f"{method}.{k}": sizes.method_batch for k in ("batch_size", "eval_batch_size")
-                if k in params}
-    return out | {"scenario.init_cls": sizes.tree_classes,
-                  "scenario.increment": sizes.tree_classes}
+        out |= {
+            f"{method}.{k}": sizes.method_batch
+            for k in ("batch_size", "eval_batch_size")
+            if k in params
+        }
+    return out | {"scenario.init_cls": sizes.tree_classes, "scenario.increment": sizes.tree_classes}
 
 
 def methods(sizes: Sizes, device: torch.device, work: Path) -> dict:
@@ -88,22 +91,32 @@ def methods(sizes: Sizes, device: torch.device, work: Path) -> dict:
         runner.method_inputs = clocked(clocks)
         try:
             t0 = time.perf_counter()
-            result = api.run([method], scenario="imagefolder", data_root=tree,
-                             backbone=sizes.backbone, weights="random",
-                             image_size=sizes.image_size, device=str(device),
-                             out=work / "out", settings=one_task_settings(method, sizes),
-                             echo=None)[0]
+            result = api.run(
+                [method],
+                scenario="imagefolder",
+                data_root=tree,
+                backbone=sizes.backbone,
+                weights="random",
+                image_size=sizes.image_size,
+                device=str(device),
+                out=work / "out",
+                settings=one_task_settings(method, sizes),
+                echo=None,
+            )[0]
             wall = time.perf_counter() - t0
         finally:
             runner.method_inputs = original
         clock = clocks[-1]
         steps, waits = clock.steps[1:] or clock.steps, clock.waits  # the first step warms up
         out[method] = {
-            "steps": len(clock.steps), "step_s_median": statistics.median(steps),
+            "steps": len(clock.steps),
+            "step_s_median": statistics.median(steps),
             "data_wait_share": sum(waits) / (sum(waits) + sum(clock.steps)),
-            "peak_allocated_gb": (result.memory["cuda_max_allocated_bytes"] or 0)
-            / 1e9, "peak_rss_gb": result.memory["peak_rss_bytes"] / 1e9,
-            "precision": result.config["backbone"]["precision"], "wall_s": wall,
+            "peak_allocated_gb": (result.memory["cuda_max_allocated_bytes"] or 0) / 1e9,
+            "peak_rss_gb": result.memory["peak_rss_bytes"] / 1e9,
+            "precision": result.config["backbone"]["precision"],
+            "wall_s": wall,
             "batch_size": result.config["method"].get("batch_size"),
-            "last_acc": result.last_acc}
+            "last_acc": result.last_acc,
+        }
     return out

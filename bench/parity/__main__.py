@@ -43,8 +43,10 @@ def rows() -> list[str]:
 
 def load_row(method: str):
     if method not in rows():
-        raise ParityError(f"no parity row for method {method!r}; rows: {', '.join(rows())} "
-                          f"(bench/parity/rows/<method>.py)")
+        raise ParityError(
+            f"no parity row for method {method!r}; rows: {', '.join(rows())} "
+            f"(bench/parity/rows/<method>.py)"
+        )
     return importlib.import_module(f"bench.parity.rows.{method.replace('-', '_')}")
 
 
@@ -56,21 +58,28 @@ def checked_commit(row, reference: Path) -> str:
     """The commit of the checkout DIR, refused unless it is the row's pinned one."""
     want = row.REFERENCE["commit"]
     if not reference.is_dir():
-        raise ParityError(f"--reference {reference} is not a folder; clone "
-                          f"github.com/{row.REFERENCE['repo']} and check out {want}")
+        raise ParityError(
+            f"--reference {reference} is not a folder; clone "
+            f"github.com/{row.REFERENCE['repo']} and check out {want}"
+        )
     if hasattr(row, "reference_commit"):
         got = row.reference_commit(reference)
     else:
-        done = subprocess.run(["git", "-C", str(reference), "rev-parse", "HEAD"],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            ["git", "-C", str(reference), "rev-parse", "HEAD"], capture_output=True, text=True
+        )
         if done.returncode != 0:
             said = done.stderr.strip()
-            raise ParityError(f"--reference {reference} is not a git checkout ({said}); "
-                              f"clone github.com/{row.REFERENCE['repo']} and check out {want}")
+            raise ParityError(
+                f"--reference {reference} is not a git checkout ({said}); "
+                f"clone github.com/{row.REFERENCE['repo']} and check out {want}"
+            )
         got = done.stdout.strip()
     if got != want:
-        raise ParityError(f"--reference {reference} is at commit {got}, the row pins {want}: "
-                          f"run `git -C {reference} checkout {want}`")
+        raise ParityError(
+            f"--reference {reference} is at commit {got}, the row pins {want}: "
+            f"run `git -C {reference} checkout {want}`"
+        )
     return got
 
 
@@ -83,8 +92,11 @@ def scratch_copy(row, reference: Path, scratch: Path) -> Path:
     if hasattr(row, "copy_reference"):
         row.copy_reference(reference, copy)
         return copy
-    archive = subprocess.run(["git", "-C", str(reference), "archive", row.REFERENCE["commit"]],
-                             capture_output=True, check=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(reference), "archive", row.REFERENCE["commit"]],
+        capture_output=True,
+        check=True,
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(copy)], input=archive, check=True)
     return copy
 
@@ -93,8 +105,11 @@ def code_digest() -> str:
     """A digest of the code a seed's curves come from: every Python file of bench/parity
     and cl_bench, and every method card."""
     sha = hashlib.sha256()
-    files = [*(REPO / "bench" / "parity").rglob("*.py"), *(REPO / "cl_bench").rglob("*.py"),
-             *(REPO / "methods").glob("*.yaml")]
+    files = [
+        *(REPO / "bench" / "parity").rglob("*.py"),
+        *(REPO / "cl_bench").rglob("*.py"),
+        *(REPO / "methods").glob("*.yaml"),
+    ]
     for path in sorted(files):
         sha.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
     return sha.hexdigest()[:12]
@@ -104,8 +119,7 @@ def _seed_file(row, work: Path, seed: int) -> Path:
     """Where a finished seed is kept: keyed by the row's setting, order and reference and
     by the code (:func:`code_digest`), so that a changed row or changed code never reuses
     curves another setting or another version computed."""
-    key = json.dumps([row.SETTING, row.CLASS_ORDER, row.REFERENCE, code_digest()],
-                     sort_keys=True)
+    key = json.dumps([row.SETTING, row.CLASS_ORDER, row.REFERENCE, code_digest()], sort_keys=True)
     return work / "seeds" / hashlib.sha256(key.encode()).hexdigest()[:12] / f"{seed}.json"
 
 
@@ -147,20 +161,29 @@ def assemble(row, step, per_seed: list[dict], seconds: float, step_seconds: floa
     scratch, the step check of this call plus every seed's own time when it ran."""
     paired = stats.paired_block(per_seed, row.PAIRING, row.CLASS_ORDER)
     paired["pairing_why"] = row.PAIRING_WHY
-    data = {"method": row.METHOD, "reference": dict(row.REFERENCE), "setting": row.SETTING,
-            "step": step, "paired": paired, "verdict": stats.verdict(paired),
-            "per_seed": per_seed,
-            "command": f"python -m bench.parity {row.METHOD} --reference DIR",
-            "measured": {"date": date.today().isoformat(), "seconds": round(seconds),
-                         "row_seconds": round(step_seconds + sum(r.get("seconds", 0.0)
-                                                                 for r in per_seed)),
-                         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-                         "python": platform.python_version()}}
+    data = {
+        "method": row.METHOD,
+        "reference": dict(row.REFERENCE),
+        "setting": row.SETTING,
+        "step": step,
+        "paired": paired,
+        "verdict": stats.verdict(paired),
+        "per_seed": per_seed,
+        "command": f"python -m bench.parity {row.METHOD} --reference DIR",
+        "measured": {
+            "date": date.today().isoformat(),
+            "seconds": round(seconds),
+            "row_seconds": round(step_seconds + sum(r.get("seconds", 0.0) for r in per_seed)),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+            "python": platform.python_version(),
+        },
+    }
     if step is None:
         data["step_none_why"] = row.STEP_NONE_WHY
     else:
-        data["step"]["within_bound"] = all(v <= step["bound"] for k in schema.STEP_KEYS
-                                           for v in step[k])
+        data["step"]["within_bound"] = all(
+            v <= step["bound"] for k in schema.STEP_KEYS for v in step[k]
+        )
     if data["verdict"] == "differs":
         data["why"] = getattr(row, "DIFFERS_WHY", "")
     if getattr(row, "NOTES", None):
@@ -171,18 +194,36 @@ def assemble(row, step, per_seed: list[dict], seconds: float, step_seconds: floa
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.parity", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m bench.parity",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("method", help=f"one of: {', '.join(rows())}")
-    p.add_argument("--reference", type=Path, required=True,
-                   help="a checkout of the row's reference repository at its pinned commit")
-    p.add_argument("--scratch", type=Path, default=None,
-                   help="scratch folder outside the repository (default: "
-                        "$TMPDIR/cl-bench-parity/METHOD)")
-    p.add_argument("--seeds", type=int, default=None,
-                   help="run only the first N of the row's seeds (a trial: no results file)")
-    p.add_argument("--only", choices=("step",), default=None,
-                   help="run the step check alone and print it (no results file)")
+    p.add_argument(
+        "--reference",
+        type=Path,
+        required=True,
+        help="a checkout of the row's reference repository at its pinned commit",
+    )
+    p.add_argument(
+        "--scratch",
+        type=Path,
+        default=None,
+        help="scratch folder outside the repository (default: $TMPDIR/cl-bench-parity/METHOD)",
+    )
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help="run only the first N of the row's seeds (a trial: no results file)",
+    )
+    p.add_argument(
+        "--only",
+        choices=("step",),
+        default=None,
+        help="run the step check alone and print it (no results file)",
+    )
     p.add_argument("--fresh", action="store_true", help="forget finished seeds in the scratch")
     p.add_argument("--out", type=Path, default=schema.RESULTS, help="results folder")
     return p.parse_args(argv)
@@ -192,14 +233,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     os.environ["OMP_NUM_THREADS"] = "1"
     import torch
+
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     try:
         row = load_row(args.method)
         scratch = args.scratch or Path(tempfile.gettempdir()) / "cl-bench-parity" / row.METHOD
         if _inside_repo(scratch):
-            raise ParityError(f"--scratch {scratch} is inside the repository; the reference's "
-                              f"code must never land there: give a folder outside {REPO}")
+            raise ParityError(
+                f"--scratch {scratch} is inside the repository; the reference's "
+                f"code must never land there: give a folder outside {REPO}"
+            )
         checked_commit(row, args.reference.resolve())
         copy = scratch_copy(row, args.reference.resolve(), scratch)
         work = scratch / "work"
@@ -218,8 +262,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row.METHOD}: {len(seeds)} seeds, class order {row.CLASS_ORDER}", flush=True)
         per_seed = run_seeds(row, copy, work, seeds)
         if len(per_seed) < 2:
-            print("a trial of one seed: no interval (it needs two seeds per side) and no "
-                  "results file written")
+            print(
+                "a trial of one seed: no interval (it needs two seeds per side) and no "
+                "results file written"
+            )
             return 0
         data = assemble(row, step, per_seed, time.perf_counter() - t0, t_step)
         print(json.dumps({k: data[k] for k in ("paired", "verdict")}, indent=1))

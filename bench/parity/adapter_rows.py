@@ -54,9 +54,11 @@ SIZE = 64
 # seeds 1-4: cl-bench 96.7, 60.0, 50.0, 48.3 %, the reference 51.7, 75.0, 83.3, 51.7 %)
 # and lr 0.005 (cl-bench seed 4: 51.7 %); at lr 0.002 cl-bench learnt it on all four
 # (95 %).
-TRAIN = {"ease": {"epochs": 5, "lr": 0.5, "batch": 16},
-         "mos": {"epochs": 10, "lr": 0.3, "batch": 16},
-         "tuna": {"epochs": 10, "lr": 0.002, "batch": 16}}
+TRAIN = {
+    "ease": {"epochs": 5, "lr": 0.5, "batch": 16},
+    "mos": {"epochs": 10, "lr": 0.3, "batch": 16},
+    "tuna": {"epochs": 10, "lr": 0.002, "batch": 16},
+}
 STEP = {"epochs": 2, "lr": 0.1, "batch": 48}  # the step check (TUNA's at lr 0.05)
 STEP_EPOCHS, STEP_TASKS = STEP["epochs"], 2
 CLASS_ORDER = list(range(len(FMNIST_CLASSES)))
@@ -65,35 +67,45 @@ BACKBONE = "vit_tiny_patch16_224"
 AFTER = ["step 1", "task 1", "task 2"]
 
 
-PAIRED_WHY = ("one seed fixes the same randomness on both sides: the paired seeds run the "
-              "step check's machinery for all three tasks, so cl-bench's initial tensors "
-              "(drawn after seed_everything(seed)) go into the reference at each task "
-              "start, both sides read one batch order per task drawn from the seed, seed "
-              "the generator alike before every training forward (the same dropout masks) "
-              "and before each alignment (the same Gaussian draws), with augmentation off")
-PAIRED_NOTE = ("per_seed.*.learnt: top-1 on the newest task's test images right after "
-               "training on it, predicted among all seen classes (chance 1/2, 1/4, 1/6 after "
-               "tasks 1, 2, 3); per_seed.*.max_abs_logit: the largest difference of the test "
-               "outputs over the three tasks. The two sides train the same model, so equal "
-               "curves are expected up to a round-off flip of a prediction; a larger gap "
-               "would be a bug.")
+PAIRED_WHY = (
+    "one seed fixes the same randomness on both sides: the paired seeds run the "
+    "step check's machinery for all three tasks, so cl-bench's initial tensors "
+    "(drawn after seed_everything(seed)) go into the reference at each task "
+    "start, both sides read one batch order per task drawn from the seed, seed "
+    "the generator alike before every training forward (the same dropout masks) "
+    "and before each alignment (the same Gaussian draws), with augmentation off"
+)
+PAIRED_NOTE = (
+    "per_seed.*.learnt: top-1 on the newest task's test images right after "
+    "training on it, predicted among all seen classes (chance 1/2, 1/4, 1/6 after "
+    "tasks 1, 2, 3); per_seed.*.max_abs_logit: the largest difference of the test "
+    "outputs over the three tasks. The two sides train the same model, so equal "
+    "curves are expected up to a round-off flip of a prediction; a larger gap "
+    "would be a bug."
+)
 
 
 def setting(method: str, step: dict = STEP) -> dict:
-    return {"tree": "bench/parity/make_tree.py, 40 train / 30 test per class, Fashion-MNIST "
-                    f"classes {FMNIST_CLASSES} as classes 0-5",
-            "backbone": BACKBONE, "weights": "export_weights.py (--weights random), 64 px",
-            "image_size": SIZE, "tasks": "3 x 2 classes", **TRAIN[method],
-            "augmentation": "off on both sides (the step check's machinery)",
-            "method": f"methods/{method}.yaml defaults otherwise",
-            "step_check": f"{step['epochs']} epochs per task, lr {step['lr']}, batch "
-                          f"{step['batch']}, {STEP_TASKS} tasks, no augmentation"}
+    return {
+        "tree": "bench/parity/make_tree.py, 40 train / 30 test per class, Fashion-MNIST "
+        f"classes {FMNIST_CLASSES} as classes 0-5",
+        "backbone": BACKBONE,
+        "weights": "export_weights.py (--weights random), 64 px",
+        "image_size": SIZE,
+        "tasks": "3 x 2 classes",
+        **TRAIN[method],
+        "augmentation": "off on both sides (the step check's machinery)",
+        "method": f"methods/{method}.yaml defaults otherwise",
+        "step_check": f"{step['epochs']} epochs per task, lr {step['lr']}, batch "
+        f"{step['batch']}, {STEP_TASKS} tasks, no augmentation",
+    }
 
 
 def inputs(work: Path) -> tuple[Path, Path]:
     """The six-class tree and the 32 px weights under ``work`` (made once)."""
     from bench.parity.export_weights import export
     from bench.parity.make_tree import write_tree
+
     tree, weights = work / "tree6", work / f"vit_tiny_{SIZE}.pth"
     if not (tree / "test").is_dir():
         with tempfile.TemporaryDirectory(dir=work) as full:
@@ -102,8 +114,10 @@ def inputs(work: Path) -> tuple[Path, Path]:
             shutil.rmtree(staged, ignore_errors=True)
             for split in ("train", "test"):
                 for k, c in enumerate(FMNIST_CLASSES):
-                    shutil.copytree(Path(full) / split / f"class_{c:02d}",
-                                    staged / split / f"k{k}_fmnist{c:02d}")
+                    shutil.copytree(
+                        Path(full) / split / f"class_{c:02d}",
+                        staged / split / f"k{k}_fmnist{c:02d}",
+                    )
             staged.rename(tree)
     if not weights.exists():
         export(weights, SIZE, BACKBONE)
@@ -113,6 +127,7 @@ def inputs(work: Path) -> tuple[Path, Path]:
 def prepare(copy: Path) -> None:
     """patch_pilot.py, then patch_pb.py (EASE and MOS as ViT-Tiny, the merge switch)."""
     from bench.parity import patch_pb, patch_pilot
+
     try:
         patch_pilot.patch(copy)
         patch_pb.patch(copy)
@@ -141,20 +156,32 @@ def pilot_args(copy: Path, method: str, seed: int, train: dict) -> dict:
     return args
 
 
-def run_pilot(copy: Path, work: Path, spec: dict, name: str, env: dict | None = None,
-              driver: Path = DRIVER) -> dict:
+def run_pilot(
+    copy: Path, work: Path, spec: dict, name: str, env: dict | None = None, driver: Path = DRIVER
+) -> dict:
     """``driver`` on ``spec`` in ``copy`` with the reference's interpreter."""
     tree, weights = inputs(work)
     if not PEER_PYTHON.exists():
-        raise ParityError(f"{PEER_PYTHON} is missing: make bench/.venv-avalanche first "
-                          "(bench/peer_venv.py)")
+        raise ParityError(
+            f"{PEER_PYTHON} is missing: make bench/.venv-avalanche first (bench/peer_venv.py)"
+        )
     spec_path, out = work / f"{name}.json", work / f"{name}.pt"
     spec_path.write_text(json.dumps(spec))
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("PARITY_")}
-    full_env.update(PARITY_TREE=str(tree), PARITY_WEIGHTS=str(weights),
-                    PARITY_IMG_SIZE=str(SIZE), OMP_NUM_THREADS="1", **(env or {}))
-    done = subprocess.run(["nice", "-n", "10", str(PEER_PYTHON), str(driver), str(spec_path),
-                           str(out)], cwd=copy, env=full_env, capture_output=True, text=True)
+    full_env.update(
+        PARITY_TREE=str(tree),
+        PARITY_WEIGHTS=str(weights),
+        PARITY_IMG_SIZE=str(SIZE),
+        OMP_NUM_THREADS="1",
+        **(env or {}),
+    )
+    done = subprocess.run(
+        ["nice", "-n", "10", str(PEER_PYTHON), str(driver), str(spec_path), str(out)],
+        cwd=copy,
+        env=full_env,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode:
         raise ParityError(f"the reference driver failed ({name}):\n{done.stderr[-3000:]}")
     return torch.load(out, weights_only=False)
@@ -219,7 +246,9 @@ def make_probe(trainable, initial, perms: dict, seed: int, record: dict):
             record["loss"] = float(strategy.loss.detach())
             if "step 1" not in record["points"]:
                 record["points"]["step 1"] = {
-                    "params": trainable(strategy.model), "loss": record["loss"]}
+                    "params": trainable(strategy.model),
+                    "loss": record["loss"],
+                }
 
         def after_training_epoch(self, strategy, **kwargs):
             record["params"] = trainable(strategy.model)
@@ -235,6 +264,7 @@ def test_logits(model, experience) -> tuple[torch.Tensor, torch.Tensor]:
     """The model's logits over the seen classes on the seen test images, in stored
     (class by class) order, and the labels."""
     from torch.utils.data import DataLoader
+
     model.eval()
     logits, labels = [], []
     for x, y, *_ in DataLoader(experience.dataset.eval(), batch_size=48):
@@ -243,9 +273,16 @@ def test_logits(model, experience) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.cat(logits), torch.cat(labels)
 
 
-def ours_step(method: str, work: Path, seed: int, params: dict | None = None,
-              trainable=None, initial=None, outputs=test_logits,
-              tasks: int = STEP_TASKS) -> dict:
+def ours_step(
+    method: str,
+    work: Path,
+    seed: int,
+    params: dict | None = None,
+    trainable=None,
+    initial=None,
+    outputs=test_logits,
+    tasks: int = STEP_TASKS,
+) -> dict:
     """cl-bench's side of the step check (module docstring of the driver): the card's
     ``params`` (default: ``STEP``'s epochs, lr and batch), the tensors ``trainable(model)``
     compared (default :func:`ours_trainable`), those ``initial(task, tensors)`` exported
@@ -272,24 +309,48 @@ def ours_step(method: str, work: Path, seed: int, params: dict | None = None,
     backbone.precision = "fp32"
     data = load_data(load_scenario("imagefolder"), tree)
     plain = eval_transform(data.on_disk, SIZE)
-    stream = build_stream(data.train_x, data.train_y, data.test_x, data.test_y, CLASS_ORDER,
-                          task_split(data.n_classes, 2, 2), test_shuffle=False, seed=seed,
-                          train_transform=plain, eval_transform=plain)
-    perms = {str(t): torch.from_numpy(np.random.RandomState(seed + t).permutation(
-        len(stream.train[t].dataset))) for t in range(tasks)}
+    stream = build_stream(
+        data.train_x,
+        data.train_y,
+        data.test_x,
+        data.test_y,
+        CLASS_ORDER,
+        task_split(data.n_classes, 2, 2),
+        test_shuffle=False,
+        seed=seed,
+        train_transform=plain,
+        eval_transform=plain,
+    )
+    perms = {
+        str(t): torch.from_numpy(
+            np.random.RandomState(seed + t).permutation(len(stream.train[t].dataset))
+        )
+        for t in range(tasks)
+    }
     card = load_method(method)
-    card.params.update(params or {"epochs": STEP["epochs"], "lr": STEP["lr"],
-                                  "batch_size": STEP["batch"]})
+    card.params.update(
+        params or {"epochs": STEP["epochs"], "lr": STEP["lr"], "batch_size": STEP["batch"]}
+    )
     resolve_for_backbone(card, backbone)
-    record = {"init": {}, "points": {}, "batch_sums": [], "batch_labels": [], "params": {},
-              "loss": None}
+    record = {
+        "init": {},
+        "points": {},
+        "batch_sums": [],
+        "batch_labels": [],
+        "params": {},
+        "loss": None,
+    }
     trainable = trainable or (lambda model: ours_trainable(method, model))
     initial = initial or (lambda task, now: pilot_initial(method, task, now))
     cls = strategy_of(card)
-    strategy = cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
-                   device=torch.device("cpu"),
-                   plugins=[make_probe(trainable, initial, perms, seed, record)],
-                   evaluator=quiet_evaluator())
+    strategy = cls(
+        params=card.params,
+        backbone=backbone,
+        n_classes=data.n_classes,
+        device=torch.device("cpu"),
+        plugins=[make_probe(trainable, initial, perms, seed, record)],
+        evaluator=quiet_evaluator(),
+    )
     module = importlib.import_module(cls.__module__)
     real_align = getattr(module, "align_classifier", None)
 
@@ -304,8 +365,11 @@ def ours_step(method: str, work: Path, seed: int, params: dict | None = None,
         for t in range(tasks):
             strategy.train(stream.train[t], eval_streams=[], shuffle=False)
             logits, labels = outputs(strategy.model, stream.seen_test[t])
-            record["points"][f"task {t + 1}"] = {"params": record["params"],
-                                                 "loss": record["loss"], "logits": logits}
+            record["points"][f"task {t + 1}"] = {
+                "params": record["params"],
+                "loss": record["loss"],
+                "logits": logits,
+            }
             record["params"] = {}
             test_labels.append(labels)
     finally:
@@ -348,24 +412,40 @@ def differences(ours: dict, ref: dict) -> dict:
         a, b = ours["points"][point], ref["points"][point]
         out["max_abs_param"].append(max_abs(a["params"], b["params"]))
         out["max_abs_loss"].append(abs(a["loss"] - b["loss"]))
-        out["max_abs_logit"].append(float((a["logits"].double() - b["logits"].double())
-                                          .abs().max()) if "logits" in a else 0.0)
+        out["max_abs_logit"].append(
+            float((a["logits"].double() - b["logits"].double()).abs().max())
+            if "logits" in a
+            else 0.0
+        )
     return out
 
 
-def step_specs(copy: Path, method: str, work: Path, seed: int, ours: dict,
-               args: dict | None = None, name: str | None = None,
-               tasks: int = STEP_TASKS) -> dict:
+def step_specs(
+    copy: Path,
+    method: str,
+    work: Path,
+    seed: int,
+    ours: dict,
+    args: dict | None = None,
+    name: str | None = None,
+    tasks: int = STEP_TASKS,
+) -> dict:
     """The driver's step spec for the tensors and orders of cl-bench's side; ``args``
     the reference's config (default: PILOT's at ``STEP``), ``name`` the files' stem,
     ``tasks`` the number of tasks run."""
     name = name or method
     torch.save(ours["init"], work / f"{name}_init.pt")
     torch.save(ours["perms"], work / f"{name}_perm.pt")
-    return {"args": args or pilot_args(copy, method, seed, STEP), "order": CLASS_ORDER,
-            "step": {"init": str(work / f"{name}_init.pt"),
-                     "perm": str(work / f"{name}_perm.pt"), "seed": seed,
-                     "tasks": tasks}}
+    return {
+        "args": args or pilot_args(copy, method, seed, STEP),
+        "order": CLASS_ORDER,
+        "step": {
+            "init": str(work / f"{name}_init.pt"),
+            "perm": str(work / f"{name}_perm.pt"),
+            "seed": seed,
+            "tasks": tasks,
+        },
+    }
 
 
 # ----------------------------------------------------------------- end to end
@@ -383,10 +463,21 @@ def accuracies(run: dict, labels: list[torch.Tensor]) -> tuple[list[float], list
     return curve, learnt
 
 
-def paired_seed(method: str, copy: Path, work: Path, seed: int, params: dict | None = None,
-                args: dict | None = None, trainable=None, initial=None, outputs=test_logits,
-                env: dict | None = None, driver: Path = DRIVER, spec: dict | None = None,
-                tasks: int = 3) -> dict:
+def paired_seed(
+    method: str,
+    copy: Path,
+    work: Path,
+    seed: int,
+    params: dict | None = None,
+    args: dict | None = None,
+    trainable=None,
+    initial=None,
+    outputs=test_logits,
+    env: dict | None = None,
+    driver: Path = DRIVER,
+    spec: dict | None = None,
+    tasks: int = 3,
+) -> dict:
     """Both sides on the step check's machinery for ``tasks`` tasks at ``TRAIN[method]``
     with the seed's draws shared (cl-bench's initial tensors exported, one batch order per
     task, the generator seeded alike before every training forward and each alignment,
@@ -396,12 +487,19 @@ def paired_seed(method: str, copy: Path, work: Path, seed: int, params: dict | N
     ``initial`` and ``outputs`` as in :func:`ours_step`; ``env``, ``driver`` and extra
     ``spec`` entries for the reference's run."""
     train = TRAIN[method]
-    params = params or {"epochs": train["epochs"], "lr": train["lr"],
-                        "batch_size": train["batch"]}
+    params = params or {"epochs": train["epochs"], "lr": train["lr"], "batch_size": train["batch"]}
     ours = ours_step(method, work, seed, params, trainable, initial, outputs, tasks=tasks)
     name = f"{method}_seed_{seed}"
-    specs = step_specs(copy, method, work, seed, ours,
-                       args or pilot_args(copy, method, seed, train), name, tasks=tasks)
+    specs = step_specs(
+        copy,
+        method,
+        work,
+        seed,
+        ours,
+        args or pilot_args(copy, method, seed, train),
+        name,
+        tasks=tasks,
+    )
     ref = run_pilot(copy, work, {**specs, **(spec or {})}, name, env, driver)
     same_inputs(ours, ref, epochs=train["epochs"])
     out = {}
@@ -409,6 +507,9 @@ def paired_seed(method: str, copy: Path, work: Path, seed: int, params: dict | N
         curve, learnt = accuracies(run, ours["test_labels"])
         out[side] = {"curve": curve, "learnt": learnt}
     out["max_abs_logit"] = max(
-        float((ours["points"][k]["logits"].double() - ref["points"][k]["logits"].double())
-              .abs().max()) for k in (f"task {t + 1}" for t in range(tasks)))
+        float(
+            (ours["points"][k]["logits"].double() - ref["points"][k]["logits"].double()).abs().max()
+        )
+        for k in (f"task {t + 1}" for t in range(tasks))
+    )
     return out

@@ -46,8 +46,14 @@ def pilot_last_tasks(log: Path) -> dict[int, list[float]]:
         if m:
             seed = int(m.group(1))
         elif "=> CNN: {" in line and seed is not None:
-            tasks[seed] = [float(v) for v in re.findall(r"'\d+-\d+': (?:np\.float64\()?"
-                                                         r"(-?\d+(?:\.\d+)?)", line)]
+            tasks[seed] = [
+                float(v)
+                for v in re.findall(
+                    r"'\d+-\d+': (?:np\.float64\()?"
+                    r"(-?\d+(?:\.\d+)?)",
+                    line,
+                )
+            ]
     return tasks
 
 
@@ -60,14 +66,18 @@ def ours_last_tasks(results: Path, method: str) -> dict[int, list[float]]:
     return out
 
 
-def task_rows(method: str, mine: dict[int, list[float]],
-              ref: dict[int, list[float]]) -> list[str]:
-    lines = ["| method | seed | ours, per task after the last | reference, per task after the "
-             "last | largest difference |", "|---|---|---|---|---|"]
+def task_rows(method: str, mine: dict[int, list[float]], ref: dict[int, list[float]]) -> list[str]:
+    lines = [
+        "| method | seed | ours, per task after the last | reference, per task after the "
+        "last | largest difference |",
+        "|---|---|---|---|---|",
+    ]
     for seed in sorted(set(mine) & set(ref)):
         gap = max(abs(a - b) for a, b in zip(mine[seed], ref[seed], strict=True))
-        lines.append(f"| {method} | {seed} | {', '.join(f'{v:.2f}' for v in mine[seed])} | "
-                     f"{', '.join(f'{v:.2f}' for v in ref[seed])} | {gap:.2f} |")
+        lines.append(
+            f"| {method} | {seed} | {', '.join(f'{v:.2f}' for v in mine[seed])} | "
+            f"{', '.join(f'{v:.2f}' for v in ref[seed])} | {gap:.2f} |"
+        )
     return lines
 
 
@@ -84,13 +94,17 @@ def summary(curve: list[float]) -> tuple[float, float, float]:
 
 
 def rows(method: str, mine: dict[int, list[float]], ref: dict[int, list[float]]) -> list[str]:
-    lines = ["| method | seed | ours avg / last / first | reference avg / last / first | "
-             "difference (ours - ref) avg / last / first | curves (ours; reference) |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| method | seed | ours avg / last / first | reference avg / last / first | "
+        "difference (ours - ref) avg / last / first | curves (ours; reference) |",
+        "|---|---|---|---|---|---|",
+    ]
     for seed in sorted(set(mine) | set(ref)):
         if seed not in mine or seed not in ref:
-            lines.append(f"| {method} | {seed} | {'missing' if seed not in mine else ''} | "
-                         f"{'missing' if seed not in ref else ''} | | |")
+            lines.append(
+                f"| {method} | {seed} | {'missing' if seed not in mine else ''} | "
+                f"{'missing' if seed not in ref else ''} | | |"
+            )
             continue
         a, b = summary(mine[seed]), summary(ref[seed])
         fmt = " / ".join
@@ -98,15 +112,19 @@ def rows(method: str, mine: dict[int, list[float]], ref: dict[int, list[float]])
             f"| {method} | {seed} | {fmt(f'{v:.2f}' for v in a)} | {fmt(f'{v:.2f}' for v in b)} | "
             f"{fmt(f'{x - y:+.2f}' for x, y in zip(a, b, strict=True))} | "
             f"{', '.join(f'{v:.2f}' for v in mine[seed])}; "
-            f"{', '.join(f'{v:.2f}' for v in ref[seed])} |")
+            f"{', '.join(f'{v:.2f}' for v in ref[seed])} |"
+        )
     return lines
 
 
 if __name__ == "__main__":
     method, results, kind, ref_path = sys.argv[1], Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
     if kind == "pilot-tasks":
-        print("\n".join(task_rows(method, ours_last_tasks(results, method),
-                                  pilot_last_tasks(ref_path))))
+        print(
+            "\n".join(
+                task_rows(method, ours_last_tasks(results, method), pilot_last_tasks(ref_path))
+            )
+        )
         sys.exit()
     if kind == "pilot":
         reference = pilot_curves(ref_path)

@@ -45,21 +45,28 @@ STEP_SEED = 0
 SETTING = {
     "tree": "bench/parity/make_tree.py: Fashion-MNIST, 40 train / 30 test images per class, PNG",
     "backbone": f"{BACKBONE}, cl-bench's seeded random init (export_weights.py), {SIZE} px",
-    "tasks": f"{INIT_CLS} + {INCREMENT} x 4 classes", "precision": "fp32, CPU, one thread",
+    "tasks": f"{INIT_CLS} + {INCREMENT} x 4 classes",
+    "precision": "fp32, CPU, one thread",
 }
 
 
 def cl_settings(method: str) -> dict:
     """cl-bench's --set values of the end-to-end runs (besides the scenario)."""
-    return {"ranpac": {"ranpac.epochs": EPOCHS, "ranpac.M": 2000},
-            "aper": {"aper.epochs": EPOCHS}, "simplecil": {}}[method]
+    return {
+        "ranpac": {"ranpac.epochs": EPOCHS, "ranpac.M": 2000},
+        "aper": {"aper.epochs": EPOCHS},
+        "simplecil": {},
+    }[method]
 
 
 def pilot_args(method: str) -> dict:
     """PILOT's config of the end-to-end runs: its own exps file for the method with the
     parity dataset (bench/parity/configs/parity_*.json) and the same overrides."""
-    name = {"ranpac": "parity_ranpac.json", "aper": "parity_aper.json",
-            "simplecil": "parity_simplecil.json"}[method]
+    name = {
+        "ranpac": "parity_ranpac.json",
+        "aper": "parity_aper.json",
+        "simplecil": "parity_simplecil.json",
+    }[method]
     args = json.loads((REPO / "bench" / "parity" / "configs" / name).read_text())
     if method != "simplecil":
         args["tuned_epoch"] = EPOCHS
@@ -70,6 +77,7 @@ def inputs(work: Path) -> tuple[Path, Path]:
     """The parity tree and the ViT-Tiny weights at SIZE px, made once under ``work``."""
     from bench.parity.export_weights import export
     from bench.parity.make_tree import write_tree
+
     tree, weights = work / "tree", work / f"vit_tiny_{SIZE}.pth"
     if not (tree / "test" / "class_09").is_dir():
         write_tree(tree, 40, 30)
@@ -81,6 +89,7 @@ def inputs(work: Path) -> tuple[Path, Path]:
 def prepare(copy: Path) -> None:
     """patch_pilot.py then patch_pa.py on the scratch copy (anchored edits)."""
     from bench.parity import patch_pa, patch_pilot
+
     try:
         patch_pilot.patch(copy)
         patch_pa.patch(copy)
@@ -95,11 +104,23 @@ def pilot(copy: Path, work: Path, mode: str, spec: dict, out: Path, env: dict) -
     tree, weights = inputs(work)
     spec_path = out.with_suffix(".spec.json")
     spec_path.write_text(json.dumps(spec))
-    full = {**os.environ, "PARITY_TREE": str(tree), "PARITY_WEIGHTS": str(weights),
-            "PARITY_IMG_SIZE": str(SIZE), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-            "PYTHONPATH": str(copy), **env}
-    done = subprocess.run(["nice", "-n", "10", str(PEER), str(DRIVER), mode, str(spec_path),
-                           str(out)], cwd=copy, env=full, capture_output=True, text=True)
+    full = {
+        **os.environ,
+        "PARITY_TREE": str(tree),
+        "PARITY_WEIGHTS": str(weights),
+        "PARITY_IMG_SIZE": str(SIZE),
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONPATH": str(copy),
+        **env,
+    }
+    done = subprocess.run(
+        ["nice", "-n", "10", str(PEER), str(DRIVER), mode, str(spec_path), str(out)],
+        cwd=copy,
+        env=full,
+        capture_output=True,
+        text=True,
+    )
     log = out.with_suffix(".log")
     log.write_text(done.stdout + done.stderr)
     if done.returncode:
@@ -109,8 +130,14 @@ def pilot(copy: Path, work: Path, mode: str, spec: dict, out: Path, env: dict) -
 def pilot_run(method: str, copy: Path, work: Path, seed: int, env: dict | None = None) -> dict:
     """PILOT end to end, one seed, at CLASS_ORDER: {"curve", "acc_matrix"}."""
     out = work / f"pilot-{method}-{seed}.json"
-    pilot(copy, work, "run", {"args": pilot_args(method), "seed": seed, "order": CLASS_ORDER},
-          out, env or {})
+    pilot(
+        copy,
+        work,
+        "run",
+        {"args": pilot_args(method), "seed": seed, "order": CLASS_ORDER},
+        out,
+        env or {},
+    )
     return json.loads(out.read_text())
 
 
@@ -121,11 +148,22 @@ def cards(work: Path):
     CL_BENCH_CARDS; the feature cache under ``work``; one thread."""
     folder = work / "cards"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "parity_order.yaml").write_text(yaml.safe_dump({
-        "name": "parity_order", "title": "parity tree, one class order",
-        "description": "bench/parity/rows/_first_session.py", "dataset": "imagefolder",
-        "dataset_args": {}, "init_cls": INIT_CLS, "increment": INCREMENT,
-        "class_order": CLASS_ORDER, "test_shuffle": True, "normalize": "none"}))
+    (folder / "parity_order.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "parity_order",
+                "title": "parity tree, one class order",
+                "description": "bench/parity/rows/_first_session.py",
+                "dataset": "imagefolder",
+                "dataset_args": {},
+                "init_cls": INIT_CLS,
+                "increment": INCREMENT,
+                "class_order": CLASS_ORDER,
+                "test_shuffle": True,
+                "normalize": "none",
+            }
+        )
+    )
     saved = {k: os.environ.get(k) for k in ("CL_BENCH_CARDS", "CL_BENCH_CACHE")}
     os.environ.update(CL_BENCH_CARDS=str(folder), CL_BENCH_CACHE=str(work / "cache"))
     torch.set_num_threads(1)
@@ -139,17 +177,28 @@ def cards(work: Path):
                 os.environ[k] = v
 
 
-def ours_run(method: str, work: Path, seed: int, settings: dict | None = None,
-             tag: str = "") -> dict:
+def ours_run(
+    method: str, work: Path, seed: int, settings: dict | None = None, tag: str = ""
+) -> dict:
     """cl-bench end to end, one seed: {"curve", "acc_matrix"}."""
     import cl_bench
+
     tree, weights = inputs(work)
     with cards(work):
-        result = cl_bench.run(method, scenario="parity_order", seeds=[seed],
-                              out=work / f"ours{tag}", backbone=BACKBONE, weights=str(weights),
-                              image_size=SIZE, data_root=tree, device="cpu", precision="fp32",
-                              settings={**cl_settings(method), **(settings or {})},
-                              echo=None)[0]
+        result = cl_bench.run(
+            method,
+            scenario="parity_order",
+            seeds=[seed],
+            out=work / f"ours{tag}",
+            backbone=BACKBONE,
+            weights=str(weights),
+            image_size=SIZE,
+            data_root=tree,
+            device="cpu",
+            precision="fp32",
+            settings={**cl_settings(method), **(settings or {})},
+            echo=None,
+        )[0]
     return {"curve": list(result.acc_seen), "acc_matrix": result.acc_matrix}
 
 
@@ -160,9 +209,13 @@ def learnt(curve: dict) -> list[float]:
 
 # ---- the step check -------------------------------------------------------------
 
-EVAL = transforms.Compose([transforms.Resize(round(SIZE / 0.875),
-                                             interpolation=transforms.InterpolationMode.BICUBIC),
-                           transforms.CenterCrop(SIZE), transforms.ToTensor()])
+EVAL = transforms.Compose(
+    [
+        transforms.Resize(round(SIZE / 0.875), interpolation=transforms.InterpolationMode.BICUBIC),
+        transforms.CenterCrop(SIZE),
+        transforms.ToTensor(),
+    ]
+)
 
 
 def tag_of(seed: int, tasks: int) -> str:
@@ -171,8 +224,9 @@ def tag_of(seed: int, tasks: int) -> str:
     return "" if (seed, tasks) == (STEP_SEED, 2) else f"-seed{seed}-tasks{tasks}"
 
 
-def step_inputs(work: Path, epochs: int = STEP_EPOCHS, seed: int = STEP_SEED,
-                tasks: int = 2) -> Path:
+def step_inputs(
+    work: Path, epochs: int = STEP_EPOCHS, seed: int = STEP_SEED, tasks: int = 2
+) -> Path:
     """The first ``tasks`` tasks as fixed tensors (eval transform: no augmentation),
     labels in CLASS_ORDER's numbering, the first task's batch order of every one of
     ``epochs`` epochs, and the order of each task's classifier pass (RanPAC's lambda
@@ -186,8 +240,8 @@ def step_inputs(work: Path, epochs: int = STEP_EPOCHS, seed: int = STEP_SEED,
     tree, _ = inputs(work)
     data: dict[str, torch.Tensor] = {}
     for task in range(tasks):
-        classes = CLASS_ORDER[task * INCREMENT:(task + 1) * INCREMENT]
-        for split, seen in (("train", classes), ("test", CLASS_ORDER[:(task + 1) * INCREMENT])):
+        classes = CLASS_ORDER[task * INCREMENT : (task + 1) * INCREMENT]
+        for split, seen in (("train", classes), ("test", CLASS_ORDER[: (task + 1) * INCREMENT])):
             xs, ys = [], []
             for c in seen:
                 for path in sorted((tree / split / f"class_{c:02d}").glob("*.png")):
@@ -204,7 +258,7 @@ def step_inputs(work: Path, epochs: int = STEP_EPOCHS, seed: int = STEP_SEED,
 
 
 def batches(data: dict, batch: int) -> list[list[list[int]]]:
-    return [[p[i:i + batch].tolist() for i in range(0, len(p), batch)] for p in data["batches"]]
+    return [[p[i : i + batch].tolist() for i in range(0, len(p), batch)] for p in data["batches"]]
 
 
 def card_params(method: str, **overrides) -> dict:
@@ -219,13 +273,15 @@ def pilot_names(net) -> dict[str, str]:
     for block in net.adaptation.set.adapters:
         for ours, theirs in (("down", "down_proj"), ("up", "up_proj")):
             for part in ("weight", "bias"):
-                names[f"adaptation.set.adapters.{block}.{ours}.{part}"] = \
+                names[f"adaptation.set.adapters.{block}.{ours}.{part}"] = (
                     f"backbone.blocks.{block}.adaptmlp.{theirs}.{part}"
+                )
     return names
 
 
-def ours_step(method: str, work: Path, params: dict, seed: int = STEP_SEED,
-              tasks: int = 2) -> tuple[dict, dict, dict]:
+def ours_step(
+    method: str, work: Path, params: dict, seed: int = STEP_SEED, tasks: int = 2
+) -> tuple[dict, dict, dict]:
     """cl-bench's side: its net, optimizer, schedule and ``fit`` on the fixed inputs of
     ``tasks`` tasks, its initial tensors drawn after ``torch.manual_seed(seed)``.
     Returns (records, the initial trainable tensors under PILOT's names, the name map)."""
@@ -249,8 +305,14 @@ def ours_step(method: str, work: Path, params: dict, seed: int = STEP_SEED,
             m.dropout = 0.0
     net.adapt_head.grow(INCREMENT)
     names = pilot_names(net)
-    trainable = lambda: {names[n]: p.detach().clone() for n, p in net.named_parameters()  # noqa: E731
-                         if p.requires_grad and n in names}
+
+    def trainable():
+        return {
+            names[n]: p.detach().clone()
+            for n, p in net.named_parameters()
+            if p.requires_grad and n in names
+        }
+
     init = trainable()
     if method == "ranpac":  # the random projection PILOT reads (patch_pa.py's PARITY_WRAND)
         torch.save(net.W_rand.clone(), work / f"step-wrand{tag_of(seed, tasks)}.pt")
@@ -294,13 +356,18 @@ def ours_step(method: str, work: Path, params: dict, seed: int = STEP_SEED,
         with torch.no_grad():
             logits = net(test)
         key = f"task {task + 1}"
-        rec[key].update(logits=logits, ridge_losses=search, ridge_losses32=search32,
-                        loss=losses if task == 0 else [],
-                        state=ours_state(method, net),
-                        ridge=strategy.ridges[-1] if strategy.ridges else None)
+        rec[key].update(
+            logits=logits,
+            ridge_losses=search,
+            ridge_losses32=search32,
+            loss=losses if task == 0 else [],
+            state=ours_state(method, net),
+            ridge=strategy.ridges[-1] if strategy.ridges else None,
+        )
         if task == 1:
-            rec[key]["params"] = {names[n]: p.detach().clone()
-                                  for n, p in net.named_parameters() if n in names}
+            rec[key]["params"] = {
+                names[n]: p.detach().clone() for n, p in net.named_parameters() if n in names
+            }
     return rec, init, names
 
 
@@ -317,29 +384,59 @@ def max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max()) if a.numel() else 0.0
 
 
-def step_check(method: str, copy: Path, work: Path, env: dict, params: dict,
-               label: str = "", seed: int = STEP_SEED, tasks: int = 2) -> dict:
+def step_check(
+    method: str,
+    copy: Path,
+    work: Path,
+    env: dict,
+    params: dict,
+    label: str = "",
+    seed: int = STEP_SEED,
+    tasks: int = 2,
+) -> dict:
     """Both sides on the same inputs and initial tensors (drawn from ``seed``), for
     ``tasks`` tasks: the raw records of both (the step check's differences come from
     :func:`summary`; a paired seed's curves from the test logits)."""
     ours, init, _ = ours_step(method, work, params, seed, tasks)
-    return {"ours": ours,
-            "reference": pilot_step(method, copy, work, env, params, init, label, seed, tasks)}
+    return {
+        "ours": ours,
+        "reference": pilot_step(method, copy, work, env, params, init, label, seed, tasks),
+    }
 
 
-def pilot_step(method: str, copy: Path, work: Path, env: dict, params: dict, init: dict,
-               label: str = "", seed: int = STEP_SEED, tasks: int = 2) -> dict:
+def pilot_step(
+    method: str,
+    copy: Path,
+    work: Path,
+    env: dict,
+    params: dict,
+    init: dict,
+    label: str = "",
+    seed: int = STEP_SEED,
+    tasks: int = 2,
+) -> dict:
     """PILOT's side of :func:`step_check` from cl-bench's initial tensors ``init``."""
     tag = tag_of(seed, tasks)
     init_path = work / f"step-init-{method}{tag}.pt"
     torch.save(init, init_path)
     inputs_path = step_inputs(work, params["epochs"], seed, tasks)
     data = torch.load(inputs_path, weights_only=True)
-    args = {**pilot_args(method), "tuned_epoch": params["epochs"], "init_lr": params["lr"],
-            "batch_size": params["batch_size"]}
-    spec = {"args": args, "inputs": str(inputs_path), "init": str(init_path),
-            "n_classes": len(CLASS_ORDER), "increment": INCREMENT, "tasks": tasks,
-            "states": tasks == 2, "batches": batches(data, params["batch_size"])}
+    args = {
+        **pilot_args(method),
+        "tuned_epoch": params["epochs"],
+        "init_lr": params["lr"],
+        "batch_size": params["batch_size"],
+    }
+    spec = {
+        "args": args,
+        "inputs": str(inputs_path),
+        "init": str(init_path),
+        "n_classes": len(CLASS_ORDER),
+        "increment": INCREMENT,
+        "tasks": tasks,
+        "states": tasks == 2,
+        "batches": batches(data, params["batch_size"]),
+    }
     out = work / f"step-pilot-{method}{tag}{label}.pt"
     pilot(copy, work, "step", spec, out, env)
     return torch.load(out, weights_only=False)
@@ -348,7 +445,8 @@ def pilot_step(method: str, copy: Path, work: Path, env: dict, params: dict, ini
 KEPT_FP16 = (
     "cl-bench's features pass through fp16 (its feature store keeps them so); PILOT keeps "
     "fp32. The step check and the paired seeds round PILOT's backbone outputs the same way "
-    "(a forward hook in the driver). A feature-store format, no card switch.")
+    "(a forward hook in the driver). A feature-store format, no card switch."
+)
 
 BOUND = 2e-4
 BOUND_WHY = (
@@ -361,7 +459,8 @@ BOUND_WHY = (
     "ridge search is compared in float64 on both sides (PILOT with PARITY_FLOAT64=1), where "
     "PILOT's direct solve of the rank-64 2000 x 2000 G_val + lambda I for lambda <= 1e-6 "
     "loses about 4 of float64's digits against cl-bench's eigendecomposition: up to 1e-4 "
-    "on losses ~0.05. 2e-4 covers both with a factor of 2.")
+    "on losses ~0.05. 2e-4 covers both with a factor of 2."
+)
 
 
 def test_loss(logits: torch.Tensor, labels: torch.Tensor) -> float:
@@ -375,13 +474,18 @@ def summary(method: str, check: dict, work: Path) -> dict:
     17 ridge validation losses) and the test logits (PILOT's RanPAC logits carry the
     adaptation head's learnt scale, divided out: cl-bench drops that head)."""
     data = torch.load(step_inputs(work), weights_only=True)
-    out = {"after": ["step 1", "task 1", "task 2"], "max_abs_param": [], "max_abs_loss": [],
-           "max_abs_logit": []}
+    out = {
+        "after": ["step 1", "task 1", "task 2"],
+        "max_abs_param": [],
+        "max_abs_loss": [],
+        "max_abs_logit": [],
+    }
     for k, key in enumerate(out["after"]):
         ours, ref = check["ours"][key], check["reference"][key]
         if set(ours["params"]) != set(ref["params"]):
-            raise ParityError(f"{key}: trained tensors differ: "
-                              f"{sorted(set(ours['params']) ^ set(ref['params']))}")
+            raise ParityError(
+                f"{key}: trained tensors differ: {sorted(set(ours['params']) ^ set(ref['params']))}"
+            )
         params = [max_abs(ours["params"][n], ref["params"][n]) for n in ours["params"]]
         ref_logits = ref["logits"]
         if "state" in ref:
@@ -392,8 +496,10 @@ def summary(method: str, check: dict, work: Path) -> dict:
         losses = [abs(test_loss(ours["logits"], labels) - test_loss(ref_logits, labels))]
         if ours["loss"]:
             losses.append(abs(ours["loss"][-1] - ref["loss"][-1]))
-        losses += [abs(a - b) for a, b in zip(ours.get("ridge_losses", []),
-                                              pilot_ridge_losses(ref, k), strict=True)]
+        losses += [
+            abs(a - b)
+            for a, b in zip(ours.get("ridge_losses", []), pilot_ridge_losses(ref, k), strict=True)
+        ]
         out["max_abs_param"].append(max(params))
         out["max_abs_loss"].append(max(losses))
         out["max_abs_logit"].append(max_abs(ours["logits"], ref_logits))
@@ -426,10 +532,18 @@ def test_labels(work: Path, epochs: int, seed: int, tasks: int) -> list[torch.Te
     return [data[f"test_y{t}"] for t in range(tasks)]
 
 
-def run_seed(method: str, copy: Path, work: Path, seed: int, pilot_env: dict | None = None,
-             ours_settings: dict | None = None) -> dict:
+def run_seed(
+    method: str,
+    copy: Path,
+    work: Path,
+    seed: int,
+    pilot_env: dict | None = None,
+    ours_settings: dict | None = None,
+) -> dict:
     """Both sides end to end at CLASS_ORDER with this seed; each side's curve, accuracy
     matrix and the accuracy of every task right after it is trained ("learnt")."""
-    sides = {"ours": ours_run(method, work, seed, ours_settings),
-             "reference": pilot_run(method, copy, work, seed, pilot_env)}
+    sides = {
+        "ours": ours_run(method, work, seed, ours_settings),
+        "reference": pilot_run(method, copy, work, seed, pilot_env),
+    }
     return {side: {**run, "learnt": learnt(run)} for side, run in sides.items()}

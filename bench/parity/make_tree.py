@@ -24,8 +24,10 @@ from cl_bench.scenarios.loaders import fmnist
 def write_tree(out: Path, train_per_class: int, test_per_class: int) -> int:
     data = fmnist()
     written = 0
-    for split, x, y, per_class in (("train", data.train_x, data.train_y, train_per_class),
-                                   ("test", data.test_x, data.test_y, test_per_class)):
+    for split, x, y, per_class in (
+        ("train", data.train_x, data.train_y, train_per_class),
+        ("test", data.test_x, data.test_y, test_per_class),
+    ):
         for c in range(len(data.class_names)):
             folder = out / split / f"class_{c:02d}"
             folder.mkdir(parents=True, exist_ok=True)

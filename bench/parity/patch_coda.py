@@ -18,14 +18,21 @@ from pathlib import Path
 
 from bench.parity.patch_pilot import apply_edits
 
-ANCHOR = ("    common_trsf = []\n    class_order = np.arange(10).tolist()\n\n"
-          "    def download_data(self):\n        import os\n"
-          '        root = os.environ["PARITY_TREE"]\n')
+ANCHOR = (
+    "    common_trsf = []\n    class_order = np.arange(10).tolist()\n\n"
+    "    def download_data(self):\n        import os\n"
+    '        root = os.environ["PARITY_TREE"]\n'
+)
 EDITS = [
-    ("utils/data.py", ANCHOR, ANCHOR.replace(
-        "class_order = np.arange(10).tolist()",
-        "class_order = [int(c) for c in __import__(\"os\").environ.get(\n"
-        "        \"PARITY_CLASS_ORDER\", \"0,1,2,3,4,5,6,7,8,9\").split(\",\")]")),
+    (
+        "utils/data.py",
+        ANCHOR,
+        ANCHOR.replace(
+            "class_order = np.arange(10).tolist()",
+            'class_order = [int(c) for c in __import__("os").environ.get(\n'
+            '        "PARITY_CLASS_ORDER", "0,1,2,3,4,5,6,7,8,9").split(",")]',
+        ),
+    ),
 ]
 
 

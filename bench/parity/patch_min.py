@@ -25,12 +25,20 @@ from pathlib import Path
 from bench.parity.patch_pilot import apply_edits
 
 EDITS = [
-    ("MiN/backbones/ViT_MiN.py", 'device = torch.device("cuda:{}".format(0))',
-     'device = torch.device("cpu")'),
-    ("MiN/backbones/ViT_MiN.py", "PiNoise(768, 768, args['hidden_dim'])",
-     "PiNoise(embed_dim, embed_dim, args['hidden_dim'])"),
-    ("MiN/backbones/pretrained_backbone.py", '    else:\n        raise',
-     '''    elif name == "parity_vit_tiny_min":
+    (
+        "MiN/backbones/ViT_MiN.py",
+        'device = torch.device("cuda:{}".format(0))',
+        'device = torch.device("cpu")',
+    ),
+    (
+        "MiN/backbones/ViT_MiN.py",
+        "PiNoise(768, 768, args['hidden_dim'])",
+        "PiNoise(embed_dim, embed_dim, args['hidden_dim'])",
+    ),
+    (
+        "MiN/backbones/pretrained_backbone.py",
+        "    else:\n        raise",
+        """    elif name == "parity_vit_tiny_min":
         import os
         model = VisionTransformer(img_size=int(os.environ["PARITY_IMG_SIZE"]), embed_dim=192,
                                   depth=12, num_heads=3, num_classes=0, weight_init='skip',
@@ -42,11 +50,15 @@ EDITS = [
         model.out_dim = 192
         model.layer_num = 12
     else:
-        raise'''),
-    ("MiN/models/MiN.py", "                optimizer.step()\n",
-     '''                optimizer.step()
+        raise""",
+    ),
+    (
+        "MiN/models/MiN.py",
+        "                optimizer.step()\n",
+        """                optimizer.step()
                 getattr(self, "parity_after_step", lambda loss: None)(loss)
-'''),
+""",
+    ),
 ]
 
 

@@ -37,15 +37,21 @@ from bench.parity.patch_pilot import apply_edits
 HERE = Path(__file__).resolve().parent
 CONFIGS = ("parity_ranpac.json", "parity_ranpac_noadapt.json", "parity_aper.json")
 
-STORE_WO = "        self._network.fc.weight.data = Wo[0:self._network.fc.weight.shape[0],:]" \
+STORE_WO = (
+    "        self._network.fc.weight.data = Wo[0:self._network.fc.weight.shape[0],:]"
     ".to(self._device)\n"
-RP_FORWARD = ("    def extract_vector(self, x):\n        return self.backbone(x)\n\n"
-              "    def forward(self, x):\n        x = self.backbone(x)\n"
-              "        if self.W_rand is not None:\n")
+)
+RP_FORWARD = (
+    "    def extract_vector(self, x):\n        return self.backbone(x)\n\n"
+    "    def forward(self, x):\n        x = self.backbone(x)\n"
+    "        if self.W_rand is not None:\n"
+)
 EDITS = [
     # 1. the adapter ViT-Tiny, filled from PARITY_WEIGHTS (strict except the adapters)
-    ("utils/inc_net.py", "    elif '_adapter' in name:\n",
-     '''    elif name == "parity_vit_tiny_adapter":
+    (
+        "utils/inc_net.py",
+        "    elif '_adapter' in name:\n",
+        """    elif name == "parity_vit_tiny_adapter":
         from functools import partial as _partial
         from types import SimpleNamespace as _NS
         from backbone import vit_adapter
@@ -76,51 +82,75 @@ EDITS = [
         model.out_dim = 192
         return model.eval()
     elif '_adapter' in name:
-'''),
+""",
+    ),
     # 2. RanPAC: the random projection from a file (PARITY_WRAND)
-    ("models/ranpac.py",
-     "        self.W_rand = torch.randn(self._network.fc.in_features, M).to(self._device)\n",
-     "        self.W_rand = torch.randn(self._network.fc.in_features, M).to(self._device)\n"
-     "        if __import__('os').environ.get('PARITY_WRAND'):\n"
-     "            self.W_rand = torch.load(__import__('os').environ['PARITY_WRAND'])"
-     ".float().to(self._device)\n"
-     "            assert self.W_rand.shape == (self._network.fc.in_features, M)\n"),
+    (
+        "models/ranpac.py",
+        "        self.W_rand = torch.randn(self._network.fc.in_features, M).to(self._device)\n",
+        "        self.W_rand = torch.randn(self._network.fc.in_features, M).to(self._device)\n"
+        "        if __import__('os').environ.get('PARITY_WRAND'):\n"
+        "            self.W_rand = torch.load(__import__('os').environ['PARITY_WRAND'])"
+        ".float().to(self._device)\n"
+        "            assert self.W_rand.shape == (self._network.fc.in_features, M)\n",
+    ),
     # 2a. RanPAC: projection, statistics and solves in float64 when PARITY_FLOAT64=1
-    ("models/ranpac.py", "        Features_h = F.relu(embedding_list @ self.W_rand.cpu())\n",
-     "        Features_h = F.relu(embedding_list @ self.W_rand.cpu())\n"
-     "        if __import__('os').environ.get('PARITY_FLOAT64') == '1':\n"
-     "            Features_h = F.relu(embedding_list.double() @ self.W_rand.cpu().double())\n"
-     "            Y = Y.double()\n"),
+    (
+        "models/ranpac.py",
+        "        Features_h = F.relu(embedding_list @ self.W_rand.cpu())\n",
+        "        Features_h = F.relu(embedding_list @ self.W_rand.cpu())\n"
+        "        if __import__('os').environ.get('PARITY_FLOAT64') == '1':\n"
+        "            Features_h = F.relu(embedding_list.double() @ self.W_rand.cpu().double())\n"
+        "            Y = Y.double()\n",
+    ),
     ("models/ranpac.py", STORE_WO, STORE_WO.replace(":].to(", ":].float().to(")),
     # 2b. RanPAC: the lambda of each task from PARITY_RIDGES (comma-separated), replayed
-    ("models/ranpac.py", "        ridge = self.optimise_ridge_parameter(Features_h, Y)\n",
-     "        ridge = self.optimise_ridge_parameter(Features_h, Y)\n"
-     "        if __import__('os').environ.get('PARITY_RIDGES'):\n"
-     "            ridge = float(__import__('os').environ['PARITY_RIDGES']"
-     ".split(',')[self._cur_task])\n"
-     "            print('lambda replayed from PARITY_RIDGES =', ridge)\n"),
+    (
+        "models/ranpac.py",
+        "        ridge = self.optimise_ridge_parameter(Features_h, Y)\n",
+        "        ridge = self.optimise_ridge_parameter(Features_h, Y)\n"
+        "        if __import__('os').environ.get('PARITY_RIDGES'):\n"
+        "            ridge = float(__import__('os').environ['PARITY_RIDGES']"
+        ".split(',')[self._cur_task])\n"
+        "            print('lambda replayed from PARITY_RIDGES =', ridge)\n",
+    ),
     # 3. RanPAC: tuned_epoch 0 (no adaptation) ends _init_train without a NameError
-    ("models/ranpac.py", "        prog_bar = tqdm(range(self.args['tuned_epoch']))\n",
-     "        info = 'no adaptation (tuned_epoch 0)'\n"
-     "        prog_bar = tqdm(range(self.args['tuned_epoch']))\n"),
+    (
+        "models/ranpac.py",
+        "        prog_bar = tqdm(range(self.args['tuned_epoch']))\n",
+        "        info = 'no adaptation (tuned_epoch 0)'\n"
+        "        prog_bar = tqdm(range(self.args['tuned_epoch']))\n",
+    ),
     # 4. RanPAC: the official linear logits when PARITY_RANPAC_LINEAR=1
-    ("utils/inc_net.py", "            x = torch.nn.functional.relu(x @ self.W_rand)\n",
-     "            x = torch.nn.functional.relu(x @ self.W_rand)\n"
-     "            if _parity_os.environ.get('PARITY_RANPAC_LINEAR') == '1':\n"
-     "                out = {'logits': self.fc.sigma * (x @ self.fc.weight.T)}\n"
-     "                out.update({'features': x})\n"
-     "                return out\n"),
+    (
+        "utils/inc_net.py",
+        "            x = torch.nn.functional.relu(x @ self.W_rand)\n",
+        "            x = torch.nn.functional.relu(x @ self.W_rand)\n"
+        "            if _parity_os.environ.get('PARITY_RANPAC_LINEAR') == '1':\n"
+        "                out = {'logits': self.fc.sigma * (x @ self.fc.weight.T)}\n"
+        "                out.update({'features': x})\n"
+        "                return out\n",
+    ),
     # 4b. RanPAC: the backbone's features rounded through fp16 when PARITY_FP16=1
-    ("utils/inc_net.py", RP_FORWARD, RP_FORWARD.replace(
-        "return self.backbone(x)\n", "return _parity_fp16(self.backbone(x))\n").replace(
-        "x = self.backbone(x)\n", "x = _parity_fp16(self.backbone(x))\n")),
-    ("utils/inc_net.py", "class SimpleVitNet(BaseNet):\n",
-     "def _parity_fp16(f):\n"
-     "    return f.half().float() if _parity_os.environ.get('PARITY_FP16') == '1' else f\n\n\n"
-     "class SimpleVitNet(BaseNet):\n"),
+    (
+        "utils/inc_net.py",
+        RP_FORWARD,
+        RP_FORWARD.replace(
+            "return self.backbone(x)\n", "return _parity_fp16(self.backbone(x))\n"
+        ).replace("x = self.backbone(x)\n", "x = _parity_fp16(self.backbone(x))\n"),
+    ),
+    (
+        "utils/inc_net.py",
+        "class SimpleVitNet(BaseNet):\n",
+        "def _parity_fp16(f):\n"
+        "    return f.half().float() if _parity_os.environ.get('PARITY_FP16') == '1' else f\n\n\n"
+        "class SimpleVitNet(BaseNet):\n",
+    ),
     # 5. no DataLoader worker processes
-    *[(f, "num_workers = 8\n", "num_workers = 0\n")
-      for f in ("models/ranpac.py", "models/aper_adapter.py")],
+    *[
+        (f, "num_workers = 8\n", "num_workers = 0\n")
+        for f in ("models/ranpac.py", "models/aper_adapter.py")
+    ],
 ]
 
 

@@ -57,63 +57,92 @@ BUILDER = '''def parity_vit_tiny_{method}(pretrained=False, **kwargs):
 '''
 
 # the paper's merge rule for MOS (PARITY_MOS_MERGE=paper): no merge inside forward
-PAPER_MERGE = '''    def reweight_adapter(self, adapter, idx, merge_step=False):
+PAPER_MERGE = """    def reweight_adapter(self, adapter, idx, merge_step=False):
         if os.environ.get("PARITY_MOS_MERGE") == "paper" and not merge_step:
             return adapter
         return self._official_reweight_adapter(adapter, idx)
 
     def _official_reweight_adapter(self, adapter, idx):
-'''
+"""
 
-MOSNET = ("        super(MOSNet, self).__init__()\n"
-          "        self.backbone = get_backbone(args, pretrained)\n")
-MERGE_CALL = ("            self.cur_adapter = "
-              "self.reweight_adapter(self.cur_adapter, len(self.adapter_list)")
+MOSNET = (
+    "        super(MOSNet, self).__init__()\n"
+    "        self.backbone = get_backbone(args, pretrained)\n"
+)
+MERGE_CALL = (
+    "            self.cur_adapter = self.reweight_adapter(self.cur_adapter, len(self.adapter_list)"
+)
 
 # (file, anchor, replacement): the anchor must occur exactly once
 EDITS = [
     # 1. the ViT-Tiny builders, PILOT's own ViT classes and loading recipe
-    ("backbone/vit_ease.py", "def vit_base_patch16_224_ease(pretrained=False, **kwargs):\n",
-     BUILDER.format(method="ease", trainable="name in msg.missing_keys")
-     + "def vit_base_patch16_224_ease(pretrained=False, **kwargs):\n"),
-    ("backbone/vit_mos.py", "def vit_base_patch16_224_mos(pretrained=False, **kwargs):\n",
-     BUILDER.format(method="mos", trainable="'head' in name or 'adapter' in name")
-     + "def vit_base_patch16_224_mos(pretrained=False, **kwargs):\n"),
+    (
+        "backbone/vit_ease.py",
+        "def vit_base_patch16_224_ease(pretrained=False, **kwargs):\n",
+        BUILDER.format(method="ease", trainable="name in msg.missing_keys")
+        + "def vit_base_patch16_224_ease(pretrained=False, **kwargs):\n",
+    ),
+    (
+        "backbone/vit_mos.py",
+        "def vit_base_patch16_224_mos(pretrained=False, **kwargs):\n",
+        BUILDER.format(method="mos", trainable="'head' in name or 'adapter' in name")
+        + "def vit_base_patch16_224_mos(pretrained=False, **kwargs):\n",
+    ),
     # 2. backbone names for them in get_backbone
-    ("utils/inc_net.py", '            if name == "vit_base_patch16_224_ease":\n',
-     '            if name == "parity_vit_tiny_ease":\n'
-     '                model = vit_ease.parity_vit_tiny_ease(num_classes=0,\n'
-     '                    global_pool=False, drop_path_rate=0.0, tuning_config=tuning_config)\n'
-     '            elif name == "vit_base_patch16_224_ease":\n'),
-    ("utils/inc_net.py", '            if name == "vit_base_patch16_224_mos":\n',
-     '            if name == "parity_vit_tiny_mos":\n'
-     '                model = vit_mos.parity_vit_tiny_mos(num_classes=args["nb_classes"],\n'
-     '                    global_pool=False, drop_path_rate=0.0, tuning_config=tuning_config)\n'
-     '            elif name == "vit_base_patch16_224_mos":\n'),
+    (
+        "utils/inc_net.py",
+        '            if name == "vit_base_patch16_224_ease":\n',
+        '            if name == "parity_vit_tiny_ease":\n'
+        "                model = vit_ease.parity_vit_tiny_ease(num_classes=0,\n"
+        "                    global_pool=False, drop_path_rate=0.0, tuning_config=tuning_config)\n"
+        '            elif name == "vit_base_patch16_224_ease":\n',
+    ),
+    (
+        "utils/inc_net.py",
+        '            if name == "vit_base_patch16_224_mos":\n',
+        '            if name == "parity_vit_tiny_mos":\n'
+        '                model = vit_mos.parity_vit_tiny_mos(num_classes=args["nb_classes"],\n'
+        "                    global_pool=False, drop_path_rate=0.0, tuning_config=tuning_config)\n"
+        '            elif name == "vit_base_patch16_224_mos":\n',
+    ),
     # 3. the width 768 hard-coded outside the ViTs: MOSNet's out_dim, and EASE's
     #    forward_reweight, whose out_dim defaults to 768 and is not passed
-    ("utils/inc_net.py", MOSNET + "        self.backbone.out_dim = 768\n",
-     MOSNET + "        self.backbone.out_dim = self.backbone.embed_dim\n"),
-    ("utils/inc_net.py", "use_init_ptm=self.use_init_ptm, beta=self.beta)",
-     "use_init_ptm=self.use_init_ptm, beta=self.beta, out_dim=self.out_dim)"),
+    (
+        "utils/inc_net.py",
+        MOSNET + "        self.backbone.out_dim = 768\n",
+        MOSNET + "        self.backbone.out_dim = self.backbone.embed_dim\n",
+    ),
+    (
+        "utils/inc_net.py",
+        "use_init_ptm=self.use_init_ptm, beta=self.beta)",
+        "use_init_ptm=self.use_init_ptm, beta=self.beta, out_dim=self.out_dim)",
+    ),
     # 4. MOS's merge rule switchable (module docstring); with the paper rule the stored
     #    prefix sums are detached from the live adapter (the official code replaces its
     #    storage in the next forward before any in-place step; without that re-merge the
     #    first optimizer step of the next task would write into the stored A_0)
     ("backbone/vit_mos.py", "    def reweight_adapter(self, adapter, idx):\n", PAPER_MERGE),
     ("backbone/vit_mos.py", MERGE_CALL + ")", MERGE_CALL + ", merge_step=True)"),
-    ("backbone/vit_mos.py", "        self.sum_adapter_param()\n",
-     "        self.sum_adapter_param()\n"
-     '        if os.environ.get("PARITY_MOS_MERGE") == "paper":\n'
-     "            for p in self.cur_adapter.parameters():\n"
-     "                p.data = p.data.clone()\n"),
+    (
+        "backbone/vit_mos.py",
+        "        self.sum_adapter_param()\n",
+        "        self.sum_adapter_param()\n"
+        '        if os.environ.get("PARITY_MOS_MERGE") == "paper":\n'
+        "            for p in self.cur_adapter.parameters():\n"
+        "                p.data = p.data.clone()\n",
+    ),
     # 5. top-5 clipped to the seen classes, no DataLoader workers (as patch_pilot.py)
-    *[(f, "outputs, k=self.topk, dim=1", "outputs, k=min(self.topk, outputs.shape[1]), dim=1")
-      for f in ("models/ease.py", "models/mos.py")],
+    *[
+        (f, "outputs, k=self.topk, dim=1", "outputs, k=min(self.topk, outputs.shape[1]), dim=1")
+        for f in ("models/ease.py", "models/mos.py")
+    ],
     ("models/ease.py", "num_workers = 8\n", "num_workers = 0\n"),
     ("models/mos.py", "num_workers = 8\n", "num_workers = 0\n"),
-    ("models/mos.py", "batch_size=self.batch_size*3, shuffle=False, num_workers=4",
-     "batch_size=self.batch_size*3, shuffle=False, num_workers=0"),
+    (
+        "models/mos.py",
+        "batch_size=self.batch_size*3, shuffle=False, num_workers=4",
+        "batch_size=self.batch_size*3, shuffle=False, num_workers=0",
+    ),
 ]
 
 # PILOT's EASE and MOS import easydict (not in bench/.venv-avalanche): a stand-in

@@ -27,22 +27,34 @@ from pathlib import Path
 
 from bench.parity.patch_pilot import apply_edits
 
-RESHAPE = "num_layers, dual, batch_size, top_k, length, num_heads, heads_embed_dim" \
+RESHAPE = (
+    "num_layers, dual, batch_size, top_k, length, num_heads, heads_embed_dim"
     " = batched_prompt_raw.shape\n"
-FIX = ('                if __import__("os").environ.get("PARITY_RESHAPE_FIX") == "1":\n'
-       "                    batched_prompt_raw = batched_prompt_raw.permute(0, 2, 1, 3, 4, 5, 6)\n")
+)
+FIX = (
+    '                if __import__("os").environ.get("PARITY_RESHAPE_FIX") == "1":\n'
+    "                    batched_prompt_raw = batched_prompt_raw.permute(0, 2, 1, 3, 4, 5, 6)\n"
+)
 
 # (file, anchor, replacement): the anchor must occur exactly once
 EDITS = [
     ("backbone/prompt.py", RESHAPE, RESHAPE + FIX),
-    ("utils/inc_net.py", 'self.fc = nn.Linear(768, args["nb_classes"])',
-     'self.fc = nn.Linear(self.backbone.embed_dim, args["nb_classes"])'),
-    ("utils/inc_net.py", 'self.prompt = CodaPrompt(768, args["nb_tasks"], args["prompt_param"])',
-     'self.prompt = CodaPrompt(self.backbone.embed_dim, args["nb_tasks"], args["prompt_param"],'
-     " key_dim=self.backbone.embed_dim)"),
-    ("backbone/vit_coda_promtpt.py",
-     "prompt_loss = torch.zeros((1,), requires_grad=True).to(device=x.device)",
-     "prompt_loss = torch.zeros((1,), device=x.device)"),
+    (
+        "utils/inc_net.py",
+        'self.fc = nn.Linear(768, args["nb_classes"])',
+        'self.fc = nn.Linear(self.backbone.embed_dim, args["nb_classes"])',
+    ),
+    (
+        "utils/inc_net.py",
+        'self.prompt = CodaPrompt(768, args["nb_tasks"], args["prompt_param"])',
+        'self.prompt = CodaPrompt(self.backbone.embed_dim, args["nb_tasks"], args["prompt_param"],'
+        " key_dim=self.backbone.embed_dim)",
+    ),
+    (
+        "backbone/vit_coda_promtpt.py",
+        "prompt_loss = torch.zeros((1,), requires_grad=True).to(device=x.device)",
+        "prompt_loss = torch.zeros((1,), device=x.device)",
+    ),
 ]
 
 

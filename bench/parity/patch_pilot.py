@@ -26,7 +26,10 @@ HERE = Path(__file__).resolve().parent
 EDITS = [
     # 1. a dataset "parity": the image tree in PILOT's ImageFolder layout, with the
     #    transforms PILOT uses for every ImageFolder dataset (build_transform)
-    ("utils/data.py", "class iCIFAR224(iData):", '''class iParity(iData):
+    (
+        "utils/data.py",
+        "class iCIFAR224(iData):",
+        """class iParity(iData):
     use_path = True
     train_trsf = build_transform(True, None)
     test_trsf = build_transform(False, None)
@@ -42,13 +45,20 @@ EDITS = [
         self.test_data, self.test_targets = split_images_labels(test_dset.imgs)
 
 
-class iCIFAR224(iData):'''),
-    ("utils/data_manager.py", '    elif name == "vtab":',
-     '    elif name == "parity":\n        from utils.data import iParity\n'
-     '        return iParity()\n    elif name == "vtab":'),
+class iCIFAR224(iData):""",
+    ),
+    (
+        "utils/data_manager.py",
+        '    elif name == "vtab":',
+        '    elif name == "parity":\n        from utils.data import iParity\n'
+        '        return iParity()\n    elif name == "vtab":',
+    ),
     # 2. every timm model PILOT builds gets cl-bench's weights (strict except for
     #    the keys the method adds: head, prompts, keys)
-    ("utils/inc_net.py", "import timm\n", '''import timm
+    (
+        "utils/inc_net.py",
+        "import timm\n",
+        """import timm
 import os as _parity_os
 
 _parity_timm_create = timm.create_model
@@ -72,21 +82,34 @@ def _parity_create_model(name, *args, **kwargs):
 
 
 timm.create_model = _parity_create_model
-'''),
+""",
+    ),
     # 3. a SimpleCIL backbone name for the random ViT-Tiny
-    ("utils/inc_net.py", '    elif name == "pretrained_vit_b16_224_in21k" or',
-     '''    elif name == "parity_vit_tiny":
+    (
+        "utils/inc_net.py",
+        '    elif name == "pretrained_vit_b16_224_in21k" or',
+        """    elif name == "parity_vit_tiny":
         model = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=0)
         model.out_dim = 192
         return model.eval()
-    elif name == "pretrained_vit_b16_224_in21k" or'''),
+    elif name == "pretrained_vit_b16_224_in21k" or""",
+    ),
     # 4. the input size from PARITY_IMG_SIZE (PILOT fixes 224)
-    ("utils/data.py", "    input_size = 224\n",
-     '    input_size = int(__import__("os").environ.get("PARITY_IMG_SIZE", 224))\n'),
+    (
+        "utils/data.py",
+        "    input_size = 224\n",
+        '    input_size = int(__import__("os").environ.get("PARITY_IMG_SIZE", 224))\n',
+    ),
     # 5. top-5 accuracy when fewer than 5 classes are seen (PILOT crashes there)
-    *[(f, "outputs, k=self.topk, dim=1", "outputs, k=min(self.topk, outputs.shape[1]), dim=1")
-      for f in ("models/base.py", "models/l2p.py", "models/dualprompt.py",
-                "models/coda_prompt.py")],
+    *[
+        (f, "outputs, k=self.topk, dim=1", "outputs, k=min(self.topk, outputs.shape[1]), dim=1")
+        for f in (
+            "models/base.py",
+            "models/l2p.py",
+            "models/dualprompt.py",
+            "models/coda_prompt.py",
+        )
+    ],
     ("models/base.py", "np.tile(y_true, (self.topk, 1))", "np.tile(y_true, (y_pred.shape[1], 1))"),
 ]
 # 6. no DataLoader worker processes on a 2-core machine (same batches, same order)
@@ -102,8 +125,10 @@ def apply_edits(root: Path, edits: list[tuple[str, str, str]]) -> None:
         if new in text:
             continue  # already patched
         if text.count(anchor) != 1:
-            raise SystemExit(f"{path}: anchor {anchor!r} found {text.count(anchor)} times, "
-                             "expected once; this PILOT differs from the one of bench/parity.md")
+            raise SystemExit(
+                f"{path}: anchor {anchor!r} found {text.count(anchor)} times, "
+                "expected once; this PILOT differs from the one of bench/parity.md"
+            )
         path.write_text(text.replace(anchor, new))
 
 

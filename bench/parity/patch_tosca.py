@@ -32,15 +32,19 @@ from bench.parity.patch_pilot import apply_edits
 
 # patch_pilot.py's edits that fit the official TOSCA code unchanged (dataset, input
 # size, top-5 in models/base.py)
-SHARED = {("utils/data.py", "class iCIFAR224(iData):"),
-          ("utils/data_manager.py", '    elif name == "vtab":'),
-          ("utils/data.py", "    input_size = 224\n"),
-          ("models/base.py", "outputs, k=self.topk, dim=1"),
-          ("models/base.py", "np.tile(y_true, (self.topk, 1))")}
+SHARED = {
+    ("utils/data.py", "class iCIFAR224(iData):"),
+    ("utils/data_manager.py", '    elif name == "vtab":'),
+    ("utils/data.py", "    input_size = 224\n"),
+    ("models/base.py", "outputs, k=self.topk, dim=1"),
+    ("models/base.py", "np.tile(y_true, (self.topk, 1))"),
+}
 
 EDITS = [
-    ("utils/inc_net.py", '    elif name == "pretrained_vit_b16_224_in21k" or',
-     '''    elif name == "parity_vit_tiny":
+    (
+        "utils/inc_net.py",
+        '    elif name == "pretrained_vit_b16_224_in21k" or',
+        """    elif name == "parity_vit_tiny":
         import os
         model = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=0,
                                   img_size=int(os.environ.get("PARITY_IMG_SIZE", 224)))
@@ -50,19 +54,29 @@ EDITS = [
         model = vit_tosca.ToscaViT(model, args["mlp_ratio"], args["se_ratio"], args["flow"])
         model.out_dim = 192
         return model.eval()
-    elif name == "pretrained_vit_b16_224_in21k" or'''),
-    ("backbone/vit_tosca.py", "        x = self.vit.fc_norm(x)\n",
-     '''        x = self.vit.fc_norm(x)
+    elif name == "pretrained_vit_b16_224_in21k" or""",
+    ),
+    (
+        "backbone/vit_tosca.py",
+        "        x = self.vit.fc_norm(x)\n",
+        """        x = self.vit.fc_norm(x)
         if __import__("os").environ.get("PARITY_FP16_FEATURES") == "1":
             x = x.half().float()
-'''),
+""",
+    ),
     ("models/tosca.py", "num_workers = 10\n", "num_workers = 0\n"),
-    ("models/tosca.py", "outputs, k=self.topk, dim=1",
-     "outputs, k=min(self.topk, outputs.shape[1]), dim=1"),
-    ("models/tosca.py", "                optimizer.step()\n",
-     '''                optimizer.step()
+    (
+        "models/tosca.py",
+        "outputs, k=self.topk, dim=1",
+        "outputs, k=min(self.topk, outputs.shape[1]), dim=1",
+    ),
+    (
+        "models/tosca.py",
+        "                optimizer.step()\n",
+        """                optimizer.step()
                 getattr(self, "parity_after_step", lambda loss: None)(loss)
-'''),
+""",
+    ),
 ]
 
 
@@ -70,8 +84,10 @@ def patch(root: Path) -> None:
     """Apply every edit once; SystemExit names an anchor that is missing or repeated."""
     shared = [e for e in PILOT_EDITS if (e[0], e[1]) in SHARED]
     if len(shared) != len(SHARED):
-        raise SystemExit("bench/parity/patch_pilot.py no longer has the edits patch_tosca.py "
-                         f"reuses: {sorted(SHARED - {(e[0], e[1]) for e in shared})}")
+        raise SystemExit(
+            "bench/parity/patch_pilot.py no longer has the edits patch_tosca.py "
+            f"reuses: {sorted(SHARED - {(e[0], e[1]) for e in shared})}"
+        )
     apply_edits(root, shared + EDITS)
 
 

@@ -71,8 +71,8 @@ TRAIN_PER_CLASS, TEST_PER_CLASS = 40, 30
 # training on it (38.3 % right), in this order 90 % (5 epochs: 95 %).
 FMNIST_CLASSES = [3, 8, 0, 9, 1, 7]
 CLASS_ORDER = list(range(len(FMNIST_CLASSES)))  # PILOT "shuffle": false; cl-bench "natural"
-SPLIT = 2                                       # 3 tasks of 2 classes
-STEP_EPOCHS = 2                # per task in the step check: 10 Adam steps of 16 images
+SPLIT = 2  # 3 tasks of 2 classes
+STEP_EPOCHS = 2  # per task in the step check: 10 Adam steps of 16 images
 STEP_BATCH = 16
 # The step check's bound: float32 round-off of the same arithmetic on both sides. The
 # tensors compared stay within ~2 in size (one ulp <= 2.4e-7); measured with the same
@@ -106,25 +106,31 @@ class Row:
     step_cls_pos_zero: bool = False  # the step check's weights: [CLS] position entry 0
 
     def setting(self) -> dict:
-        return {"tree": f"bench/parity/make_tree.py's, Fashion-MNIST classes {FMNIST_CLASSES} "
-                        f"as classes 0-5, {TRAIN_PER_CLASS} train / {TEST_PER_CLASS} test "
-                        "images per class, PNG",
-                "backbone": f"vit_tiny_patch16_224 at {self.size:d} px, cl-bench's seeded "
-                            "random init (bench/parity/export_weights.py), block weights "
-                            f"(qkv, proj, fc1, fc2) x {BLOCK_GAIN:g}",
-                "tasks": f"{len(CLASS_ORDER) // SPLIT} x {SPLIT} classes",
-                "cl_bench": {f"{self.method}.{k}": v for k, v in self.ours.items()},
-                "pilot": {"config": f"bench/parity/configs/{self.config}", **self.pilot,
-                          **({"env": self.pilot_env} if self.pilot_env else {})},
-                "precision": "fp32, one thread, CPU",
-                "paired": "the step check's machinery (bench/parity/prompted.py paired_seed): "
-                          "no augmentation, one batch order per seed on both sides",
-                "own_randomness": "per_seed.*.own: each side as it runs, augmentation on, "
-                                  "its own batch order and crops, from the same initial "
-                                  "tensors"}
+        return {
+            "tree": f"bench/parity/make_tree.py's, Fashion-MNIST classes {FMNIST_CLASSES} "
+            f"as classes 0-5, {TRAIN_PER_CLASS} train / {TEST_PER_CLASS} test "
+            "images per class, PNG",
+            "backbone": f"vit_tiny_patch16_224 at {self.size:d} px, cl-bench's seeded "
+            "random init (bench/parity/export_weights.py), block weights "
+            f"(qkv, proj, fc1, fc2) x {BLOCK_GAIN:g}",
+            "tasks": f"{len(CLASS_ORDER) // SPLIT} x {SPLIT} classes",
+            "cl_bench": {f"{self.method}.{k}": v for k, v in self.ours.items()},
+            "pilot": {
+                "config": f"bench/parity/configs/{self.config}",
+                **self.pilot,
+                **({"env": self.pilot_env} if self.pilot_env else {}),
+            },
+            "precision": "fp32, one thread, CPU",
+            "paired": "the step check's machinery (bench/parity/prompted.py paired_seed): "
+            "no augmentation, one batch order per seed on both sides",
+            "own_randomness": "per_seed.*.own: each side as it runs, augmentation on, "
+            "its own batch order and crops, from the same initial "
+            "tensors",
+        }
 
 
 # ---------------------------------------------------------------- inputs
+
 
 def inputs(work: Path, size: int) -> tuple[Path, Path]:
     """The six-class tree and the weights at ``size`` px in ``work`` (made when missing)."""
@@ -178,11 +184,13 @@ def prepare(copy: Path) -> None:
         raise ParityError(str(e)) from None
 
 
-def images(tree: Path, split: str, classes: list[int], size: int
-           ) -> tuple[torch.Tensor, torch.Tensor]:
+def images(
+    tree: Path, split: str, classes: list[int], size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The images of ``classes`` (indices of the sorted class folders, as both sides
     number them) through cl-bench's test transform, class by class."""
     from cl_bench.scenarios.transforms import FileTransform
+
     transform = FileTransform(size, train=False)
     folders = sorted(p for p in (tree / split).iterdir() if p.is_dir())
     xs, ys = [], []
@@ -193,8 +201,15 @@ def images(tree: Path, split: str, classes: list[int], size: int
     return torch.stack(xs), torch.tensor(ys)
 
 
-def batches(tree: Path, out: Path, size: int, n_tasks: int = 2, seed: int = 0,
-            epochs: int = STEP_EPOCHS, batch: int = STEP_BATCH) -> Path:
+def batches(
+    tree: Path,
+    out: Path,
+    size: int,
+    n_tasks: int = 2,
+    seed: int = 0,
+    epochs: int = STEP_EPOCHS,
+    batch: int = STEP_BATCH,
+) -> Path:
     """The fixed batches of the step check (and of a paired seed): for each of the first
     ``n_tasks`` tasks, ``epochs`` shuffles (torch generator seeded with ``seed``) of its
     training images in batches of ``batch``, and the test images of the classes seen
@@ -202,7 +217,7 @@ def batches(tree: Path, out: Path, size: int, n_tasks: int = 2, seed: int = 0,
     if out.is_file():
         return out
     gen = torch.Generator().manual_seed(seed)
-    tasks = [CLASS_ORDER[i:i + SPLIT] for i in range(0, len(CLASS_ORDER), SPLIT)]
+    tasks = [CLASS_ORDER[i : i + SPLIT] for i in range(0, len(CLASS_ORDER), SPLIT)]
     record = {"all_classes": tasks, "tasks": []}
     for t in range(n_tasks):
         x, y = images(tree, "train", tasks[t], size)
@@ -210,18 +225,28 @@ def batches(tree: Path, out: Path, size: int, n_tasks: int = 2, seed: int = 0,
         for _ in range(epochs):
             perm = torch.randperm(len(y), generator=gen)
             train += [(x[i], y[i]) for i in perm.split(batch)]
-        tx, ty = images(tree, "test", [c for task in tasks[:t + 1] for c in task], size)
+        tx, ty = images(tree, "test", [c for task in tasks[: t + 1] for c in task], size)
         test = list(zip(tx.split(STEP_BATCH), ty.split(STEP_BATCH), strict=True))
-        record["tasks"].append({"classes": [CLASS_ORDER.index(c) for c in tasks[t]],
-                                "train": train, "test": test})
+        record["tasks"].append(
+            {"classes": [CLASS_ORDER.index(c) for c in tasks[t]], "train": train, "test": test}
+        )
     torch.save(record, out)
     return out
 
 
 # ---------------------------------------------------------------- step check, cl-bench side
 
-def ours_step(row: Row, variant: dict, weights: Path, fixed: Path, init_out: Path,
-              fused: bool = False, dtype: torch.dtype = torch.float32, seed: int = 0) -> dict:
+
+def ours_step(
+    row: Row,
+    variant: dict,
+    weights: Path,
+    fixed: Path,
+    init_out: Path,
+    fused: bool = False,
+    dtype: torch.dtype = torch.float32,
+    seed: int = 0,
+) -> dict:
     """cl-bench's model through the fixed batches (see the module docstring). Writes the
     initial trainable tensors, drawn after ``torch.manual_seed(seed)``, to ``init_out``.
     ``fused=False``: timm's explicit attention (PILOT's arithmetic); ``True``: timm's
@@ -234,8 +259,16 @@ def ours_step(row: Row, variant: dict, weights: Path, fixed: Path, init_out: Pat
         torch.set_default_dtype(default)
 
 
-def _ours_step(row: Row, variant: dict, weights: Path, fixed: Path, init_out: Path,
-               fused: bool, dtype: torch.dtype, seed: int) -> dict:
+def _ours_step(
+    row: Row,
+    variant: dict,
+    weights: Path,
+    fixed: Path,
+    init_out: Path,
+    fused: bool,
+    dtype: torch.dtype,
+    seed: int,
+) -> dict:
     from timm.layers import Attention
 
     from cl_bench.backbones.prompted import PromptedViT
@@ -253,8 +286,9 @@ def _ours_step(row: Row, variant: dict, weights: Path, fixed: Path, init_out: Pa
     record = torch.load(fixed, weights_only=True)
     n_classes = sum(len(t) for t in record["all_classes"])
     torch.manual_seed(seed)
-    model = strategy_of(card).model_class(PromptedViT(backbone.model), backbone.normalize,
-                                          n_classes, params)
+    model = strategy_of(card).model_class(
+        PromptedViT(backbone.model), backbone.normalize, n_classes, params
+    )
     torch.save({n: p.detach().clone() for n, p in model.named_parameters()}, init_out)
 
     def logits(test, seen: int) -> torch.Tensor:
@@ -265,8 +299,11 @@ def _ours_step(row: Row, variant: dict, weights: Path, fixed: Path, init_out: Pa
         return out
 
     def snapshot(losses: list[float], test, seen: int) -> dict:
-        return {"params": {n: p.detach().clone() for n, p in model.named_parameters()},
-                "losses": list(losses), "logits": logits(test, seen)}
+        return {
+            "params": {n: p.detach().clone() for n, p in model.named_parameters()},
+            "losses": list(losses),
+            "logits": logits(test, seen),
+        }
 
     result: dict = {}
     seen = 0
@@ -290,31 +327,53 @@ def _ours_step(row: Row, variant: dict, weights: Path, fixed: Path, init_out: Pa
 
 # ---------------------------------------------------------------- step check, PILOT side
 
+
 def reference(copy: Path, args: list[str], env: dict, log: Path, size: int) -> None:
     """The driver in PILOT's copy with the reference's interpreter, one thread."""
     if not REFERENCE_PYTHON.is_file():
         raise ParityError(f"{REFERENCE_PYTHON} is missing: make it with bench/peer_venv.py")
     tree = env.pop("PARITY_TREE")
-    full = {**os.environ, **THREADS, "PARITY_TREE": str(tree),
-            "PARITY_IMG_SIZE": str(size),
-            "PARITY_CLASS_ORDER": ",".join(str(c) for c in CLASS_ORDER), **env}
+    full = {
+        **os.environ,
+        **THREADS,
+        "PARITY_TREE": str(tree),
+        "PARITY_IMG_SIZE": str(size),
+        "PARITY_CLASS_ORDER": ",".join(str(c) for c in CLASS_ORDER),
+        **env,
+    }
     with open(log, "w") as out:
-        done = subprocess.run(["nice", "-n", "10", str(REFERENCE_PYTHON), str(DRIVER), *args],
-                              cwd=copy, env=full, stdout=out, stderr=subprocess.STDOUT)
+        done = subprocess.run(
+            ["nice", "-n", "10", str(REFERENCE_PYTHON), str(DRIVER), *args],
+            cwd=copy,
+            env=full,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     if done.returncode:
         raise ParityError(f"PILOT's driver failed ({done.returncode}); see {log}")
 
 
-def pilot_step(row: Row, copy: Path, work: Path, env: dict, init: Path, fixed: Path,
-               name: str, weights: Path) -> dict:
+def pilot_step(
+    row: Row, copy: Path, work: Path, env: dict, init: Path, fixed: Path, name: str, weights: Path
+) -> dict:
     """PILOT's driver through the fixed batches (``env``: patch switches, PARITY_DTYPE)."""
     tree, _ = inputs(work, row.size)
     out = work / f"step_{name}_pilot.pt"
     overrides = {**row.pilot, "tuned_epoch": 1, "seed": 0}  # the batches hold every epoch
-    reference(copy, ["step", str(copy / "exps" / row.config), json.dumps(overrides),
-                     str(init), str(fixed), str(out)],
-              {"PARITY_TREE": tree, "PARITY_WEIGHTS": str(weights), **env},
-              work / f"step_{name}_pilot.log", row.size)
+    reference(
+        copy,
+        [
+            "step",
+            str(copy / "exps" / row.config),
+            json.dumps(overrides),
+            str(init),
+            str(fixed),
+            str(out),
+        ],
+        {"PARITY_TREE": tree, "PARITY_WEIGHTS": str(weights), **env},
+        work / f"step_{name}_pilot.log",
+        row.size,
+    )
     return torch.load(out, weights_only=True)
 
 
@@ -322,19 +381,28 @@ def gaps(a: dict, b: dict) -> dict:
     """Largest absolute differences, per checkpoint: every trainable tensor (and the
     tensor where it is largest), the losses, the test logits; and the top-1 agreement
     of the test logits."""
-    out: dict = {"after": list(a), "max_abs_param": [], "worst_tensor": [],
-                 "max_abs_loss": [], "max_abs_logit": [], "argmax_agree": []}
+    out: dict = {
+        "after": list(a),
+        "max_abs_param": [],
+        "worst_tensor": [],
+        "max_abs_loss": [],
+        "max_abs_logit": [],
+        "argmax_agree": [],
+    }
     for key in a:
-        per = {n: (a[key]["params"][n] - b[key]["params"][n]).abs().max().item()
-               for n in a[key]["params"]}
+        per = {
+            n: (a[key]["params"][n] - b[key]["params"][n]).abs().max().item()
+            for n in a[key]["params"]
+        }
         worst = max(per, key=per.get)
         out["max_abs_param"].append(per[worst])
         out["worst_tensor"].append(worst)
         la, lb = torch.tensor(a[key]["losses"]), torch.tensor(b[key]["losses"])
         out["max_abs_loss"].append((la - lb).abs().max().item())
         out["max_abs_logit"].append((a[key]["logits"] - b[key]["logits"]).abs().max().item())
-        out["argmax_agree"].append(float((a[key]["logits"].argmax(1)
-                                          == b[key]["logits"].argmax(1)).float().mean()))
+        out["argmax_agree"].append(
+            float((a[key]["logits"].argmax(1) == b[key]["logits"].argmax(1)).float().mean())
+        )
     return out
 
 
@@ -349,13 +417,19 @@ def step_check(row: Row, copy: Path, work: Path, variants: dict[str, tuple[dict,
     for name, (ours_variant, env) in variants.items():
         init = work / f"step_{name}_init.pt"
         records[name] = ours_step(row, ours_variant, weights, fixed, init)
-        results[name] = gaps(records[name],
-                             pilot_step(row, copy, work, env, init, fixed, name, weights))
+        results[name] = gaps(
+            records[name], pilot_step(row, copy, work, env, init, fixed, name, weights)
+        )
     first = next(iter(variants))
-    fused = ours_step(row, variants[first][0], weights, fixed, work / "step_fused_init.pt",
-                      fused=True)
-    return {"results": results, "records": records,
-            "fused_attention": gaps(fused, records[first]), "bound": BOUND}
+    fused = ours_step(
+        row, variants[first][0], weights, fixed, work / "step_fused_init.pt", fused=True
+    )
+    return {
+        "results": results,
+        "records": records,
+        "fused_attention": gaps(fused, records[first]),
+        "bound": BOUND,
+    }
 
 
 def float64_check(row: Row, copy: Path, work: Path, variant: tuple[dict, dict]) -> dict:
@@ -371,22 +445,55 @@ def float64_check(row: Row, copy: Path, work: Path, variant: tuple[dict, dict]) 
 
 # ---------------------------------------------------------------- end to end
 
+
 def ours_run(row: Row, work: Path, seed: int, init: Path) -> dict:
     tree, weights = inputs(work, row.size)
     out = work / "ours" / str(seed)
     sets = [f"{row.method}.{k}={json.dumps(v)}" for k, v in row.ours.items()]
-    sets += [f"scenario.init_cls={SPLIT:d}", f"scenario.increment={SPLIT:d}",
-             "scenario.class_order=natural"]
-    cmd = ["nice", "-n", "10", sys.executable, "-m", "bench.parity.drivers.ours_init", "run",
-           "--methods", row.method, "--scenario", "imagefolder", "--data-root", str(tree),
-           "--backbone", "vit_tiny_patch16_224", "--image-size", str(row.size),
-           "--weights", str(weights), "--precision", "fp32", "--device", "cpu",
-           "--seeds", str(seed), "--out", str(out), "--no-progress"]
+    sets += [
+        f"scenario.init_cls={SPLIT:d}",
+        f"scenario.increment={SPLIT:d}",
+        "scenario.class_order=natural",
+    ]
+    cmd = [
+        "nice",
+        "-n",
+        "10",
+        sys.executable,
+        "-m",
+        "bench.parity.drivers.ours_init",
+        "run",
+        "--methods",
+        row.method,
+        "--scenario",
+        "imagefolder",
+        "--data-root",
+        str(tree),
+        "--backbone",
+        "vit_tiny_patch16_224",
+        "--image-size",
+        str(row.size),
+        "--weights",
+        str(weights),
+        "--precision",
+        "fp32",
+        "--device",
+        "cpu",
+        "--seeds",
+        str(seed),
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     for s in sets:
         cmd += ["--set", s]
-    env = {**os.environ, **THREADS, "PARITY_INIT_OUT": str(init),
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-           "CL_BENCH_CACHE": str(work / "cache")}
+    env = {
+        **os.environ,
+        **THREADS,
+        "PARITY_INIT_OUT": str(init),
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "CL_BENCH_CACHE": str(work / "cache"),
+    }
     log = work / f"ours_{seed}.log"
     with open(log, "w") as f:
         done = subprocess.run(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
@@ -398,20 +505,26 @@ def ours_run(row: Row, work: Path, seed: int, init: Path) -> dict:
     return {"curve": result["acc_seen"], "new_task": [matrix[t][t] for t in range(len(matrix))]}
 
 
-def pilot_run(row: Row, copy: Path, work: Path, seed: int, init: Path,
-              name: str = "pilot") -> dict:
+def pilot_run(row: Row, copy: Path, work: Path, seed: int, init: Path, name: str = "pilot") -> dict:
     """PILOT end to end with ``row.pilot_env`` (files ``work/<name>_<seed>.*``)."""
     tree, weights = inputs(work, row.size)
     out = work / f"{name}_{seed}.json"
     overrides = {**row.pilot, "seed": seed, "shuffle": False}
-    reference(copy, ["run", str(copy / "exps" / row.config), json.dumps(overrides), str(init),
-                     str(out)],
-              {"PARITY_TREE": tree, "PARITY_WEIGHTS": str(weights), **row.pilot_env},
-              work / f"{name}_{seed}.log", row.size)
+    reference(
+        copy,
+        ["run", str(copy / "exps" / row.config), json.dumps(overrides), str(init), str(out)],
+        {"PARITY_TREE": tree, "PARITY_WEIGHTS": str(weights), **row.pilot_env},
+        work / f"{name}_{seed}.log",
+        row.size,
+    )
     steps = json.loads(out.read_text())
-    return {"curve": [s["top1"] for s in steps],
-            "new_task": [s["grouped"][f"{SPLIT * t:02d}-{SPLIT * t + SPLIT - 1:02d}"]
-                         for t, s in enumerate(steps)]}
+    return {
+        "curve": [s["top1"] for s in steps],
+        "new_task": [
+            s["grouped"][f"{SPLIT * t:02d}-{SPLIT * t + SPLIT - 1:02d}"]
+            for t, s in enumerate(steps)
+        ],
+    }
 
 
 def accuracies(record: dict, labels: list[torch.Tensor]) -> dict:
@@ -432,15 +545,23 @@ def paired_seed(row: Row, copy: Path, work: Path, seed: int) -> dict:
     tree, weights = inputs(work, row.size)
     weights = step_weights(weights, row.step_cls_pos_zero)
     fixed = work / f"paired_batches_{seed}.pt"
-    batches(tree, fixed, row.size, len(CLASS_ORDER) // SPLIT, seed, row.ours["epochs"],
-            row.ours["batch_size"])
+    batches(
+        tree,
+        fixed,
+        row.size,
+        len(CLASS_ORDER) // SPLIT,
+        seed,
+        row.ours["epochs"],
+        row.ours["batch_size"],
+    )
     try:
         init = work / f"paired_init_{seed}.pt"
         ours = ours_step(row, {}, weights, fixed, init, seed=seed)
-        ref = pilot_step(row, copy, work, dict(row.pilot_env), init, fixed, f"seed{seed}",
-                         weights)
-        labels = [torch.cat([y for _, y in task["test"]])
-                  for task in torch.load(fixed, weights_only=True)["tasks"]]
+        ref = pilot_step(row, copy, work, dict(row.pilot_env), init, fixed, f"seed{seed}", weights)
+        labels = [
+            torch.cat([y for _, y in task["test"]])
+            for task in torch.load(fixed, weights_only=True)["tasks"]
+        ]
     finally:
         fixed.unlink(missing_ok=True)  # every epoch's images: ~60 MB a seed
     return {"ours": accuracies(ours, labels), "reference": accuracies(ref, labels)}
@@ -453,8 +574,10 @@ def run_seed(row: Row, copy: Path, work: Path, seed: int) -> dict:
     test images right after training on it."""
     work.mkdir(parents=True, exist_ok=True)
     init = work / f"init_{seed}.pt"
-    own = {"ours": ours_run(row, work, seed, init),
-           "reference": pilot_run(row, copy, work, seed, init)}
+    own = {
+        "ours": ours_run(row, work, seed, init),
+        "reference": pilot_run(row, copy, work, seed, init),
+    }
     return {**paired_seed(row, copy, work, seed), "own": own}
 
 
@@ -462,6 +585,7 @@ def own_randomness(per_seed: list[dict], why: str) -> dict:
     """The results file's ``own_randomness``: the paired interval of the runs in which
     each side draws its own batch order and crops, and ``why`` it reads as it does."""
     from bench.parity import stats
+
     block = stats.paired_block([run["own"] for run in per_seed], "paired", CLASS_ORDER)
     return {**block, "verdict": stats.verdict(block), "why": why}
 
@@ -476,20 +600,36 @@ BOUND_WHY = (
     "logic difference moves. The fused kernel alone ('fused_attention': cl-bench against "
     "itself, same steps) moves the tensors by up to ~5e-4: Adam divides each gradient by its "
     "own running size, so where a gradient is near zero its round-off changes the step by a "
-    "visible part of lr")
+    "visible part of lr"
+)
 
 
 def report(check: dict, main: str, kept: list[str]) -> dict:
     """The step check's answer (bench/parity/rows/__init__.py): variant ``main`` in the
     top-level lists, every other variant under ``variants``."""
     g = check["results"][main]
-    out = {key: g[key] for key in ("after", "max_abs_param", "max_abs_loss", "max_abs_logit",
-                                   "worst_tensor", "argmax_agree")}
-    out |= {"bound": check["bound"], "bound_why": BOUND_WHY, "kept": kept,
-            "fused_attention": {k: check["fused_attention"][k] for k in
-                                ("max_abs_param", "max_abs_loss", "max_abs_logit")},
-            "step_batches": f"{STEP_EPOCHS} epochs per task of {STEP_BATCH}-image batches, "
-                            "test transform (no augmentation), order from torch seed 0"}
+    out = {
+        key: g[key]
+        for key in (
+            "after",
+            "max_abs_param",
+            "max_abs_loss",
+            "max_abs_logit",
+            "worst_tensor",
+            "argmax_agree",
+        )
+    }
+    out |= {
+        "bound": check["bound"],
+        "bound_why": BOUND_WHY,
+        "kept": kept,
+        "fused_attention": {
+            k: check["fused_attention"][k]
+            for k in ("max_abs_param", "max_abs_loss", "max_abs_logit")
+        },
+        "step_batches": f"{STEP_EPOCHS} epochs per task of {STEP_BATCH}-image batches, "
+        "test transform (no augmentation), order from torch seed 0",
+    }
     others = {name: r for name, r in check["results"].items() if name != main}
     if others:
         out["variants"] = others
@@ -510,4 +650,5 @@ WHY_SETTING = (
     "right after training on it (32 of its 60 images to trouser; 64 px, lr 0.02, 10 epochs), "
     "in this row's order 90 %; at lr 0.02 and 5 epochs L2P scored 90.0, 98.3, 95.0 % and "
     "DualPrompt 95.0, 76.7, 88.3 % right after tasks 1-3 (chance 50, 25, 16.7 %). Each seed's "
-    "`new_task` lists this accuracy with augmentation, on both sides.")
+    "`new_task` lists this accuracy with augmentation, on both sides."
+)

@@ -42,33 +42,48 @@ def control(row, scratch: Path) -> dict:
     for seed in row.SEEDS:
         paired = _kept(_seed_file(row, work, seed))
         if paired is None or not (work / f"init_{seed}.pt").is_file():
-            raise ParityError(f"seed {seed} of {row.METHOD} is not finished in {scratch}; run "
-                              f"python -m bench.parity {row.METHOD} --scratch {scratch} first")
+            raise ParityError(
+                f"seed {seed} of {row.METHOD} is not finished in {scratch}; run "
+                f"python -m bench.parity {row.METHOD} --scratch {scratch} first"
+            )
         if str(seed) not in runs:
-            runs[str(seed)] = pilot_run(row.ROW, copy, work, seed + OFFSET,
-                                        work / f"init_{seed}.pt", name="control")
+            runs[str(seed)] = pilot_run(
+                row.ROW, copy, work, seed + OFFSET, work / f"init_{seed}.pt", name="control"
+            )
             kept_path.write_text(json.dumps(runs))
         own = paired["own"]
-        rows.append({side: stats.summary(c) for side, c in (
-            ("ours", own["ours"]["curve"]), ("reference", own["reference"]["curve"]),
-            ("reseeded", runs[str(seed)]["curve"]))})
+        rows.append(
+            {
+                side: stats.summary(c)
+                for side, c in (
+                    ("ours", own["ours"]["curve"]),
+                    ("reference", own["reference"]["curve"]),
+                    ("reseeded", runs[str(seed)]["curve"]),
+                )
+            }
+        )
     out: dict = {"offset": OFFSET, "seeds": list(row.SEEDS)}
     for key in ("avg", "last"):
-        ours, ref, again = ([r[side][key] for r in rows]
-                            for side in ("ours", "reference", "reseeded"))
-        out[key] = {"ours_minus_pilot": stats.interval(ours, ref, "paired"),
-                    "pilot_reseeded_minus_pilot": stats.interval(again, ref, "paired"),
-                    "sd_ours_minus_pilot": _sd_of_differences(ours, ref),
-                    "sd_reseeded_minus_pilot": _sd_of_differences(again, ref),
-                    "reseeded": again}
+        ours, ref, again = (
+            [r[side][key] for r in rows] for side in ("ours", "reference", "reseeded")
+        )
+        out[key] = {
+            "ours_minus_pilot": stats.interval(ours, ref, "paired"),
+            "pilot_reseeded_minus_pilot": stats.interval(again, ref, "paired"),
+            "sd_ours_minus_pilot": _sd_of_differences(ours, ref),
+            "sd_reseeded_minus_pilot": _sd_of_differences(again, ref),
+            "reseeded": again,
+        }
     out["reseeded_new_task"] = [runs[str(s)]["new_task"] for s in row.SEEDS]
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.parity.prompted_control",
-                                description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m bench.parity.prompted_control",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("method", choices=("l2p", "dualprompt"))
     p.add_argument("--scratch", type=Path, required=True, help="the row's scratch folder")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)

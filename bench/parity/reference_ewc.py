@@ -40,8 +40,9 @@ class Net(nn.Module):
 
     def __init__(self, weights: str, size: int) -> None:
         super().__init__()
-        self.vit = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=0,
-                                     img_size=size)
+        self.vit = timm.create_model(
+            "vit_tiny_patch16_224", pretrained=False, num_classes=0, img_size=size
+        )
         self.vit.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
         self.head = IncrementalClassifier(self.vit.num_features, initial_out_features=2)
 
@@ -64,29 +65,57 @@ def run(seed: int, a: argparse.Namespace) -> list[float]:
     torch.manual_seed(seed)
     np.random.seed(seed)
     random.seed(seed)
-    train_tf = T.Compose([T.RandomResizedCrop(a.size, scale=(0.05, 1.0), ratio=(3 / 4, 4 / 3)),
-                          T.RandomHorizontalFlip(), T.ToTensor()])
-    test_tf = T.Compose([T.Resize(round(a.size * 8 / 7), interpolation=T.InterpolationMode.BICUBIC),
-                         T.CenterCrop(a.size), T.ToTensor()])
+    train_tf = T.Compose(
+        [
+            T.RandomResizedCrop(a.size, scale=(0.05, 1.0), ratio=(3 / 4, 4 / 3)),
+            T.RandomHorizontalFlip(),
+            T.ToTensor(),
+        ]
+    )
+    test_tf = T.Compose(
+        [
+            T.Resize(round(a.size * 8 / 7), interpolation=T.InterpolationMode.BICUBIC),
+            T.CenterCrop(a.size),
+            T.ToTensor(),
+        ]
+    )
     train, test = ImageFolder(f"{a.tree}/train"), ImageFolder(f"{a.tree}/test")
     order = np.random.RandomState(seed).permutation(len(train.classes)).tolist()
-    bench = nc_benchmark(train, test, n_experiences=len(order) // 2, task_labels=False,
-                         fixed_class_order=order, train_transform=train_tf,
-                         eval_transform=test_tf)
+    bench = nc_benchmark(
+        train,
+        test,
+        n_experiences=len(order) // 2,
+        task_labels=False,
+        fixed_class_order=order,
+        train_transform=train_tf,
+        eval_transform=test_tf,
+    )
     model = Net(a.weights, a.size)
-    optimizer = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9,
-                                weight_decay=a.weight_decay)
-    strategy = EWC(model, optimizer, nn.CrossEntropyLoss(), ewc_lambda=a.ewc_lambda,
-                   mode="online", decay_factor=a.decay, train_mb_size=a.batch,
-                   train_epochs=a.epochs, eval_mb_size=a.eval_batch, device="cpu",
-                   evaluator=EvaluationPlugin(loggers=[]))
+    optimizer = torch.optim.SGD(
+        model.parameters(), lr=a.lr, momentum=0.9, weight_decay=a.weight_decay
+    )
+    strategy = EWC(
+        model,
+        optimizer,
+        nn.CrossEntropyLoss(),
+        ewc_lambda=a.ewc_lambda,
+        mode="online",
+        decay_factor=a.decay,
+        train_mb_size=a.batch,
+        train_epochs=a.epochs,
+        eval_mb_size=a.eval_batch,
+        device="cpu",
+        evaluator=EvaluationPlugin(loggers=[]),
+    )
     curve = []
-    for i, exp in enumerate(bench.train_stream[:a.tasks or None]):
+    for i, exp in enumerate(bench.train_stream[: a.tasks or None]):
         strategy.train(exp, num_workers=0)
-        seen = [e.dataset.eval() for e in bench.test_stream[:i + 1]]
+        seen = [e.dataset.eval() for e in bench.test_stream[: i + 1]]
         curve.append(accuracy_seen(strategy.model, seen, a.eval_batch))
-        print(f"seed {seed} task {i} classes {exp.classes_in_this_experience}: "
-              f"{curve[-1]:.2f}", flush=True)
+        print(
+            f"seed {seed} task {i} classes {exp.classes_in_this_experience}: {curve[-1]:.2f}",
+            flush=True,
+        )
     return curve
 
 

@@ -1,7 +1,7 @@
 """Generate ``bench/parity.md`` from ``bench/parity/results/*.json`` (never typed).
 
-    python -m bench.parity.render           # write bench/parity.md
-    python -m bench.parity.render --check   # exit 1 when bench/parity.md is stale
+python -m bench.parity.render           # write bench/parity.md
+python -m bench.parity.render --check   # exit 1 when bench/parity.md is stale
 """
 
 from __future__ import annotations
@@ -13,8 +13,18 @@ from bench.parity import schema, stats
 from cl_bench.store.atomic import replace_atomically
 
 DOC = Path(__file__).resolve().parents[1] / "parity.md"
-EXPECTED = ("tosca", "simplecil", "ranpac", "aper", "ease", "mos", "l2p", "dualprompt",
-            "coda-prompt", "ewc")
+EXPECTED = (
+    "tosca",
+    "simplecil",
+    "ranpac",
+    "aper",
+    "ease",
+    "mos",
+    "l2p",
+    "dualprompt",
+    "coda-prompt",
+    "ewc",
+)
 FIRST_ROUND = "f21efac"
 
 INTRO = f"""# Parity: cl-bench beside the reference implementations
@@ -48,7 +58,7 @@ history at commit {FIRST_ROUND}.
 
 
 def _f(x: float, digits: int = 2) -> str:
-    return f"{round(x, digits) + 0.0:+.{digits}f}"   # + 0.0: no "-0.00"
+    return f"{round(x, digits) + 0.0:+.{digits}f}"  # + 0.0: no "-0.00"
 
 
 def _g(x: float) -> str:
@@ -70,15 +80,20 @@ def _step_cell(data: dict) -> str:
 
 
 def summary(results: list[dict]) -> list[str]:
-    lines = ["## Summary", "",
-             "| method | reference | step check: params / loss / logits (bound) | seeds | "
-             "avg diff [95 % CI] | last diff [95 % CI] | verdict |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Summary",
+        "",
+        "| method | reference | step check: params / loss / logits (bound) | seeds | "
+        "avg diff [95 % CI] | last diff [95 % CI] | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for d in results:
         p, ref = d["paired"], d["reference"]
-        lines.append(f"| {d['method']} | {ref['repo']}@{ref['commit'][:7]} | {_step_cell(d)} | "
-                     f"{p['n_seeds']} {p['pairing']} | {_ci(p['avg'])} | {_ci(p['last'])} | "
-                     f"{d['verdict']} |")
+        lines.append(
+            f"| {d['method']} | {ref['repo']}@{ref['commit'][:7]} | {_step_cell(d)} | "
+            f"{p['n_seeds']} {p['pairing']} | {_ci(p['avg'])} | {_ci(p['last'])} | "
+            f"{d['verdict']} |"
+        )
     done = {d["method"] for d in results}
     missing = [m for m in EXPECTED if m not in done]
     if missing:
@@ -87,65 +102,93 @@ def summary(results: list[dict]) -> list[str]:
 
 
 def rerun(results: list[dict]) -> list[str]:
-    lines = ["## Re-running a row", "",
-             "Clone each reference once, outside this repository, at the commit its rows pin:",
-             "", "```"]
+    lines = [
+        "## Re-running a row",
+        "",
+        "Clone each reference once, outside this repository, at the commit its rows pin:",
+        "",
+        "```",
+    ]
     seen = {}
     for d in results:
         seen.setdefault((d["reference"]["repo"], d["reference"]["commit"]), []).append(d["method"])
     for (repo, commit), methods in seen.items():
         folder = repo.split("/")[1]
-        lines.append(f"git clone https://github.com/{repo} ../{folder} && "
-                     f"git -C ../{folder} checkout {commit}   # {', '.join(methods)}")
+        lines.append(
+            f"git clone https://github.com/{repo} ../{folder} && "
+            f"git -C ../{folder} checkout {commit}   # {', '.join(methods)}"
+        )
     lines += ["```", "", "then, from the repository root, with the project's `.venv`:", "", "```"]
     for d in results:
         folder = d["reference"]["repo"].split("/")[1]
-        lines.append(f"PYTHONPATH=. .venv/bin/python -m bench.parity {d['method']} "
-                     f"--reference ../{folder}")
+        lines.append(
+            f"PYTHONPATH=. .venv/bin/python -m bench.parity {d['method']} --reference ../{folder}"
+        )
     return lines + ["PYTHONPATH=. .venv/bin/python -m bench.parity.render", "```", ""]
 
 
 def section(d: dict) -> list[str]:
     ref, p = d["reference"], d["paired"]
-    lines = [f"## {d['method']}", "",
-             f"Reference: {ref['repo']} at {ref['commit']}"
-             + (f": {ref['what']}" if ref.get("what") else "") + ".", "",
-             "Setting: " + "; ".join(f"{k} {v}" for k, v in d.get("setting", {}).items()) + ".",
-             ""]
+    lines = [
+        f"## {d['method']}",
+        "",
+        f"Reference: {ref['repo']} at {ref['commit']}"
+        + (f": {ref['what']}" if ref.get("what") else "")
+        + ".",
+        "",
+        "Setting: " + "; ".join(f"{k} {v}" for k, v in d.get("setting", {}).items()) + ".",
+        "",
+    ]
     step = d["step"]
     if step is None:
         lines += [f"Step check: none. {d['step_none_why']}", ""]
     else:
         lines += ["| after | params | loss | logits |", "|---|---|---|---|"]
         for i, after in enumerate(step["after"]):
-            lines.append(f"| {after} | " + " | ".join(_g(step[k][i]) for k in schema.STEP_KEYS)
-                         + " |")
+            lines.append(
+                f"| {after} | " + " | ".join(_g(step[k][i]) for k in schema.STEP_KEYS) + " |"
+            )
         lines += ["", f"Bound {_g(step['bound'])}: {step['bound_why']}", ""]
         if step["kept"]:
             lines += ["Differences found and kept:", ""] + [f"- {k}" for k in step["kept"]] + [""]
-    lines += [f"Paired seeds ({p['pairing']}): {p.get('pairing_why', '')} "
-              f"Class order {p['class_order']}.", "",
-              "| seed | avg cl-bench | avg reference | last cl-bench | last reference |",
-              "|---|---|---|---|---|"]
+    lines += [
+        f"Paired seeds ({p['pairing']}): {p.get('pairing_why', '')} "
+        f"Class order {p['class_order']}.",
+        "",
+        "| seed | avg cl-bench | avg reference | last cl-bench | last reference |",
+        "|---|---|---|---|---|",
+    ]
     for run in d["per_seed"]:
         o, r = (stats.summary(run[s]["curve"]) for s in ("ours", "reference"))
-        lines.append(f"| {run['seed']} | {o['avg']:.2f} | {r['avg']:.2f} | "
-                     f"{o['last']:.2f} | {r['last']:.2f} |")
+        lines.append(
+            f"| {run['seed']} | {o['avg']:.2f} | {r['avg']:.2f} | "
+            f"{o['last']:.2f} | {r['last']:.2f} |"
+        )
     lines += ["", f"Average {_ci(p['avg'])}, last {_ci(p['last'])}: **{d['verdict']}**."]
     if d["verdict"] == "differs":
         lines.append(f"Why: {d['why']}")
     own = d.get("own_randomness")
     if own:
-        lines.append(f"Each side with its own batch order and crops ({own['pairing']}, "
-                     f"{own['n_seeds']} seeds, per_seed.*.own): average {_ci(own['avg'])}, "
-                     f"last {_ci(own['last'])}: {own['verdict']}. {own['why']}")
+        lines.append(
+            f"Each side with its own batch order and crops ({own['pairing']}, "
+            f"{own['n_seeds']} seeds, per_seed.*.own): average {_ci(own['avg'])}, "
+            f"last {_ci(own['last'])}: {own['verdict']}. {own['why']}"
+        )
     for note in d.get("notes", []):
         lines.append(f"- {note}")
     measured = d.get("measured", {})
-    cost = (f"; the row from scratch: {measured['row_seconds']} s (the step check and every "
-            "seed's own time)" if "row_seconds" in measured else "")
-    lines += ["", f"Measured {measured.get('date', '?')} in {measured.get('seconds', '?')} s "
-              f"({measured.get('machine', '?')}){cost}.", ""]
+    cost = (
+        f"; the row from scratch: {measured['row_seconds']} s (the step check and every "
+        "seed's own time)"
+        if "row_seconds" in measured
+        else ""
+    )
+    lines += [
+        "",
+        f"Measured {measured.get('date', '?')} in {measured.get('seconds', '?')} s "
+        f"({measured.get('machine', '?')}){cost}.",
+        "",
+    ]
     return lines
 
 

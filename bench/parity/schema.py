@@ -32,12 +32,19 @@ def check_step(step, where: str) -> None:
     _need(step.get("after") == AFTER, where, f"step 'after' is not {AFTER}")
     for key in STEP_KEYS:
         vals = step.get(key)
-        _need(isinstance(vals, list) and len(vals) == len(AFTER)
-              and all(_number(v) and v >= 0 for v in vals), where,
-              f"step '{key}' is not {len(AFTER)} non-negative numbers")
+        _need(
+            isinstance(vals, list)
+            and len(vals) == len(AFTER)
+            and all(_number(v) and v >= 0 for v in vals),
+            where,
+            f"step '{key}' is not {len(AFTER)} non-negative numbers",
+        )
     _need(_number(step.get("bound")) and step["bound"] > 0, where, "step 'bound' is not > 0")
-    _need(isinstance(step.get("bound_why"), str) and step["bound_why"], where,
-          "step 'bound_why' is empty")
+    _need(
+        isinstance(step.get("bound_why"), str) and step["bound_why"],
+        where,
+        "step 'bound_why' is empty",
+    )
     _need(isinstance(step.get("kept"), list), where, "step 'kept' is not a list")
 
 
@@ -45,20 +52,32 @@ def check_paired(paired, per_seed, where: str) -> None:
     _need(isinstance(paired, dict), where, "'paired' is not an object")
     _need(paired.get("pairing") in ("paired", "welch"), where, "unknown 'pairing'")
     _need(isinstance(paired.get("class_order"), list), where, "'class_order' is not a list")
-    _need(paired.get("n_seeds") == len(per_seed) >= MIN_SEEDS, where,
-          f"'n_seeds' is not the number of per-seed runs, at least {MIN_SEEDS}")
+    _need(
+        paired.get("n_seeds") == len(per_seed) >= MIN_SEEDS,
+        where,
+        f"'n_seeds' is not the number of per-seed runs, at least {MIN_SEEDS}",
+    )
     for key in ("avg", "last"):
         block = paired.get(key, {})
         ci = block.get("ci95")
-        _need(_number(block.get("mean_diff")) and isinstance(ci, list) and len(ci) == 2
-              and all(_number(v) for v in ci) and ci[0] <= block["mean_diff"] <= ci[1],
-              where, f"'paired.{key}' is not a mean difference inside its interval")
+        _need(
+            _number(block.get("mean_diff"))
+            and isinstance(ci, list)
+            and len(ci) == 2
+            and all(_number(v) for v in ci)
+            and ci[0] <= block["mean_diff"] <= ci[1],
+            where,
+            f"'paired.{key}' is not a mean difference inside its interval",
+        )
     for run in per_seed:
         _need(isinstance(run.get("seed"), int), where, "a per-seed run without its seed")
         for side in ("ours", "reference"):
             curve = run.get(side, {}).get("curve")
-            _need(isinstance(curve, list) and curve and all(_number(v) for v in curve),
-                  where, f"seed {run.get('seed')}: '{side}.curve' is not a list of numbers")
+            _need(
+                isinstance(curve, list) and curve and all(_number(v) for v in curve),
+                where,
+                f"seed {run.get('seed')}: '{side}.curve' is not a list of numbers",
+            )
 
 
 def check(data: dict, where: str) -> None:
@@ -66,11 +85,19 @@ def check(data: dict, where: str) -> None:
     _need(isinstance(data, dict), where, "not a JSON object")
     _need(isinstance(data.get("method"), str), where, "no 'method'")
     ref = data.get("reference", {})
-    _need(isinstance(ref.get("repo"), str) and isinstance(ref.get("commit"), str)
-          and len(ref["commit"]) == 40, where, "'reference' needs 'repo' and a 40-digit 'commit'")
+    _need(
+        isinstance(ref.get("repo"), str)
+        and isinstance(ref.get("commit"), str)
+        and len(ref["commit"]) == 40,
+        where,
+        "'reference' needs 'repo' and a 40-digit 'commit'",
+    )
     if data.get("step") is None:
-        _need(isinstance(data.get("step_none_why"), str), where,
-              "'step' is null without 'step_none_why'")
+        _need(
+            isinstance(data.get("step_none_why"), str),
+            where,
+            "'step' is null without 'step_none_why'",
+        )
     else:
         check_step(data["step"], where)
     per_seed = data.get("per_seed")
@@ -78,8 +105,11 @@ def check(data: dict, where: str) -> None:
     check_paired(data.get("paired"), per_seed, where)
     _need(data.get("verdict") in ("agrees", "differs"), where, "'verdict' is not agrees|differs")
     if data["verdict"] == "differs":
-        _need(isinstance(data.get("why"), str) and data["why"], where,
-              "a 'differs' verdict without 'why'")
+        _need(
+            isinstance(data.get("why"), str) and data["why"],
+            where,
+            "a 'differs' verdict without 'why'",
+        )
 
 
 def load(path: Path) -> dict:

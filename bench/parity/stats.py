@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from scipy.stats import t as student_t
 
 PAIRINGS = ("paired", "welch")
-WITHIN = 1.0        # an interval inside [-1, 1] agrees
-NARROW = 3.0        # an interval containing 0 agrees when narrower than this
+WITHIN = 1.0  # an interval inside [-1, 1] agrees
+NARROW = 3.0  # an interval containing 0 agrees when narrower than this
 
 
 def summary(curve: Sequence[float]) -> dict[str, float]:
@@ -57,7 +57,7 @@ def interval(ours: Sequence[float], ref: Sequence[float], pairing: str) -> dict:
         if se2 == 0.0:
             half = 0.0
         else:
-            dof = se2 ** 2 / (s1 ** 2 / (len(ours) - 1) + s2 ** 2 / (len(ref) - 1))
+            dof = se2**2 / (s1**2 / (len(ours) - 1) + s2**2 / (len(ref) - 1))
             half = student_t.ppf(0.975, dof) * math.sqrt(se2)
     return {"mean_diff": mean, "ci95": [mean - half, mean + half]}
 
@@ -71,13 +71,14 @@ def agrees(ci95: Sequence[float]) -> bool:
 
 def paired_block(per_seed: Sequence[dict], pairing: str, class_order: Sequence[int]) -> dict:
     """The results file's ``paired`` block from the per-seed curves."""
-    sides = {side: [summary(run[side]["curve"]) for run in per_seed]
-             for side in ("ours", "reference")}
-    block: dict = {"n_seeds": len(per_seed), "pairing": pairing,
-                   "class_order": list(class_order)}
+    sides = {
+        side: [summary(run[side]["curve"]) for run in per_seed] for side in ("ours", "reference")
+    }
+    block: dict = {"n_seeds": len(per_seed), "pairing": pairing, "class_order": list(class_order)}
     for key in ("avg", "last"):
-        block[key] = interval([s[key] for s in sides["ours"]],
-                              [s[key] for s in sides["reference"]], pairing)
+        block[key] = interval(
+            [s[key] for s in sides["ours"]], [s[key] for s in sides["reference"]], pairing
+        )
     return block
 
 

@@ -46,13 +46,15 @@ def _attention_flops(q: tuple, k: tuple, v: tuple) -> int:
 
 
 if aten._scaled_dot_product_flash_attention_for_cpu.default not in flop_registry:
+
     @register_flop_formula(aten._scaled_dot_product_flash_attention_for_cpu)
     def _cpu_attention(query, key, value, *args, out_shape=None, **kwargs) -> int:
         return _attention_flops(query, key, value)
 
     @register_flop_formula(aten._scaled_dot_product_flash_attention_for_cpu_backward)
-    def _cpu_attention_backward(grad_out, query, key, value, *args, out_shape=None,
-                                **kwargs) -> int:
+    def _cpu_attention_backward(
+        grad_out, query, key, value, *args, out_shape=None, **kwargs
+    ) -> int:
         # dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q: twice the forward matmuls
         return 2 * _attention_flops(query, key, value)
 
@@ -67,8 +69,9 @@ def counting():
 def backbone_flops(backbone: Backbone) -> int:
     """FLOPs of one frozen pass of one image."""
     tensors = itertools.chain(backbone.model.parameters(), backbone.model.buffers())
-    x = torch.zeros(1, 3, backbone.input_size, backbone.input_size,
-                    device=next(tensors).device)  # APER's bn variant holds buffers only
+    x = torch.zeros(
+        1, 3, backbone.input_size, backbone.input_size, device=next(tensors).device
+    )  # APER's bn variant holds buffers only
     with counting() as c, autocast(x.device, backbone.precision):
         backbone.features(x)
     return c.get_total_flops()

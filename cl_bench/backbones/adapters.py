@@ -48,8 +48,9 @@ ADAPTER_DROPOUT = 0.1  # Adapter(dropout=0.1) in get_new_adapter / init_adapters
 class Adapter(nn.Module):
     """One block's bottleneck: ``scale * up(dropout(relu(down(h))))``."""
 
-    def __init__(self, dim: int, ffn: int, scale: float = ADAPTER_SCALE,
-                 dropout: float = ADAPTER_DROPOUT) -> None:
+    def __init__(
+        self, dim: int, ffn: int, scale: float = ADAPTER_SCALE, dropout: float = ADAPTER_DROPOUT
+    ) -> None:
         super().__init__()
         self.down = nn.Linear(dim, ffn)  # weight: kaiming_uniform_(a=sqrt(5)), the lora init
         self.up = nn.Linear(ffn, dim)
@@ -67,14 +68,21 @@ class Adapter(nn.Module):
 class AdapterSet(nn.Module):
     """One :class:`Adapter` per chosen block index, all of width ``ffn``."""
 
-    def __init__(self, dim: int, ffn: int, blocks: Sequence[int],
-                 scale: float = ADAPTER_SCALE, dropout: float = ADAPTER_DROPOUT) -> None:
+    def __init__(
+        self,
+        dim: int,
+        ffn: int,
+        blocks: Sequence[int],
+        scale: float = ADAPTER_SCALE,
+        dropout: float = ADAPTER_DROPOUT,
+    ) -> None:
         super().__init__()
         if len(set(blocks)) != len(blocks) or any(b < 0 for b in blocks):
             raise ValueError(f"adapter blocks must be distinct indices >= 0, got {list(blocks)}")
         self.dim, self.ffn, self.scale, self.dropout = dim, ffn, scale, dropout
-        self.adapters = nn.ModuleDict({str(b): Adapter(dim, ffn, scale, dropout)
-                                       for b in sorted(blocks)})
+        self.adapters = nn.ModuleDict(
+            {str(b): Adapter(dim, ffn, scale, dropout) for b in sorted(blocks)}
+        )
 
     @property
     def blocks(self) -> tuple[int, ...]:
@@ -92,8 +100,9 @@ def merge(sets: Sequence[AdapterSet], weights: Sequence[float]) -> AdapterSet:
     """A new set whose every parameter is ``sum_k weights[k] * sets[k]``'s (no grad;
     scale and dropout of the first set). All sets must have the same blocks and width."""
     if not sets or len(sets) != len(weights):
-        raise ValueError(f"merge needs one weight per set, got {len(sets)} sets and "
-                         f"{len(weights)} weights")
+        raise ValueError(
+            f"merge needs one weight per set, got {len(sets)} sets and {len(weights)} weights"
+        )
     first = sets[0]
     if not all(first.same_shape(s) for s in sets):
         raise ValueError("merged adapter sets must have the same blocks, dim and ffn")
@@ -111,8 +120,9 @@ def check_blocks(blocks: nn.Sequential, adapters: AdapterSet) -> None:
         if index >= len(blocks):
             raise ValueError(f"adapter on block {index}, but the ViT has {len(blocks)} blocks")
         if not isinstance(blocks[index], Block):
-            raise TypeError(f"adapters need timm's Block in block {index}, found "
-                            f"{type(blocks[index]).__name__}")
+            raise TypeError(
+                f"adapters need timm's Block in block {index}, found {type(blocks[index]).__name__}"
+            )
 
 
 @contextmanager

@@ -28,8 +28,9 @@ def autocast(device: torch.device | str, precision: str):
 
 
 @functools.lru_cache(maxsize=32)
-def channel_stats(values: tuple[float, ...], device: torch.device,
-                  dtype: torch.dtype) -> torch.Tensor:
+def channel_stats(
+    values: tuple[float, ...], device: torch.device, dtype: torch.dtype
+) -> torch.Tensor:
     """``values`` as a (1, C, 1, 1) tensor on ``device``, built once: a tensor made
     from Python numbers on a GPU is a host-to-device copy, which waits for the GPU, and
     :meth:`Backbone.normalize` runs at every batch. Made outside inference mode, so that
@@ -124,8 +125,9 @@ class Backbone:
         Irreversible: only for runs in which no method trains a copy of the
         backbone (those start from the fp32 weights)."""
         if self.precision != "bf16":
-            raise ValueError("bf16 weight storage needs precision bf16 (the passes must run "
-                             "under bf16 autocast)")
+            raise ValueError(
+                "bf16 weight storage needs precision bf16 (the passes must run under bf16 autocast)"
+            )
         for module in self.model.modules():
             if isinstance(module, (nn.Linear, nn.Conv2d)):
                 module.to(torch.bfloat16)

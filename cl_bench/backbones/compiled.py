@@ -61,10 +61,12 @@ def switch() -> str:
     """``$CL_BENCH_FROZEN_RUNTIME``, checked (``auto`` when unset)."""
     raw = os.environ.get(SWITCH, "").strip().lower() or "auto"
     if raw not in CHOICES:
-        raise UserError(f"{SWITCH}={os.environ[SWITCH]!r} is not a runtime. Set it to auto "
-                        "(OpenVINO for CNN feature passes on the CPU where it is installed, "
-                        "else torch), openvino (the same, refusing to run without it) or "
-                        "torch (torch eager everywhere), or unset it.")
+        raise UserError(
+            f"{SWITCH}={os.environ[SWITCH]!r} is not a runtime. Set it to auto "
+            "(OpenVINO for CNN feature passes on the CPU where it is installed, "
+            "else torch), openvino (the same, refusing to run without it) or "
+            "torch (torch eager everywhere), or unset it."
+        )
     return raw
 
 
@@ -72,18 +74,19 @@ def runtime_for(kind: str, device_type: str, precision: str) -> str:
     """What runs the frozen feature passes of a ``kind`` backbone on ``device_type`` at
     ``precision``: ``torch`` or ``openvino-<release>``."""
     choice = switch()
-    if choice == TORCH_RUNTIME or kind != "cnn" or device_type != "cpu" or (
-            precision not in HINTS):
+    if choice == TORCH_RUNTIME or kind != "cnn" or device_type != "cpu" or (precision not in HINTS):
         return TORCH_RUNTIME
     if precision == "bf16" and not native_bf16():
         return TORCH_RUNTIME  # bf16 asked for where the CPU lacks it: torch emulates it
     version = openvino_version()
     if version is None:
         if choice == "openvino":
-            raise UserError(f"{SWITCH}=openvino asks for OpenVINO, but it is not installed "
-                            "in this environment. Install the locked release (`pip install -c "
-                            "requirements/lock.txt openvino`, or `make setup`), or set "
-                            f"{SWITCH}=torch to extract features in torch eager.")
+            raise UserError(
+                f"{SWITCH}=openvino asks for OpenVINO, but it is not installed "
+                "in this environment. Install the locked release (`pip install -c "
+                "requirements/lock.txt openvino`, or `make setup`), or set "
+                f"{SWITCH}=torch to extract features in torch eager."
+            )
         return TORCH_RUNTIME
     return f"openvino-{version}"
 
@@ -104,6 +107,7 @@ def _openvino():
     (it falls back to one when ``openvino_telemetry`` cannot be imported)."""
     sys.modules.setdefault("openvino_telemetry", None)
     import openvino
+
     return openvino
 
 
@@ -124,7 +128,8 @@ def runtime_errors(name: str, precision: str) -> Iterator[None]:
             f"pass on this CPU in {precision} ({detail}). Extract in torch eager instead with "
             f"{SWITCH}=torch (slower; in fp32 the same features up to float round-off), "
             "or run with --precision fp32; if ONEDNN_MAX_CPU_ISA or another oneDNN variable "
-            "is set, unset it. Nothing was cached.") from None
+            "is set, unset it. Nothing was cached."
+        ) from None
 
 
 def _state_versions(model: torch.nn.Module) -> tuple[int, ...]:
@@ -152,19 +157,30 @@ class CompiledPass:
     for this CPU at the backbone's precision with ``threads`` threads, run by up to
     ``streams`` streams ``slice_size`` images at a time (None: the whole batch)."""
 
-    def __init__(self, backbone: Backbone, threads: int, streams: int = STREAMS,
-                 slice_size: int | None = SLICE) -> None:
+    def __init__(
+        self,
+        backbone: Backbone,
+        threads: int,
+        streams: int = STREAMS,
+        slice_size: int | None = SLICE,
+    ) -> None:
         if threads < 1 or streams < 1 or (slice_size is not None and slice_size < 1):
-            raise ValueError(f"threads, streams and slice_size must be at least 1; got "
-                             f"{threads}, {streams}, {slice_size}")
+            raise ValueError(
+                f"threads, streams and slice_size must be at least 1; got "
+                f"{threads}, {streams}, {slice_size}"
+            )
         ov = _openvino()
         self.model, self.threads = backbone.model, threads
         self.hint, self.state = HINTS[backbone.precision], _state_versions(backbone.model)
         size = backbone.input_size
         # a float32 copy in the default layout (OpenVINO reads the weights' memory as
         # contiguous; bf16-stored weights become exactly their fp32 values)
-        plain = copy.deepcopy(PreLogits(backbone.model)).float().eval().to(
-            memory_format=torch.contiguous_format)
+        plain = (
+            copy.deepcopy(PreLogits(backbone.model))
+            .float()
+            .eval()
+            .to(memory_format=torch.contiguous_format)
+        )
         with torch.no_grad(), traced_in_fp32(), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch.jit.trace's notice
             traced = torch.jit.trace(plain, torch.zeros(1, 3, size, size), check_trace=False)
@@ -172,17 +188,27 @@ class CompiledPass:
                 graph = ov.convert_model(traced, input=[(-1, 3, size, size)])
         streams, self.slice_size = min(threads, streams), slice_size
         with runtime_errors(backbone.name, backbone.precision):
-            compiled = ov.Core().compile_model(graph, "CPU", {
-                "INFERENCE_PRECISION_HINT": self.hint, "INFERENCE_NUM_THREADS": threads,
-                "NUM_STREAMS": streams, "ENABLE_CPU_PINNING": False})
+            compiled = ov.Core().compile_model(
+                graph,
+                "CPU",
+                {
+                    "INFERENCE_PRECISION_HINT": self.hint,
+                    "INFERENCE_NUM_THREADS": threads,
+                    "NUM_STREAMS": streams,
+                    "ENABLE_CPU_PINNING": False,
+                },
+            )
             self.requests = [compiled.create_infer_request() for _ in range(streams)]
         self.name, self.precision = backbone.name, backbone.precision
 
     def fits(self, backbone: Backbone, threads: int) -> bool:
         """Whether this compilation still computes ``backbone``'s features as asked."""
-        return (backbone.model is self.model and threads == self.threads
-                and HINTS.get(backbone.precision) == self.hint
-                and _state_versions(backbone.model) == self.state)
+        return (
+            backbone.model is self.model
+            and threads == self.threads
+            and HINTS.get(backbone.precision) == self.hint
+            and _state_versions(backbone.model) == self.state
+        )
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """(B, dim) float32 features of normalised images ``x`` (B, 3, size, size): slices
@@ -190,7 +216,7 @@ class CompiledPass:
         once its last one is read."""
         images = x.float().contiguous().numpy()  # torch's errors stay torch's
         step = self.slice_size or len(images)
-        slices = [images[s:s + step] for s in range(0, len(images), step)]
+        slices = [images[s : s + step] for s in range(0, len(images), step)]
         out: list[torch.Tensor] = []
         with runtime_errors(self.name, self.precision):
             for k, part in enumerate(slices):

@@ -87,9 +87,15 @@ def split_heads(t: torch.Tensor, num_heads: int) -> torch.Tensor:
     return t.reshape(b, n, num_heads, d // num_heads).transpose(1, 2)
 
 
-def prefix_attention(attn: Attention, x: torch.Tensor, key_prefix: torch.Tensor | None,
-                     value_prefix: torch.Tensor | None, attn_mask: torch.Tensor | None = None,
-                     is_causal: bool = False, rows: int | None = None) -> torch.Tensor:
+def prefix_attention(
+    attn: Attention,
+    x: torch.Tensor,
+    key_prefix: torch.Tensor | None,
+    value_prefix: torch.Tensor | None,
+    attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    rows: int | None = None,
+) -> torch.Tensor:
     """timm ``Attention.forward`` with learned keys/values prepended per sample.
 
     Follows timm's own steps (qkv, q/k norm, fused or explicit attention, output
@@ -101,8 +107,9 @@ def prefix_attention(attn: Attention, x: torch.Tensor, key_prefix: torch.Tensor 
         raise NotImplementedError("prefix tuning with an attention mask is not supported")
     lengths = [0 if p is None else p.shape[1] for p in (key_prefix, value_prefix)]
     if lengths[0] != lengths[1]:
-        raise ValueError(f"key and value prefixes must have the same length, got "
-                         f"{lengths[0]} and {lengths[1]}")
+        raise ValueError(
+            f"key and value prefixes must have the same length, got {lengths[0]} and {lengths[1]}"
+        )
     b, n, _ = x.shape
     rows = n if rows is None else rows
     heads, head_dim = attn.num_heads, attn.head_dim
@@ -115,7 +122,8 @@ def prefix_attention(attn: Attention, x: torch.Tensor, key_prefix: torch.Tensor 
         v = torch.cat([split_heads(value_prefix.to(v.dtype), heads), v], dim=2)
     if attn.fused_attn:
         out = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=attn.attn_drop.p if attn.training else 0.0)
+            q, k, v, dropout_p=attn.attn_drop.p if attn.training else 0.0
+        )
     else:
         out = attn.attn_drop((q * attn.scale @ k.transpose(-2, -1)).softmax(dim=-1)) @ v
     out = out.transpose(1, 2).reshape(b, rows, heads * head_dim)
@@ -136,8 +144,9 @@ class PromptedViT(nn.Module):
     def __init__(self, model: VisionTransformer, checkpoint_blocks: int = 0) -> None:
         super().__init__()
         if not isinstance(model, VisionTransformer):
-            raise TypeError(f"PromptedViT wraps a timm VisionTransformer, got "
-                            f"{type(model).__name__}")
+            raise TypeError(
+                f"PromptedViT wraps a timm VisionTransformer, got {type(model).__name__}"
+            )
         if model.cls_token is None:
             raise ValueError("prompt methods read the [CLS] token; this ViT has none")
         self.vit = model.eval().requires_grad_(False)
@@ -145,8 +154,10 @@ class PromptedViT(nn.Module):
         self.depth: int = len(model.blocks)
         self.num_prefix_tokens: int = model.num_prefix_tokens
         if not 0 <= checkpoint_blocks <= self.depth:
-            raise ValueError(f"checkpoint_blocks must be between 0 and the depth "
-                             f"{self.depth}, got {checkpoint_blocks}")
+            raise ValueError(
+                f"checkpoint_blocks must be between 0 and the depth "
+                f"{self.depth}, got {checkpoint_blocks}"
+            )
         self.checkpoint_blocks = checkpoint_blocks
 
     def train(self, mode: bool = True) -> PromptedViT:
@@ -158,9 +169,14 @@ class PromptedViT(nn.Module):
         """Frozen final [CLS] (pre-logits) of normalised images, shape (B, D)."""
         return self.vit.forward_head(self.vit.forward_features(x), pre_logits=True)
 
-    def forward(self, x: torch.Tensor, prompts: torch.Tensor | None = None,
-                prefixes: Mapping[int, Prefix] | None = None,
-                adapters: AdapterSet | None = None, lean_tail: bool = False) -> PromptedOutput:
+    def forward(
+        self,
+        x: torch.Tensor,
+        prompts: torch.Tensor | None = None,
+        prefixes: Mapping[int, Prefix] | None = None,
+        adapters: AdapterSet | None = None,
+        lean_tail: bool = False,
+    ) -> PromptedOutput:
         """Prompted pass over normalised images; see the module docstring.
 
         A prefix of length 0, like ``None``, leaves that block as timm has it.
@@ -170,8 +186,11 @@ class PromptedViT(nn.Module):
         """
         n_prompts = 0 if prompts is None else prompts.shape[1]
         start = self.num_prefix_tokens
-        active = {index: prefix for index, prefix in (prefixes or {}).items()
-                  if prefix[0].shape[1] or prefix[1].shape[1]}
+        active = {
+            index: prefix
+            for index, prefix in (prefixes or {}).items()
+            if prefix[0].shape[1] or prefix[1].shape[1]
+        }
         rows = start + n_prompts if lean_tail else None
         with ExitStack() as stack:
             if n_prompts:
@@ -186,24 +205,32 @@ class PromptedViT(nn.Module):
                 for index in sorted(changed):
                     stack.enter_context(self._injected(index, active.get(index), None, rows))
             tokens = self.vit.forward_features(x)
-        return PromptedOutput(tokens, tokens[:, 0], tokens[:, start:start + n_prompts])
+        return PromptedOutput(tokens, tokens[:, 0], tokens[:, start : start + n_prompts])
 
-    def _block(self, index: int, x: torch.Tensor, prefix: Prefix | None,
-               adapter: Adapter | None = None, rows: int | None = None) -> torch.Tensor:
+    def _block(
+        self,
+        index: int,
+        x: torch.Tensor,
+        prefix: Prefix | None,
+        adapter: Adapter | None = None,
+        rows: int | None = None,
+    ) -> torch.Tensor:
         """Block ``index`` on ``x``, with its prefix, adapter and lean tail when it has them."""
         with self._injected(index, prefix, adapter, rows):
             return self.vit.blocks[index](x)
 
     @contextmanager
-    def _injected(self, index: int, prefix: Prefix | None, adapter: Adapter | None,
-                  rows: int | None) -> Iterator[None]:
+    def _injected(
+        self, index: int, prefix: Prefix | None, adapter: Adapter | None, rows: int | None
+    ) -> Iterator[None]:
         """Block ``index``'s prefix and adapter (when given), and for the last block with
         ``rows`` the lean tail, for the context."""
         with ExitStack() as stack:
             tail = rows is not None and index == self.depth - 1
             if prefix is not None or tail:
-                stack.enter_context(self._prefixed(index, *(prefix or (None, None)),
-                                                   rows=rows if tail else None))
+                stack.enter_context(
+                    self._prefixed(index, *(prefix or (None, None)), rows=rows if tail else None)
+                )
             if tail:
                 stack.enter_context(self._lean(index, rows))
             if adapter is not None:
@@ -216,8 +243,9 @@ class PromptedViT(nn.Module):
         ``rows`` tokens, its attention (shadowed by :meth:`_prefixed`) giving those rows."""
         block = self.vit.blocks[index]
         if not isinstance(block, Block):
-            raise TypeError(f"lean_tail needs timm's Block as the last block, found "
-                            f"{type(block).__name__}")
+            raise TypeError(
+                f"lean_tail needs timm's Block as the last block, found {type(block).__name__}"
+            )
 
         def forward(x: torch.Tensor) -> torch.Tensor:
             x = x[:, :rows] + block.drop_path1(block.ls1(block.attn(block.norm1(x))))
@@ -230,9 +258,12 @@ class PromptedViT(nn.Module):
             del block.forward
 
     @contextmanager
-    def _checkpointed(self, prefixes: Mapping[int, Prefix],
-                      adapters: AdapterSet | None = None,
-                      rows: int | None = None) -> Iterator[None]:
+    def _checkpointed(
+        self,
+        prefixes: Mapping[int, Prefix],
+        adapters: AdapterSet | None = None,
+        rows: int | None = None,
+    ) -> Iterator[None]:
         """Shadow ``blocks.forward`` for the call: the first ``checkpoint_blocks``
         blocks checkpointed, the others as usual."""
         blocks = self.vit.blocks
@@ -242,8 +273,15 @@ class PromptedViT(nn.Module):
             for index in range(len(blocks)):
                 adapter = adapters[index] if index in chosen else None
                 if index < self.checkpoint_blocks:
-                    x = checkpoint(self._block, index, x, prefixes.get(index), adapter, rows,
-                                   use_reentrant=False)
+                    x = checkpoint(
+                        self._block,
+                        index,
+                        x,
+                        prefixes.get(index),
+                        adapter,
+                        rows,
+                        use_reentrant=False,
+                    )
                 else:
                     x = self._block(index, x, prefixes.get(index), adapter, rows)
             return x
@@ -261,8 +299,7 @@ class PromptedViT(nn.Module):
 
         def hook(_module: nn.Module, args: tuple) -> tuple:
             x = args[0]
-            return (torch.cat([x[:, :start], prompts.to(x.dtype), x[:, start:]], dim=1),
-                    *args[1:])
+            return (torch.cat([x[:, :start], prompts.to(x.dtype), x[:, start:]], dim=1), *args[1:])
 
         handle = self.vit.blocks.register_forward_pre_hook(hook)
         try:
@@ -271,15 +308,23 @@ class PromptedViT(nn.Module):
             handle.remove()
 
     @contextmanager
-    def _prefixed(self, index: int, key_prefix: torch.Tensor | None,
-                  value_prefix: torch.Tensor | None, rows: int | None = None) -> Iterator[None]:
+    def _prefixed(
+        self,
+        index: int,
+        key_prefix: torch.Tensor | None,
+        value_prefix: torch.Tensor | None,
+        rows: int | None = None,
+    ) -> Iterator[None]:
         """Shadow block ``index``'s attention forward by :func:`prefix_attention`."""
         attn = self.vit.blocks[index].attn
         if not isinstance(attn, Attention):
-            raise TypeError(f"prefix tuning and lean_tail need timm's Attention in block "
-                            f"{index}, found {type(attn).__name__}")
-        attn.forward = partial(prefix_attention, attn, key_prefix=key_prefix,
-                               value_prefix=value_prefix, rows=rows)
+            raise TypeError(
+                f"prefix tuning and lean_tail need timm's Attention in block "
+                f"{index}, found {type(attn).__name__}"
+            )
+        attn.forward = partial(
+            prefix_attention, attn, key_prefix=key_prefix, value_prefix=value_prefix, rows=rows
+        )
         try:
             yield
         finally:

@@ -30,7 +30,8 @@ PINNED_TAGS = {
 
 def _hf_cache() -> str:
     return os.environ.get("HF_HUB_CACHE") or os.path.join(
-        os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface")), "hub")
+        os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface")), "hub"
+    )
 
 
 def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
@@ -38,13 +39,16 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
+
             state = load_file(str(path))
         else:
             state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 -- any reader failure means a bad file
-        raise UserError(f"Cannot read weights file {path}: {type(e).__name__}: "
-                        f"{str(e).splitlines()[0] if str(e) else ''}. Check that it is a "
-                        "complete .safetensors/.pth file for this backbone.") from None
+        raise UserError(
+            f"Cannot read weights file {path}: {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''}. Check that it is a "
+            "complete .safetensors/.pth file for this backbone."
+        ) from None
     for key in ("state_dict", "model"):
         if isinstance(state, dict) and isinstance(state.get(key), dict):
             state = state[key]
@@ -56,18 +60,32 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
 def load_into(model: torch.nn.Module, state: dict, path: Path) -> None:
     """Strict load with shape checks; the head may be absent or differently sized."""
     own = model.state_dict()
-    state = {k: v for k, v in state.items() if not k.startswith("head.") or
-             (k in own and own[k].shape == v.shape)}
-    bad = [f"{k} {tuple(v.shape)} vs {tuple(own[k].shape)}" for k, v in state.items()
-           if k in own and own[k].shape != v.shape]
+    state = {
+        k: v
+        for k, v in state.items()
+        if not k.startswith("head.") or (k in own and own[k].shape == v.shape)
+    }
+    bad = [
+        f"{k} {tuple(v.shape)} vs {tuple(own[k].shape)}"
+        for k, v in state.items()
+        if k in own and own[k].shape != v.shape
+    ]
     missing = [k for k in own if k not in state and not k.startswith("head.")]
     unexpected = [k for k in state if k not in own]
     if bad or missing or unexpected:
-        parts = [f"{label}: {', '.join(v[:4])}{' ...' if len(v) > 4 else ''}"
-                 for label, v in (("wrong shapes", bad), ("missing", missing),
-                                  ("unexpected", unexpected)) if v]
-        raise UserError(f"Weights file {path} does not fit this backbone ({'; '.join(parts)}). "
-                        "Pass a file saved from the same timm architecture.")
+        parts = [
+            f"{label}: {', '.join(v[:4])}{' ...' if len(v) > 4 else ''}"
+            for label, v in (
+                ("wrong shapes", bad),
+                ("missing", missing),
+                ("unexpected", unexpected),
+            )
+            if v
+        ]
+        raise UserError(
+            f"Weights file {path} does not fit this backbone ({'; '.join(parts)}). "
+            "Pass a file saved from the same timm architecture."
+        )
     model.load_state_dict(state, strict=False)
 
 
@@ -77,6 +95,7 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     from urllib.parse import urlparse
 
     from huggingface_hub import constants
+
     if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0"):
         return False
     host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
@@ -90,6 +109,7 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 def from_hub(tag: str, kwargs: dict) -> torch.nn.Module:
     """The pinned tag from the local Hugging Face cache, else from the hub."""
     from huggingface_hub import constants
+
     try:
         with mock.patch.object(constants, "HF_HUB_OFFLINE", True):
             return timm.create_model(tag, pretrained=True, **kwargs)
@@ -105,7 +125,8 @@ def from_hub(tag: str, kwargs: dict) -> torch.nn.Module:
         f"Cannot load the pretrained weights {tag} ({reason}). They come from the Hugging "
         f"Face hub or its local cache ({_hf_cache()}). Download them once while online "
         "(they are then cached), or pass a local file with --weights FILE "
-        "(.safetensors/.pth/.npz), or --weights random for a smoke test.")
+        "(.safetensors/.pth/.npz), or --weights random for a smoke test."
+    )
 
 
 def file_digest(path: Path) -> str:
@@ -139,8 +160,10 @@ def vit(name: str, weights: str | None = None, img_size: int | None = None) -> B
     elif weights:
         path = Path(weights)
         if not path.is_file():
-            raise UserError(f"Weights file {path} does not exist. Give --weights an existing "
-                            ".safetensors/.pth/.npz file, or omit it to use the pinned tag.")
+            raise UserError(
+                f"Weights file {path} does not exist. Give --weights an existing "
+                ".safetensors/.pth/.npz file, or omit it to use the pinned tag."
+            )
         model = timm.create_model(arch, pretrained=False, **kwargs)
         if path.suffix == ".npz":
             try:
@@ -153,5 +176,12 @@ def vit(name: str, weights: str | None = None, img_size: int | None = None) -> B
         model = from_hub(tag, kwargs)
     record, digest = weights_identity(name, weights)
     size = model.patch_embed.img_size[0]
-    return Backbone(name=name, model=model, dim=model.num_features, input_size=size,
-                    kind="vit", weights=record, weights_digest=digest)
+    return Backbone(
+        name=name,
+        model=model,
+        dim=model.num_features,
+        input_size=size,
+        kind="vit",
+        weights=record,
+        weights_digest=digest,
+    )

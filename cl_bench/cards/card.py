@@ -57,8 +57,11 @@ class Card:
         types = self.rules()["types"].get(key, ())
         # a setting of several kinds is parsed against the card's own default, so that a
         # second --set of it is read as the first was (not against null or a list)
-        default = self.params[key] if not types else self.raw.get("defaults", self.raw).get(
-            key, self.params[key])
+        default = (
+            self.params[key]
+            if not types
+            else self.raw.get("defaults", self.raw).get(key, self.params[key])
+        )
         self.params[key] = coerce(text, default, f"{self.name}.{key}", types)
         self.explicit.add(key)
         self.check(only=key)
@@ -66,55 +69,88 @@ class Card:
     def rules(self) -> dict[str, dict]:
         """``bounds``, ``positive``, ``choices`` and ``types``: the shared ones, then the
         card's."""
-        own = {kind: self.raw.get(kind) or ({} if kind != "positive" else [])
-               for kind in RULE_KINDS}
-        return {"bounds": {**self.base_rules.get("bounds", {}), **own["bounds"]},
-                "positive": [*self.base_rules.get("positive", []), *own["positive"]],
-                "choices": {**self.base_rules.get("choices", {}), **own["choices"]},
-                "types": {key: type_names(kinds) for key, kinds in
-                          {**self.base_rules.get("types", {}), **own["types"]}.items()}}
+        own = {
+            kind: self.raw.get(kind) or ({} if kind != "positive" else []) for kind in RULE_KINDS
+        }
+        return {
+            "bounds": {**self.base_rules.get("bounds", {}), **own["bounds"]},
+            "positive": [*self.base_rules.get("positive", []), *own["positive"]],
+            "choices": {**self.base_rules.get("choices", {}), **own["choices"]},
+            "types": {
+                key: type_names(kinds)
+                for key, kinds in {**self.base_rules.get("types", {}), **own["types"]}.items()
+            },
+        }
 
     def check(self, only: str | None = None, defaults: bool = False) -> None:
         """Refuse a setting that breaks its card's rules (``only``: rules of that
         setting and of the dotted keys below it). ``defaults``: the values are the
         card's own, so the error blames the card."""
-        problems = [p for key, p in self.problems()
-                    if only is None or key == only or key.startswith((f"{only}.", f"{only}["))]
+        problems = [
+            p
+            for key, p in self.problems()
+            if only is None or key == only or key.startswith((f"{only}.", f"{only}["))
+        ]
         if not problems:
             return
         if defaults:
-            raise UserError(f"{self.path}: the card's default {problems[0]}. Fix the card "
-                            "(defaults must satisfy its bounds/positive/choices).")
+            raise UserError(
+                f"{self.path}: the card's default {problems[0]}. Fix the card "
+                "(defaults must satisfy its bounds/positive/choices)."
+            )
         raise UserError(f"{problems[0]} (the rules are in {self.path}).")
 
     def problems(self) -> list[tuple[str, str]]:
         """(key, what is wrong) for every broken rule, in the order declared."""
         rules = self.rules()
-        out = [(key, f"{self.name}.{key} = {value} is not a finite number; every number of "
-                     "a setting must be finite, however YAML spells it (.inf, .nan, 1e999)")
-               for key, value in non_finite(self.params)]
+        out = [
+            (
+                key,
+                f"{self.name}.{key} = {value} is not a finite number; every number of "
+                "a setting must be finite, however YAML spells it (.inf, .nan, 1e999)",
+            )
+            for key, value in non_finite(self.params)
+        ]
         for key, allowed in rules["choices"].items():
             found, value = lookup(self.params, key)
-            if found and not any(a == value and isinstance(a, bool) == isinstance(value, bool)
-                                 for a in allowed):
-                out.append((key, f'{self.name}.{key} = "{value}" is not allowed; choose one '
-                                 f"of {', '.join(map(str, allowed))}"))
+            if found and not any(
+                a == value and isinstance(a, bool) == isinstance(value, bool) for a in allowed
+            ):
+                out.append(
+                    (
+                        key,
+                        f'{self.name}.{key} = "{value}" is not allowed; choose one '
+                        f"of {', '.join(map(str, allowed))}",
+                    )
+                )
         for key, (low, high) in rules["bounds"].items():
             found, value = lookup(self.params, key)
             if found and value is not None:
-                limits = [(word, b, self.limit(b)) for word, b in
-                          (("at least", low), ("at most", high)) if b is not None]
+                limits = [
+                    (word, b, self.limit(b))
+                    for word, b in (("at least", low), ("at most", high))
+                    if b is not None
+                ]
                 if not is_number(value) or any(
-                        (word == "at least" and value < v) or (word == "at most" and value > v)
-                        for word, _, v in limits):
-                    out.append((key, f"{self.name}.{key} = {value} is out of range: it must be "
-                                + " and ".join(f"{word} {b}" + (f" ({v})" if b != v else "")
-                                               for word, b, v in limits)))
+                    (word == "at least" and value < v) or (word == "at most" and value > v)
+                    for word, _, v in limits
+                ):
+                    out.append(
+                        (
+                            key,
+                            f"{self.name}.{key} = {value} is out of range: it must be "
+                            + " and ".join(
+                                f"{word} {b}" + (f" ({v})" if b != v else "")
+                                for word, b, v in limits
+                            ),
+                        )
+                    )
         for key in rules["positive"]:
             found, value = lookup(self.params, key)
             if found and value is not None and not (is_number(value) and value > 0):
-                out.append((key, f"{self.name}.{key} = {value} is out of range: it must be "
-                                 "greater than 0"))
+                out.append(
+                    (key, f"{self.name}.{key} = {value} is out of range: it must be greater than 0")
+                )
         return out
 
     def limit(self, bound: Any) -> Any:
@@ -133,8 +169,9 @@ def non_finite(value: Any, key: str = "") -> list[tuple[str, float]]:
     if isinstance(value, float):
         return [] if math.isfinite(value) else [(key, value)]
     if isinstance(value, dict):
-        return [hit for k, v in value.items()
-                for hit in non_finite(v, f"{key}.{k}" if key else str(k))]
+        return [
+            hit for k, v in value.items() for hit in non_finite(v, f"{key}.{k}" if key else str(k))
+        ]
     if isinstance(value, list):
         return [hit for i, v in enumerate(value) for hit in non_finite(v, f"{key}[{i}]")]
     return []
@@ -182,8 +219,11 @@ def coerce(text: str, default: Any, label: str, types: list[str] | tuple = ()) -
     if isinstance(default, bool):
         if isinstance(value, bool):
             return value
-    elif isinstance(default, float) and isinstance(value, (int, float)) and not isinstance(
-            value, bool):
+    elif (
+        isinstance(default, float)
+        and isinstance(value, (int, float))
+        and not isinstance(value, bool)
+    ):
         return float(value)
     elif isinstance(default, int) and isinstance(value, int) and not isinstance(value, bool):
         return value
@@ -194,8 +234,10 @@ def coerce(text: str, default: Any, label: str, types: list[str] | tuple = ()) -
     elif isinstance(default, dict) and isinstance(value, dict):
         return {**default, **value}  # --set scenario.dataset_args={n_classes: 3} merges
     others = f" or another kind its card's `types:` names ({', '.join(types)})" if types else ""
-    raise UserError(f'--set {label}={text}: expected a {type(default).__name__} '
-                    f"like the default ({default!r}){others}, got {text!r}.")
+    raise UserError(
+        f"--set {label}={text}: expected a {type(default).__name__} "
+        f"like the default ({default!r}){others}, got {text!r}."
+    )
 
 
 def type_names(kinds: list) -> list:

@@ -63,9 +63,11 @@ def card_index() -> dict[str, dict[str, Found]]:
     by name, so the two cards would share runs)."""
     index: dict[str, dict[str, Found]] = {kind: {} for kind in KIND_KEYS.values()}
     seen: set[Path] = set()
-    for source in [sources.Source(METHODS_DIR, sources.BUILTIN, "methods"),
-                   sources.Source(BENCHMARKS_DIR, sources.BUILTIN, "benchmarks"),
-                   *sources.extra_sources()]:
+    for source in [
+        sources.Source(METHODS_DIR, sources.BUILTIN, "methods"),
+        sources.Source(BENCHMARKS_DIR, sources.BUILTIN, "benchmarks"),
+        *sources.extra_sources(),
+    ]:
         if source.folder.resolve() in seen:  # e.g. --cards methods/ in a checkout
             continue
         seen.add(source.folder.resolve())
@@ -79,7 +81,8 @@ def card_index() -> dict[str, dict[str, Found]]:
                     f'Two {kind} cards are named "{path.stem}": {other.path} ({other.origin}) '
                     f"and {path} ({source.origin}). Results are kept by {kind} name, so a name "
                     "must mean one card: rename one of the files (a card's name is its file "
-                    "name) or drop its folder from --cards / CL_BENCH_CARDS.")
+                    "name) or drop its folder from --cards / CL_BENCH_CARDS."
+                )
             index[kind][path.stem] = Found(path, source.origin)
     return index
 
@@ -94,15 +97,19 @@ def card_kind(path: Path, folder_kind: str | None) -> str | None:
         return "scenario" if "dataset" in raw else "suite" if "runs" in raw else None
     kinds = [k for key, k in KIND_KEYS.items() if key in raw]
     if len(kinds) > 1:
-        raise UserError(f"{path} is two kinds of card at once: it has "
-                        f"{' and '.join(f'`{key}:`' for key in KIND_KEYS if key in raw)}. A "
-                        "card is a method (`strategy:`), a scenario (`dataset:`) or a suite "
-                        "(`runs:`): split it into one file per kind.")
+        raise UserError(
+            f"{path} is two kinds of card at once: it has "
+            f"{' and '.join(f'`{key}:`' for key in KIND_KEYS if key in raw)}. A "
+            "card is a method (`strategy:`), a scenario (`dataset:`) or a suite "
+            "(`runs:`): split it into one file per kind."
+        )
     kind = kinds[0] if kinds else None
     if kind is None:
-        raise UserError(f"{path} is not a card: a method card has `strategy:`, a scenario "
-                        "card `dataset:`, a suite `runs:`. Fix the file or move it out of "
-                        "the cards folder.")
+        raise UserError(
+            f"{path} is not a card: a method card has `strategy:`, a scenario "
+            "card `dataset:`, a suite `runs:`. Fix the file or move it out of "
+            "the cards folder."
+        )
     return kind
 
 
@@ -123,29 +130,46 @@ def check_rules(card: Card, required: bool) -> None:
     shapes = {"bounds": dict, "positive": list, "choices": dict, "types": dict}
     for kind, value in own.items():
         if value is not None and not isinstance(value, shapes[kind]):
-            raise UserError(f"{card.path}: `{kind}:` must be a "
-                            f"{'mapping' if shapes[kind] is dict else 'list'}, not "
-                            f"{type(value).__name__}.")
+            raise UserError(
+                f"{card.path}: `{kind}:` must be a "
+                f"{'mapping' if shapes[kind] is dict else 'list'}, not "
+                f"{type(value).__name__}."
+            )
     for key, pair in (own["bounds"] or {}).items():
-        if not (isinstance(pair, list) and len(pair) == 2 and all(
-                b is None or is_number(b) or is_number(lookup(card.params, str(b))[1])
-                for b in pair)):
-            raise UserError(f"{card.path}: bounds of {key} must be [lowest, highest], each a "
-                            f"number, null or the name of a numeric setting; got {pair!r}.")
+        if not (
+            isinstance(pair, list)
+            and len(pair) == 2
+            and all(
+                b is None or is_number(b) or is_number(lookup(card.params, str(b))[1]) for b in pair
+            )
+        ):
+            raise UserError(
+                f"{card.path}: bounds of {key} must be [lowest, highest], each a "
+                f"number, null or the name of a numeric setting; got {pair!r}."
+            )
     for key, allowed in (own["choices"] or {}).items():
         if not isinstance(allowed, list):
             raise UserError(f"{card.path}: choices of {key} must be a list, not {allowed!r}.")
     for key, kinds in (own["types"] or {}).items():
-        if not (isinstance(kinds, list) and kinds and all(
-                k in VALUE_TYPES for k in type_names(kinds))):
-            raise UserError(f"{card.path}: types of {key} must be a list of the kinds of value "
-                            f"it takes, each one of {', '.join(VALUE_TYPES)}; got {kinds!r}.")
-    named = [*(own["bounds"] or {}), *(own["positive"] or []), *(own["choices"] or {}),
-             *(own["types"] or {})]
+        if not (
+            isinstance(kinds, list) and kinds and all(k in VALUE_TYPES for k in type_names(kinds))
+        ):
+            raise UserError(
+                f"{card.path}: types of {key} must be a list of the kinds of value "
+                f"it takes, each one of {', '.join(VALUE_TYPES)}; got {kinds!r}."
+            )
+    named = [
+        *(own["bounds"] or {}),
+        *(own["positive"] or []),
+        *(own["choices"] or {}),
+        *(own["types"] or {}),
+    ]
     missing = [k for k in named if required and not lookup(card.params, str(k))[0]]
     if missing:
-        raise UserError(f"{card.path}: its rules name {', '.join(map(str, missing))}, which "
-                        f"is not a setting of the card ({', '.join(sorted(card.params))}).")
+        raise UserError(
+            f"{card.path}: its rules name {', '.join(map(str, missing))}, which "
+            f"is not a setting of the card ({', '.join(sorted(card.params))})."
+        )
 
 
 def load_method(name: str) -> Card:
@@ -156,8 +180,10 @@ def load_method(name: str) -> Card:
     path, raw = found.path, read_yaml(found.path)
     need_keys(path, raw, METHOD_KEYS, "method")
     if not isinstance(raw["defaults"], dict):
-        raise UserError(f"{path}: `defaults:` must be a mapping of setting: value, not "
-                        f"{type(raw['defaults']).__name__}.")
+        raise UserError(
+            f"{path}: `defaults:` must be a mapping of setting: value, not "
+            f"{type(raw['defaults']).__name__}."
+        )
     card = Card(name, path, raw, copy.deepcopy(raw["defaults"]), origin=found.origin)
     make_importable(card)
     cls = strategy_of(card)
@@ -165,6 +191,7 @@ def load_method(name: str) -> Card:
     check_declared(path, raw, cls)
     if "contract" in raw:  # the settings cl-bench builds a plain Avalanche strategy from
         from cl_bench.contract.plain import PLAIN_RULES
+
         card.base_rules = PLAIN_RULES
     check_rules(card, required=True)
     card.check(defaults=True)
@@ -180,8 +207,11 @@ def load_scenario(name: str) -> Card:
         raise UserError(f"{unknown('scenario', name, scenario_names())}{sources.broken_note()}")
     path, raw = found.path, read_yaml(found.path)
     need_keys(path, raw, SCENARIO_KEYS, "scenario")
-    params = {k: v for k, v in raw.items() if k not in (
-        "name", "title", "description", *RULE_KINDS, "backbone")}
+    params = {
+        k: v
+        for k, v in raw.items()
+        if k not in ("name", "title", "description", *RULE_KINDS, "backbone")
+    }
     card = Card(name, path, raw, copy.deepcopy(params), SCENARIO_RULES, found.origin)
     check_rules(card, required=True)
     card.check(defaults=True)
@@ -192,8 +222,10 @@ def load_scenario(name: str) -> Card:
 def need_keys(path: Path, raw: dict, keys: tuple[str, ...], kind: str) -> None:
     missing = [k for k in keys if k not in raw]
     if missing:
-        raise UserError(f"{path} lacks {', '.join(f'`{k}:`' for k in missing)}, which every "
-                        f"{kind} card needs ({', '.join(keys)}).")
+        raise UserError(
+            f"{path} lacks {', '.join(f'`{k}:`' for k in missing)}, which every "
+            f"{kind} card needs ({', '.join(keys)})."
+        )
 
 
 def parse_sets(items: list[str], owners: list[str]) -> list[tuple[str, str, str]]:
@@ -203,22 +235,28 @@ def parse_sets(items: list[str], owners: list[str]) -> list[tuple[str, str, str]
         head, eq, value = item.partition("=")
         owner, dot, key = head.partition(".")
         if not eq or not dot or not key:
-            raise UserError(f'--set "{item}" is not of the form owner.key=value '
-                            "(for example --set tosca.lr=0.01 or --set scenario.increment=5).")
+            raise UserError(
+                f'--set "{item}" is not of the form owner.key=value '
+                "(for example --set tosca.lr=0.01 or --set scenario.increment=5)."
+            )
         if owner not in owners:
             running = ", ".join(o for o in owners if o != "scenario")
-            raise UserError(f'--set "{item}": "{owner}" is neither "scenario" nor one of the '
-                            f"methods being run ({running}).{suggest(owner, owners)}")
+            raise UserError(
+                f'--set "{item}": "{owner}" is neither "scenario" nor one of the '
+                f"methods being run ({running}).{suggest(owner, owners)}"
+            )
         out.append((owner, key, value))
     return out
 
 
-def resolve_backbone(scenario: str, backbone: str | None, weights: str | None
-                     ) -> tuple[str, str | None]:
+def resolve_backbone(
+    scenario: str, backbone: str | None, weights: str | None
+) -> tuple[str, str | None]:
     """(backbone, weights) of a run on ``scenario``: ``--backbone`` when given, else the
     scenario card's default (its weights unless ``--weights`` is given), else the
     package default."""
     from cl_bench.backbones import DEFAULT_BACKBONE
+
     if backbone is not None:
         return backbone, weights
     name, card_weights = scenario_backbone(load_scenario(scenario))

@@ -18,7 +18,9 @@ def check_declared(path, raw: dict, cls: type) -> None:
     differs from what its strategy ``cls`` declares."""
     for key, value in declared(cls).items():
         if key in raw and raw[key] != value:
-            raise UserError(f"{path}: `{key}: {raw[key]}`, but its strategy "
-                            f"{raw['strategy']} declares {key} {value}. Write `{key}: {value}` "
-                            "in the card, or drop the line: the strategy's declaration is "
-                            "what runs.")
+            raise UserError(
+                f"{path}: `{key}: {raw[key]}`, but its strategy "
+                f"{raw['strategy']} declares {key} {value}. Write `{key}: {value}` "
+                "in the card, or drop the line: the strategy's declaration is "
+                "what runs."
+            )

@@ -23,10 +23,12 @@ def describe(error: BaseException) -> str:
     """What went wrong and where, in one line: the exception and the innermost frame
     (the place to fix), or the line of a syntax error, or the exit code asked for."""
     if isinstance(error, SyntaxError):
-        return (f"{type(error).__name__} in {error.filename} line {error.lineno}: "
-                f"{error.msg}")
-    frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if not f.filename.startswith("<frozen ")]
+        return f"{type(error).__name__} in {error.filename} line {error.lineno}: {error.msg}"
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if not f.filename.startswith("<frozen ")
+    ]
     where = f" (at {frames[-1].filename} line {frames[-1].lineno})" if frames else ""
     if isinstance(error, SystemExit):
         return f"it called sys.exit({error.code!r}){where}"

@@ -34,8 +34,11 @@ def needed(cls: type, methods_dir: Path) -> dict[str, list[str]]:
     """Why -> the settings ``cls`` is known to read for that reason (the built-in cards:
     in ``methods_dir``)."""
     builtin = builtin_needs(methods_dir)
-    out = {f"declared in {cls.__qualname__}.required_settings":
-           list(getattr(cls, "required_settings", ()))}
+    out = {
+        f"declared in {cls.__qualname__}.required_settings": list(
+            getattr(cls, "required_settings", ())
+        )
+    }
     for klass in cls.__mro__:
         card = builtin.get(f"{klass.__module__}:{klass.__qualname__}")
         if card is not None:
@@ -55,5 +58,7 @@ def check_needed(card: Card, cls: type, methods_dir: Path) -> None:
         if lacking:
             missing.append(f"{', '.join(lacking)} ({why})")
     if missing:
-        raise UserError(f"{card.path}: `defaults:` lacks settings its strategy reads: "
-                        f"{'; '.join(missing)}. Add each to `defaults:` with its value.")
+        raise UserError(
+            f"{card.path}: `defaults:` lacks settings its strategy reads: "
+            f"{'; '.join(missing)}. Add each to `defaults:` with its value."
+        )

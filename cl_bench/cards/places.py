@@ -42,17 +42,22 @@ def read_yaml(path: Path) -> dict:
     try:
         data = copy.deepcopy(_parsed(path.read_text(encoding="utf-8")))
     except UnicodeDecodeError as e:
-        raise UserError(f"{path} is not UTF-8 text (byte {e.object[e.start]:#04x} at offset "
-                        f"{e.start}). Save the card as UTF-8 and run again.") from None
+        raise UserError(
+            f"{path} is not UTF-8 text (byte {e.object[e.start]:#04x} at offset "
+            f"{e.start}). Save the card as UTF-8 and run again."
+        ) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise UserError(f"{path} is not valid YAML{where}: {problem}. Fix the file "
-                        "(for example with a YAML linter) and run again.") from None
+        raise UserError(
+            f"{path} is not valid YAML{where}: {problem}. Fix the file "
+            "(for example with a YAML linter) and run again."
+        ) from None
     except OSError as e:
         raise UserError(f"Cannot read {path}: {e.strerror}.") from None
     if not isinstance(data, dict):
-        raise UserError(f"{path} must hold a YAML mapping (key: value lines), not "
-                        f"{type(data).__name__}.")
+        raise UserError(
+            f"{path} must hold a YAML mapping (key: value lines), not {type(data).__name__}."
+        )
     return data

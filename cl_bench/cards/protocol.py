@@ -59,8 +59,9 @@ class PaperSetting:
 
     @property
     def scenario_key(self) -> str | None:
-        return self.key.removeprefix(SCENARIO_PREFIX) if self.key.startswith(
-            SCENARIO_PREFIX) else None
+        return (
+            self.key.removeprefix(SCENARIO_PREFIX) if self.key.startswith(SCENARIO_PREFIX) else None
+        )
 
 
 def check_protocol(name: str) -> str:
@@ -76,20 +77,30 @@ def paper_settings(card: Card) -> list[PaperSetting]:
     block = card.raw.get("paper")
     if block is None:
         return []
-    fix = "Fix the card's paper: block (paper: {setting: {value: V, source: \"where\"}})."
+    fix = 'Fix the card\'s paper: block (paper: {setting: {value: V, source: "where"}}).'
     if not isinstance(block, dict):
-        raise UserError(f"{card.path}: `paper:` must be a mapping of setting: {{value, "
-                        f"source}}, not {type(block).__name__}. {fix}")
+        raise UserError(
+            f"{card.path}: `paper:` must be a mapping of setting: {{value, "
+            f"source}}, not {type(block).__name__}. {fix}"
+        )
     out = []
     for key, entry in block.items():
         where = f"{card.path}: paper setting {key}"
-        if not (isinstance(entry, dict) and set(entry) == {"value", "source"}
-                and isinstance(entry["source"], str) and entry["source"].strip()):
-            raise UserError(f"{where} must be {{value: V, source: \"where it comes from\"}}, "
-                            f"not {entry!r}. {fix}")
+        if not (
+            isinstance(entry, dict)
+            and set(entry) == {"value", "source"}
+            and isinstance(entry["source"], str)
+            and entry["source"].strip()
+        ):
+            raise UserError(
+                f'{where} must be {{value: V, source: "where it comes from"}}, not {entry!r}. {fix}'
+            )
         setting = PaperSetting(str(key), entry["value"], entry["source"])
-        problem = (_scenario_problem(setting) if setting.scenario_key is not None
-                   else _method_problem(card, setting))
+        problem = (
+            _scenario_problem(setting)
+            if setting.scenario_key is not None
+            else _method_problem(card, setting)
+        )
         if problem:
             raise UserError(f"{where}: {problem}. {fix}")
         out.append(setting)
@@ -99,12 +110,13 @@ def paper_settings(card: Card) -> list[PaperSetting]:
 def _method_problem(card: Card, setting: PaperSetting) -> str | None:
     found, default = lookup(card.params, setting.key)
     if not found or "." in setting.key:
-        return (f"{card.name} has no setting \"{setting.key}\".{suggest(setting.key, card.params)}"
-                f" Its settings are: {', '.join(sorted(card.params))}; a scenario setting is "
-                f"written {SCENARIO_PREFIX}<key> ({', '.join(RUN_SCENARIO_KEYS)})")
+        return (
+            f'{card.name} has no setting "{setting.key}".{suggest(setting.key, card.params)}'
+            f" Its settings are: {', '.join(sorted(card.params))}; a scenario setting is "
+            f"written {SCENARIO_PREFIX}<key> ({', '.join(RUN_SCENARIO_KEYS)})"
+        )
     if not same_type(setting.value, default):
-        return (f"{setting.value!r} is not a {type(default).__name__} like the default "
-                f"({default!r})")
+        return f"{setting.value!r} is not a {type(default).__name__} like the default ({default!r})"
     trial = copy.deepcopy(card)
     trial.params[setting.key] = setting.value
     problems = [p for key, p in trial.problems() if key == setting.key]
@@ -114,9 +126,11 @@ def _method_problem(card: Card, setting: PaperSetting) -> str | None:
 def _scenario_problem(setting: PaperSetting) -> str | None:
     key = setting.scenario_key
     if key not in RUN_SCENARIO_KEYS:
-        return (f"scenario setting \"{key}\" cannot be set per method (only "
-                f"{', '.join(RUN_SCENARIO_KEYS)}: the data and backbone are shared by every "
-                "method of a command)")
+        return (
+            f'scenario setting "{key}" cannot be set per method (only '
+            f"{', '.join(RUN_SCENARIO_KEYS)}: the data and backbone are shared by every "
+            "method of a command)"
+        )
     allowed = SCENARIO_RULES["choices"][key]
     if not any(a == setting.value and type(a) is type(setting.value) for a in allowed):
         return f"{setting.value!r} is not allowed; choose one of {', '.join(map(str, allowed))}"
@@ -154,8 +168,9 @@ def changed_settings(card: Card, scenario: Card) -> list[tuple[str, Any]]:
     """(key, value) of every resolved setting of a run that differs from the cards'
     own values: the method's, then the scenario's as ``scenario.<key>``."""
     method = [(k, v) for k, v in card.params.items() if card.raw["defaults"].get(k) != v]
-    return method + [(SCENARIO_PREFIX + k, v) for k, v in scenario.params.items()
-                     if scenario.raw.get(k) != v]
+    return method + [
+        (SCENARIO_PREFIX + k, v) for k, v in scenario.params.items() if scenario.raw.get(k) != v
+    ]
 
 
 def config_tag(card: Card) -> dict:
@@ -168,23 +183,34 @@ def scenario_backbone(scenario: Card) -> tuple[str | None, str | None]:
     none. ``weights`` None means the backbone's pinned pretrained weights."""
     from cl_bench.backbones import BACKBONES
     from cl_bench.backbones.vit import PINNED_TAGS
+
     spec = scenario.raw.get("backbone")
     if spec is None:
         return None, None
-    if not (isinstance(spec, dict) and isinstance(spec.get("name"), str)
-            and set(spec) <= {"name", "weights"}):
-        raise UserError(f"{scenario.path}: `backbone:` must be {{name: <backbone>, weights: "
-                        f"<pinned tag | random | file>}}, not {spec!r}.")
+    if not (
+        isinstance(spec, dict)
+        and isinstance(spec.get("name"), str)
+        and set(spec) <= {"name", "weights"}
+    ):
+        raise UserError(
+            f"{scenario.path}: `backbone:` must be {{name: <backbone>, weights: "
+            f"<pinned tag | random | file>}}, not {spec!r}."
+        )
     name, weights = spec["name"], spec.get("weights")
     if name not in BACKBONES:
-        raise UserError(f"{scenario.path}: backbone {name!r} is not a known backbone."
-                        f"{suggest(name, BACKBONES)} Known: {', '.join(BACKBONES)}.")
+        raise UserError(
+            f"{scenario.path}: backbone {name!r} is not a known backbone."
+            f"{suggest(name, BACKBONES)} Known: {', '.join(BACKBONES)}."
+        )
     pinned = PINNED_TAGS.get(name)
     if weights is None or weights == pinned:
         return name, None
-    if weights == "random" or (isinstance(weights, str)
-                               and Path(weights).suffix in WEIGHT_SUFFIXES):
+    if weights == "random" or (
+        isinstance(weights, str) and Path(weights).suffix in WEIGHT_SUFFIXES
+    ):
         return name, weights
-    raise UserError(f"{scenario.path}: backbone weights {weights!r} are neither {name}'s "
-                    f"pinned tag ({pinned or 'its packaged weights: omit weights'}), "
-                    f"\"random\", nor a weights file ({', '.join(WEIGHT_SUFFIXES)}).")
+    raise UserError(
+        f"{scenario.path}: backbone weights {weights!r} are neither {name}'s "
+        f"pinned tag ({pinned or 'its packaged weights: omit weights'}), "
+        f'"random", nor a weights file ({", ".join(WEIGHT_SUFFIXES)}).'
+    )

@@ -41,24 +41,34 @@ def check_defaults_when(card: Card) -> None:
         return
     where = f"{card.path}: `{KEY}:`"
     if not isinstance(block, dict):
-        raise UserError(f"{where} must map a setting to {{value: {{setting: default}}}}, "
-                        f"not {type(block).__name__}.")
+        raise UserError(
+            f"{where} must map a setting to {{value: {{setting: default}}}}, "
+            f"not {type(block).__name__}."
+        )
     choices = card.rules()["choices"]
     for setting, cases in block.items():
         if setting not in card.params:
-            raise UserError(f'{where} names "{setting}", which is not a setting of the card '
-                            f"(its settings: {', '.join(sorted(card.params))}).")
+            raise UserError(
+                f'{where} names "{setting}", which is not a setting of the card '
+                f"(its settings: {', '.join(sorted(card.params))})."
+            )
         if not isinstance(cases, dict):
-            raise UserError(f"{where} {setting} must map its values to defaults, e.g. "
-                            f"{setting}: {{value: {{epochs: 6}}}}.")
+            raise UserError(
+                f"{where} {setting} must map its values to defaults, e.g. "
+                f"{setting}: {{value: {{epochs: 6}}}}."
+            )
         for value, defaults in cases.items():
             if setting in choices and value not in choices[setting]:
-                raise UserError(f"{where} {setting}={value} is not one of its choices "
-                                f"({', '.join(map(str, choices[setting]))}).")
+                raise UserError(
+                    f"{where} {setting}={value} is not one of its choices "
+                    f"({', '.join(map(str, choices[setting]))})."
+                )
             check_case(card, f"{where} {setting}={value}", defaults)
             if setting in defaults:
-                raise UserError(f"{where} {setting}={value} sets {setting} itself; a case "
-                                "may only set other settings.")
+                raise UserError(
+                    f"{where} {setting}={value} sets {setting} itself; a case "
+                    "may only set other settings."
+                )
 
 
 def check_case(card: Card, where: str, defaults: Any) -> None:
@@ -70,8 +80,10 @@ def check_case(card: Card, where: str, defaults: Any) -> None:
         if not found or "." in str(key):
             raise UserError(f'{where} sets "{key}", which is not a setting of the card.')
         if not same_type(value, default):
-            raise UserError(f"{where} sets {key}={value!r}, not a {type(default).__name__} "
-                            f"like the default ({default!r}).")
+            raise UserError(
+                f"{where} sets {key}={value!r}, not a {type(default).__name__} "
+                f"like the default ({default!r})."
+            )
         trial.params[key] = value
     problems = [p for key, p in trial.problems() if key in defaults]
     if problems:
@@ -98,8 +110,7 @@ def resolve_for_backbone(card: Card, backbone) -> dict[str, str]:
     before = copy.deepcopy(card.params)
     with hook(card, "resolve_params"):
         cls.resolve_params(card.params, backbone)
-    origins = {k: f"{backbone.kind} backbone" for k, v in card.params.items()
-               if before.get(k) != v}
+    origins = {k: f"{backbone.kind} backbone" for k, v in card.params.items() if before.get(k) != v}
     for key, (default, why) in dependent_defaults(card).items():
         card.params[key] = copy.deepcopy(default)
         origins[key] = why
@@ -114,5 +125,7 @@ def hook(card: Card, name: str) -> AbstractContextManager:
     one paragraph naming the card); a built-in one raising is a bug: its traceback."""
     if card.origin == sources.BUILTIN:
         return nullcontext()
-    return contained(f"{card.path}: the strategy's {name}", "Fix that method of the "
-                     "strategy (to refuse a setting, raise cl_bench.errors.UserError).")
+    return contained(
+        f"{card.path}: the strategy's {name}",
+        "Fix that method of the strategy (to refuse a setting, raise cl_bench.errors.UserError).",
+    )

@@ -67,8 +67,10 @@ def added(folders: list[Path]) -> Iterator[None]:
     """The ``--cards`` folders count for the block (one command), then no longer."""
     missing = [str(f) for f in folders if not f.is_dir()]
     if missing:
-        raise UserError(f"--cards {', '.join(missing)}: no such folder. Give a folder that "
-                        "holds card YAML files (methods: `strategy:`, scenarios: `dataset:`).")
+        raise UserError(
+            f"--cards {', '.join(missing)}: no such folder. Give a folder that "
+            "holds card YAML files (methods: `strategy:`, scenarios: `dataset:`)."
+        )
     before = list(_added)
     _added[:] = folders
     try:
@@ -83,8 +85,10 @@ def extra_sources() -> list[Source]:
     for text in filter(None, os.environ.get(ENV, "").split(os.pathsep)):
         folder = Path(text).expanduser()
         if not folder.is_dir():
-            raise UserError(f"{ENV} names {text}, which is not a folder. Fix {ENV} (folders "
-                            f"of card YAML, separated by {os.pathsep!r}) or unset it.")
+            raise UserError(
+                f"{ENV} names {text}, which is not a folder. Fix {ENV} (folders "
+                f"of card YAML, separated by {os.pathsep!r}) or unset it."
+            )
         found.append(Source(folder, ENV))
     return found + [Source(folder, "--cards") for folder in _added]
 

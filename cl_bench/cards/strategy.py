@@ -31,36 +31,53 @@ def strategy_of(card: Card) -> type:
     """The class the runner drives for a method card: the one its ``strategy:`` names,
     or, for a plain Avalanche strategy, that class under the card's ``contract:``
     block (:mod:`cl_bench.contract.plain`)."""
-    return strategy_class(card.path, card.raw["strategy"], card.raw.get("contract"),
-                          card.raw["defaults"], card.raw.get("backbones", "any"))
+    return strategy_class(
+        card.path,
+        card.raw["strategy"],
+        card.raw.get("contract"),
+        card.raw["defaults"],
+        card.raw.get("backbones", "any"),
+    )
 
 
-def strategy_class(path: Path, spec: Any, contract: Any = None,
-                   defaults: dict | None = None, backbones: Any = "any") -> type:
+def strategy_class(
+    path: Path,
+    spec: Any,
+    contract: Any = None,
+    defaults: dict | None = None,
+    backbones: Any = "any",
+) -> type:
     """The class a card's ``strategy: package.module:Class`` names (with its card's
     ``contract:`` block and ``defaults``, when it has one), or the card's error."""
     if not isinstance(spec, str) or spec.count(":") != 1:
-        raise UserError(f"{path}: `strategy:` must be \"package.module:Class\", not {spec!r}.")
+        raise UserError(f'{path}: `strategy:` must be "package.module:Class", not {spec!r}.')
     module, attr = spec.split(":")
     fix = "Fix the module or the card's `strategy:`; the other cards are not affected."
     try:
         with contained(f"{path}: importing strategy {spec}", fix):
             found = import_module(module)
     except MissingModule as e:
-        raise UserError(f"{path}: strategy {spec} cannot be imported: no module named "
-                        f"{e.name!r}. Fix `strategy:` in the card (a module is found among "
-                        "the installed packages, or beside a card from outside the package: "
-                        f"{path.parent / e.name.split('.')[0]}.py).") from None
+        raise UserError(
+            f"{path}: strategy {spec} cannot be imported: no module named "
+            f"{e.name!r}. Fix `strategy:` in the card (a module is found among "
+            "the installed packages, or beside a card from outside the package: "
+            f"{path.parent / e.name.split('.')[0]}.py)."
+        ) from None
     with contained(f"{path}: reading {attr} of strategy module {module}", fix):
         obj = getattr(found, attr, None)
     if obj is None:
-        raise UserError(f"{path}: strategy {spec}: module {module} has no {attr!r}. Fix "
-                        "`strategy:` in the card.")
+        raise UserError(
+            f"{path}: strategy {spec}: module {module} has no {attr!r}. Fix "
+            "`strategy:` in the card."
+        )
     if not isinstance(obj, type):
-        raise UserError(f"{path}: strategy {spec} is a {type(obj).__name__}, not a class. "
-                        "Name the strategy class in `strategy:`.")
+        raise UserError(
+            f"{path}: strategy {spec} is a {type(obj).__name__}, not a class. "
+            "Name the strategy class in `strategy:`."
+        )
     if contract is not None:  # imported here: Avalanche's training stack, only when needed
         from cl_bench.contract.plain import driven_class
+
         with contained(f"{path}: importing the `contract:` model factory", fix):
             return driven_class(obj, contract, defaults or {}, path, import_object, backbones)
     spec_of(obj, card=path)  # refuses a class that declares no method contract

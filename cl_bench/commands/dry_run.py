@@ -67,8 +67,10 @@ def size_by_stream(methods: list[Card], scenario: Card) -> None:
         return
     n_classes = class_count(scenario)
     if n_classes is None:
-        raise Unknown(f"{', '.join(c.name for c in sized)} sizes itself by the task count, "
-                      f"and {scenario.path} does not state dataset_args.n_classes")
+        raise Unknown(
+            f"{', '.join(c.name for c in sized)} sizes itself by the task count, "
+            f"and {scenario.path} does not state dataset_args.n_classes"
+        )
     tasks = len(task_split(n_classes, scenario.params["init_cls"], scenario.params["increment"]))
     for card in sized:
         card.params["n_tasks"] = tasks
@@ -94,8 +96,10 @@ def data_of(req: RunRequest, scenario: Card) -> ImageData:
         return load_data(scenario, req.data_root, download=False)
     except UserError:
         if req.download:
-            raise Unknown(f"the {scenario.name} data is not downloaded yet (--download "
-                          "fetches it when the run starts)") from None
+            raise Unknown(
+                f"the {scenario.name} data is not downloaded yet (--download "
+                "fetches it when the run starts)"
+            ) from None
         raise
 
 
@@ -118,8 +122,7 @@ def origins(req: RunRequest, card: Card, scenario: Card) -> dict[str, str]:
     return out
 
 
-def plan_request(req: RunRequest, target: Target, here: bool = True
-                 ) -> tuple[list[str], list[str]]:
+def plan_request(req: RunRequest, target: Target, here: bool = True) -> tuple[list[str], list[str]]:
     """The lines of one scenario's plan, and the state of each of its runs. ``here``:
     the runs would run on this machine (in this process or local workers), so its
     memory is checked as the run checks it; of SLURM jobs, only the GPU memory of the
@@ -128,8 +131,10 @@ def plan_request(req: RunRequest, target: Target, here: bool = True
     methods, scenario = check_request(req)
     check_stream(scenario)
     check_plan_memory(methods, scenario, req, target, here)
-    head = (f"{scenario.name}: backbone {req.backbone}, weights {{}}, protocol {req.protocol}, "
-            f"{device}/{precision}, seeds {', '.join(map(str, req.seeds))}")
+    head = (
+        f"{scenario.name}: backbone {req.backbone}, weights {{}}, protocol {req.protocol}, "
+        f"{device}/{precision}, seeds {', '.join(map(str, req.seeds))}"
+    )
     try:
         size_by_stream(methods, scenario)
         data = data_of(req, scenario)
@@ -140,8 +145,10 @@ def plan_request(req: RunRequest, target: Target, here: bool = True
         lines = [head.format(backbone.weights)]
     except Unknown as e:
         resolved = {}
-        backbone, lines = None, [head.format(req.weights or "pinned"), f"  result paths "
-                                 f"unknown: {e}"]
+        backbone, lines = (
+            None,
+            [head.format(req.weights or "pinned"), f"  result paths unknown: {e}"],
+        )
     states = []
     for seed in req.seeds:
         for card in methods:
@@ -150,14 +157,20 @@ def plan_request(req: RunRequest, target: Target, here: bool = True
                 states.append("unknown")
                 lines.append(f"  unknown  {card.name} seed {seed}")
             else:
-                path = results.run_path(req.out, scenario.name, card.name, seed,
-                                        resolved_config(card, mine, backbone, precision,
-                                                        data, device_key))
+                path = results.run_path(
+                    req.out,
+                    scenario.name,
+                    card.name,
+                    seed,
+                    resolved_config(card, mine, backbone, precision, data, device_key),
+                )
                 states.append(run_state(path))
                 lines.append(f"  {states[-1]:8s} {card.name} seed {seed}  {path}")
             where = resolved.get(card.name, {}) | origins(req, card, scenario)
-            changed = [f"{k}={show(v)}" + (f" ({where[k]})" if k in where else "")
-                       for k, v in changed_settings(card, mine)]
+            changed = [
+                f"{k}={show(v)}" + (f" ({where[k]})" if k in where else "")
+                for k, v in changed_settings(card, mine)
+            ]
             lines.append(f"           {', '.join(changed) if changed else 'card defaults'}")
     return lines, states
 
@@ -165,6 +178,7 @@ def plan_request(req: RunRequest, target: Target, here: bool = True
 def sources(methods: list[str]) -> list[str]:
     """Each method's paper settings with their sources, once per command."""
     from cl_bench.cards.config import load_method
+
     lines = []
     for name in methods:
         card = load_method(name)
@@ -180,8 +194,12 @@ def target(req: RunRequest, opts: LaunchOptions) -> Target:
     if opts.launcher is not None:
         return worker_target(req, opts)
     device = resolve_device(req.device)
-    return Target(device.type, resolve_precision(req.precision, device), None,
-                  device_key(device, req.deterministic))
+    return Target(
+        device.type,
+        resolve_precision(req.precision, device),
+        None,
+        device_key(device, req.deterministic),
+    )
 
 
 def dry_run(reqs: list[RunRequest], opts: LaunchOptions) -> list[str]:
@@ -191,10 +209,15 @@ def dry_run(reqs: list[RunRequest], opts: LaunchOptions) -> list[str]:
         more, found = plan_request(req, target(req, opts), here=opts.launcher != "slurm")
         lines, states = lines + more, states + found
     if any(req.protocol == "paper" for req in reqs):
-        lines += ["paper settings and their sources:",
-                  *sources(list(dict.fromkeys(m for req in reqs for m in req.methods)))]
-    counts = {s: states.count(s) for s in ("done", "stale", "running", "failed", "pending",
-                                           "unknown")}
-    lines.append(f"{len(states)} runs planned: " + ", ".join(
-        f"{n} {s}" for s, n in counts.items() if n or s in ("done", "pending")))
+        lines += [
+            "paper settings and their sources:",
+            *sources(list(dict.fromkeys(m for req in reqs for m in req.methods))),
+        ]
+    counts = {
+        s: states.count(s) for s in ("done", "stale", "running", "failed", "pending", "unknown")
+    }
+    lines.append(
+        f"{len(states)} runs planned: "
+        + ", ".join(f"{n} {s}" for s, n in counts.items() if n or s in ("done", "pending"))
+    )
     return lines

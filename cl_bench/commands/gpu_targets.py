@@ -40,8 +40,11 @@ _WORKER_GPU: list[int] = []  # the GPU index this worker process claimed (empty:
 
 def local_gpus(planned_arch: str) -> list[int]:
     """The indices of this machine's GPUs of the planned architecture."""
-    return [i for i in range(torch.cuda.device_count())
-            if gpu.arch_name(torch.cuda.get_device_capability(i)) == planned_arch]
+    return [
+        i
+        for i in range(torch.cuda.device_count())
+        if gpu.arch_name(torch.cuda.get_device_capability(i)) == planned_arch
+    ]
 
 
 def claim_gpu(slots: Queue, gpus: list[int]) -> None:
@@ -63,13 +66,17 @@ def sinfo_gres(partition: str | None) -> list[str]:
     if shutil.which("sinfo") is None:
         return []
     command = ["sinfo", "--noheader", "--format=%G"] + (
-        [f"--partition={partition}"] if partition else [])
+        [f"--partition={partition}"] if partition else []
+    )
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return []
-    return [g for line in done.stdout.split() for g in line.split(",")
-            if g.startswith("gpu")] if done.returncode == 0 else []
+    return (
+        [g for line in done.stdout.split() for g in line.split(",") if g.startswith("gpu")]
+        if done.returncode == 0
+        else []
+    )
 
 
 class PlannedGpu(NamedTuple):
@@ -86,13 +93,15 @@ def check_gpu_arch(text: str | None) -> None:
     """``--slurm-gpu-arch``: an architecture (sm_80) or a GPU type the table knows."""
     if text is None or gpu.is_arch(text) or gpu.gpu_type(text):
         return
-    raise UserError(f"--slurm-gpu-arch {text} is neither a GPU architecture nor a GPU type "
-                    "cl-bench knows. Give the architecture as sm_ followed by the compute "
-                    "capability's major and minor digits (sm_75 for a T4, sm_80 for an A100, "
-                    "sm_86 for an A40, sm_90 for an H100, sm_100 for a B200), or a GPU type, "
-                    "with the memory of its cards where it comes in several sizes "
-                    "(a100-80gb): "
-                    f"{', '.join(gpu.GPU_TYPES)}.")
+    raise UserError(
+        f"--slurm-gpu-arch {text} is neither a GPU architecture nor a GPU type "
+        "cl-bench knows. Give the architecture as sm_ followed by the compute "
+        "capability's major and minor digits (sm_75 for a T4, sm_80 for an A100, "
+        "sm_86 for an A40, sm_90 for an H100, sm_100 for a B200), or a GPU type, "
+        "with the memory of its cards where it comes in several sizes "
+        "(a100-80gb): "
+        f"{', '.join(gpu.GPU_TYPES)}."
+    )
 
 
 def type_memory(name: str, arch: str, source: str) -> tuple[int, str] | None:
@@ -110,7 +119,8 @@ def type_memory(name: str, arch: str, source: str) -> tuple[int, str] | None:
     return known.memory_gb[0], (
         f"{source} names {name}, counted as its smallest card: {name} cards have {sizes} GB; "
         f"where the jobs get larger ones, say so with --slurm-gpu-arch "
-        f"{name}-{known.memory_gb[-1]}gb")
+        f"{name}-{known.memory_gb[-1]}gb"
+    )
 
 
 def arch_memory(arch: str) -> tuple[int, str] | None:
@@ -118,9 +128,11 @@ def arch_memory(arch: str) -> tuple[int, str] | None:
     cards = sorted((t.memory_gb[0], name) for name, t in gpu.GPU_TYPES.items() if t.arch == arch)
     if not cards:
         return None
-    return cards[0][0], (f"--slurm-gpu-arch {arch} names no GPU type, so the smallest {arch} "
-                         f"card counts: {cards[0][1]}, {cards[0][0]} GB; name the type "
-                         f"instead, e.g. --slurm-gpu-arch {cards[-1][1]}")
+    return cards[0][0], (
+        f"--slurm-gpu-arch {arch} names no GPU type, so the smallest {arch} "
+        f"card counts: {cards[0][1]}, {cards[0][0]} GB; name the type "
+        f"instead, e.g. --slurm-gpu-arch {cards[-1][1]}"
+    )
 
 
 def slurm_gpu(gres: str | None, arch: str | None, partition: str | None) -> PlannedGpu:
@@ -129,9 +141,14 @@ def slurm_gpu(gres: str | None, arch: str | None, partition: str | None) -> Plan
     in ``--slurm-gres``, else ``sinfo`` (:func:`sinfo_gpu`); its memory from the first
     of those types of that architecture (:func:`type_memory`), else from the smallest
     card of the architecture (:func:`arch_memory`)."""
-    named = [(text, source) for text, source in (
-        (arch, "--slurm-gpu-arch"), (parse_gres(gres).type if gres else None,
-                                     f"--slurm-gres {gres}")) if text and not gpu.is_arch(text)]
+    named = [
+        (text, source)
+        for text, source in (
+            (arch, "--slurm-gpu-arch"),
+            (parse_gres(gres).type if gres else None, f"--slurm-gres {gres}"),
+        )
+        if text and not gpu.is_arch(text)
+    ]
     types = [found for name, _ in named if (found := gpu.gpu_type(name))]
     if arch and gpu.is_arch(arch):
         planned = arch
@@ -151,11 +168,13 @@ def sinfo_gpu(partition: str | None) -> PlannedGpu:
     archs = {gpu.arch_of_gpu_type(g) for g in types}
     if len(archs) != 1 or None in archs:
         seen = f" (sinfo lists: {', '.join(sorted(set(listed)))})" if listed else ""
-        raise UserError("A SLURM job's GPU architecture is part of every result's key and "
-                        "decides bf16 or fp16, but this command does not say which GPUs the "
-                        f"jobs get{seen}. Name the type with --slurm-gres gpu:<type>:1 (e.g. "
-                        "gpu:a100:1), or the architecture with --slurm-gpu-arch (e.g. sm_80); "
-                        "nothing was submitted.")
+        raise UserError(
+            "A SLURM job's GPU architecture is part of every result's key and "
+            "decides bf16 or fp16, but this command does not say which GPUs the "
+            f"jobs get{seen}. Name the type with --slurm-gres gpu:<type>:1 (e.g. "
+            "gpu:a100:1), or the architecture with --slurm-gpu-arch (e.g. sm_80); "
+            "nothing was submitted."
+        )
     arch = archs.pop()
     return PlannedGpu(arch, *min(type_memory(g.split(":")[1], arch, "sinfo") for g in types))
 
@@ -167,9 +186,13 @@ def planned_budget(planned: PlannedGpu) -> Budget | None:
     if planned.memory_gb is None:
         return None
     why = planned.why.replace("{", "{{").replace("}", "}}")
-    return Budget(planned.memory_gb * GB, False, "of GPU memory",
-                  f"the jobs' GPU has {{}} ({why})",
-                  "a GPU type with more memory, e.g. --slurm-gres gpu:h200:1")
+    return Budget(
+        planned.memory_gb * GB,
+        False,
+        "of GPU memory",
+        f"the jobs' GPU has {{}} ({why})",
+        "a GPU type with more memory, e.g. --slurm-gres gpu:h200:1",
+    )
 
 
 def check_node_gpu(device: torch.device, planned: dict | None) -> None:
@@ -179,7 +202,9 @@ def check_node_gpu(device: torch.device, planned: dict | None) -> None:
         return
     have = gpu.arch_name(torch.cuda.get_device_capability(device))
     if have != planned["arch"]:
-        raise UserError(f"This node's {torch.cuda.get_device_name(device)} is {have}, but the "
-                        f"grid was planned for {planned['arch']} GPUs. Ask SLURM for that type "
-                        "(--slurm-gres gpu:<type>:1, or a partition with one GPU type), or "
-                        "plan again with the matching --slurm-gpu-arch.")
+        raise UserError(
+            f"This node's {torch.cuda.get_device_name(device)} is {have}, but the "
+            f"grid was planned for {planned['arch']} GPUs. Ask SLURM for that type "
+            "(--slurm-gres gpu:<type>:1, or a partition with one GPU type), or "
+            "plan again with the matching --slurm-gpu-arch."
+        )

@@ -14,8 +14,10 @@ from typing import NamedTuple
 from cl_bench.errors import UserError
 
 COUNT = re.compile(r"[+-]?[0-9]+")  # what reads as a count rather than a type name
-FORM = ("give gpu:<type>:1 (e.g. gpu:a100:1), gpu:1 or gpu:<type>, other resources after "
-        "a comma (gpu:a100:1,lscratch:200)")
+FORM = (
+    "give gpu:<type>:1 (e.g. gpu:a100:1), gpu:1 or gpu:<type>, other resources after "
+    "a comma (gpu:a100:1,lscratch:200)"
+)
 
 
 class Gres(NamedTuple):
@@ -30,8 +32,13 @@ def parse_gres(text: str) -> Gres:
     items = [item.split(":") for item in text.split(",")]
     gpus = [fields for fields in items if fields[0] == "gpu"]
     if len(gpus) != 1 or any("" in fields for fields in items):
-        why = "asks for no GPU" if not gpus else "asks for GPUs more than once" if len(
-            gpus) > 1 else "has an empty field"
+        why = (
+            "asks for no GPU"
+            if not gpus
+            else "asks for GPUs more than once"
+            if len(gpus) > 1
+            else "has an empty field"
+        )
         raise UserError(f"--slurm-gres {text} {why}: {FORM}.")
     fields = gpus[0][1:]
     if len(fields) > 2:
@@ -43,7 +50,9 @@ def parse_gres(text: str) -> Gres:
     else:
         kind, count = (fields[0] if fields else None), "1"
     if not COUNT.fullmatch(count) or int(count) < 1:
-        raise UserError(f"--slurm-gres {text} asks for {count} GPUs: the count, the last field, "
-                        "must be a whole number of at least 1, and a run is one process on one "
-                        "GPU, so ask for 1 (e.g. gpu:a100:1).")
+        raise UserError(
+            f"--slurm-gres {text} asks for {count} GPUs: the count, the last field, "
+            "must be a whole number of at least 1, and a run is one process on one "
+            "GPU, so ask for 1 (e.g. gpu:a100:1)."
+        )
     return Gres(kind, int(count))

@@ -15,8 +15,19 @@ from pathlib import Path
 from cl_bench import arguments
 from cl_bench.errors import UserError, suggest
 
-ENTRY_KEYS = ("name", "note", "scenario", "backbone", "weights", "image_size", "precision",
-              "protocol", "methods", "seeds", "sets")
+ENTRY_KEYS = (
+    "name",
+    "note",
+    "scenario",
+    "backbone",
+    "weights",
+    "image_size",
+    "precision",
+    "protocol",
+    "methods",
+    "seeds",
+    "sets",
+)
 OPTIONAL_TEXT = ("note", "scenario", "backbone", "weights", "precision", "protocol")
 
 
@@ -29,28 +40,33 @@ def check_entries(path: Path, suite: dict) -> None:
     names: set[str] = set()
     for number, entry in enumerate(runs, 1):
         if not isinstance(entry, dict) or "name" not in entry or "methods" not in entry:
-            raise UserError(f"{path}: every entry of runs: needs a name and methods (entry "
-                            f"{number} is {entry!r}).")
+            raise UserError(
+                f"{path}: every entry of runs: needs a name and methods (entry "
+                f"{number} is {entry!r})."
+            )
         where = f"{path}, entry {number} of runs: ({entry['name']!r})"
         unknown = sorted(set(map(str, entry)) - set(ENTRY_KEYS))
         if unknown:
-            raise UserError(f"{where} has the unknown key {unknown[0]!r}."
-                            f"{suggest(unknown[0], ENTRY_KEYS)} Known keys: "
-                            f"{', '.join(ENTRY_KEYS)}.")
+            raise UserError(
+                f"{where} has the unknown key {unknown[0]!r}."
+                f"{suggest(unknown[0], ENTRY_KEYS)} Known keys: "
+                f"{', '.join(ENTRY_KEYS)}."
+            )
         try:
             arguments.text("name", entry["name"], "name: fmnist-features")
             for key in OPTIONAL_TEXT:
                 arguments.text(key, entry.get(key), f"{key}: ...", optional=True)
-            arguments.whole("image_size", entry.get("image_size"), "image_size: 64",
-                            optional=True)
+            arguments.whole("image_size", entry.get("image_size"), "image_size: 64", optional=True)
             arguments.strings("sets", entry.get("sets", []), "sets: [tosca.epochs=2]")
             entry["methods"] = arguments.methods(entry["methods"])
             entry["seeds"] = arguments.seeds(entry.get("seeds", [1993]))
         except UserError as e:
             raise UserError(f"{where}: {e.paragraph()}") from None
         if entry["name"] in names:
-            raise UserError(f"{where}: another entry has the same name; the baseline keys "
-                            "runs by <entry>/<method>, so every entry needs its own name.")
+            raise UserError(
+                f"{where}: another entry has the same name; the baseline keys "
+                "runs by <entry>/<method>, so every entry needs its own name."
+            )
         names.add(entry["name"])
     try:
         threads = arguments.whole("threads", suite.get("threads"), "threads: 2", optional=True)

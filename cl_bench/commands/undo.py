@@ -27,8 +27,12 @@ class Before:
 
     def __init__(self, out: Path, folders: list[Path]) -> None:
         self.folders = folders
-        self.made = {parent for folder in folders for parent in (folder, *folder.parents)
-                     if parent == out or out in parent.parents}
+        self.made = {
+            parent
+            for folder in folders
+            for parent in (folder, *folder.parents)
+            if parent == out or out in parent.parents
+        }
         self.existed = {folder for folder in self.made if os.path.lexists(folder)}
         self.entries = {folder: _entries(folder) for folder in folders}
 
@@ -40,7 +44,6 @@ class Before:
                 path = folder / name
                 if path.is_symlink() or path.is_file():
                     path.unlink(missing_ok=True)
-        for folder in sorted(self.made - self.existed, key=lambda p: len(p.parts),
-                             reverse=True):
+        for folder in sorted(self.made - self.existed, key=lambda p: len(p.parts), reverse=True):
             with contextlib.suppress(OSError):
                 folder.rmdir()

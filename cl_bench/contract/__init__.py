@@ -128,8 +128,28 @@ from cl_bench.contract.spec import (
     spec_of,
 )
 
-__all__ = ["AUGMENT_VIEWS", "EVAL_BATCH_SIZE", "AdaptedStream", "Allocation", "Bookkeeping",
-           "Inputs", "Loading", "Method", "MethodSpec", "ProtocolSetting", "Regrows",
-           "Resumable", "Schedule", "Stateful", "Workload", "check_backbone",
-           "configure_loading", "current_loading", "drive", "loader_workers", "method_loader",
-           "spec_of", "usable_cpus"]
+__all__ = [
+    "AUGMENT_VIEWS",
+    "EVAL_BATCH_SIZE",
+    "AdaptedStream",
+    "Allocation",
+    "Bookkeeping",
+    "Inputs",
+    "Loading",
+    "Method",
+    "MethodSpec",
+    "ProtocolSetting",
+    "Regrows",
+    "Resumable",
+    "Schedule",
+    "Stateful",
+    "Workload",
+    "check_backbone",
+    "configure_loading",
+    "current_loading",
+    "drive",
+    "loader_workers",
+    "method_loader",
+    "spec_of",
+    "usable_cpus",
+]

@@ -33,9 +33,17 @@ class AdaptedStream:
     backbone: Backbone
     features: Callable[[list[Backbone]], Stream]
 
-def drive(strategy: Method, stream: Stream | AdaptedStream, *, start: int = 0,
-          after_task: Callable[[int], None] | None = None, evaluate: bool = True,
-          loader_args: dict | None = None, eval_args: dict | None = None) -> None:
+
+def drive(
+    strategy: Method,
+    stream: Stream | AdaptedStream,
+    *,
+    start: int = 0,
+    after_task: Callable[[int], None] | None = None,
+    evaluate: bool = True,
+    loader_args: dict | None = None,
+    eval_args: dict | None = None,
+) -> None:
     """Run ``strategy`` over ``stream`` as its ``spec.schedule`` says.
 
     ``PER_TASK``: for each task i from ``start`` (the tasks a checkpoint already
@@ -70,12 +78,19 @@ def drive(strategy: Method, stream: Stream | AdaptedStream, *, start: int = 0,
             after_task(i + 1)
 
 
-def _drive_adapted(strategy: Method, stream: AdaptedStream, start: int,
-                   after_task: Callable[[int], None] | None, evaluate: bool,
-                   loader_args: dict) -> None:
+def _drive_adapted(
+    strategy: Method,
+    stream: AdaptedStream,
+    start: int,
+    after_task: Callable[[int], None] | None,
+    evaluate: bool,
+    loader_args: dict,
+) -> None:
     """:func:`drive` for an ``ADAPTED_FEATURES`` strategy."""
+
     def adapted() -> Stream:
         return stream.features(strategy.feature_backbones(stream.backbone))
+
     features = None if start == 0 else adapted()
     for i in range(start, len(stream.images.train)):
         if features is None:

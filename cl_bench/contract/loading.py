@@ -129,13 +129,19 @@ def current_loading() -> Loading:
     return _current
 
 
-def method_loader(dataset, batch_size: int, shuffle: bool = False, *, in_memory: bool = False,
-                  collate_fn=None) -> DataLoader:
+def method_loader(
+    dataset, batch_size: int, shuffle: bool = False, *, in_memory: bool = False, collate_fn=None
+) -> DataLoader:
     """A loader over ``dataset`` for a method's own pass (class statistics, prototypes,
     a fit, importances) with the run's settings; ``in_memory``: the caller knows the
     dataset holds tensors (features), which are read with no worker whatever the run
     reads its images from. No generator is given, so the loader draws its base seed
     from the global generator, as a plain ``DataLoader`` always did."""
     settings = current_loading().in_memory() if in_memory else current_loading()
-    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=collate_fn,
-                      **settings.dataloader_kwargs())
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        collate_fn=collate_fn,
+        **settings.dataloader_kwargs(),
+    )

@@ -84,8 +84,14 @@ def saved_per_token(work: Workload, trains_blocks: bool) -> int:
     return 6 * work.dim + work.hidden
 
 
-def backward_pass(work: Workload, params: dict, first: int, extra_tokens: int = 0,
-                  trains_blocks: bool = False, read_rows: int | None = None) -> Allocation:
+def backward_pass(
+    work: Workload,
+    params: dict,
+    first: int,
+    extra_tokens: int = 0,
+    trains_blocks: bool = False,
+    read_rows: int | None = None,
+) -> Allocation:
     """What autograd keeps for the backward pass of one training batch
     (``params["batch_size"]``) through the ViT: :func:`saved_per_token` for every
     token of every block from ``first`` on (the first block whose input carries
@@ -105,8 +111,12 @@ def backward_pass(work: Workload, params: dict, first: int, extra_tokens: int = 
     if read_rows is not None and kept and not trains_blocks:
         elements -= (tokens - read_rows) * (per_token - 4 * work.dim)
     nbytes = batch * elements * work.activation_bytes
-    return Allocation(f"what its backward pass keeps ({kept} ViT blocks x {tokens} tokens)",
-                      nbytes, "batch_size", backward=True)
+    return Allocation(
+        f"what its backward pass keeps ({kept} ViT blocks x {tokens} tokens)",
+        nbytes,
+        "batch_size",
+        backward=True,
+    )
 
 
 def optimizer_moments(params: dict) -> int:
@@ -123,5 +133,8 @@ def optimizer_moments(params: dict) -> int:
 def trained_copy_state(work: Workload, params: dict, setting: str) -> Allocation:
     """The optimizer state of a trained copy of the whole backbone (fp32)."""
     moments = optimizer_moments(params)
-    return Allocation(f"the trained backbone's optimizer state ({moments} per weight)",
-                      moments * work.parameters * FLOAT, setting)
+    return Allocation(
+        f"the trained backbone's optimizer state ({moments} per weight)",
+        moments * work.parameters * FLOAT,
+        setting,
+    )

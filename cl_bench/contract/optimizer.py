@@ -13,22 +13,25 @@ from torch import nn
 from cl_bench.errors import UserError
 
 
-def make_optimizer(params: dict, parameters: Iterable[nn.Parameter] | Iterable[dict]
-                   ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler | None]:
+def make_optimizer(
+    params: dict, parameters: Iterable[nn.Parameter] | Iterable[dict]
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler | None]:
     """Optimizer (``optimizer``: sgd | adam | adamw) and per-epoch scheduler
     (``scheduler``: cosine | constant) from a method's resolved params. ``parameters``:
     parameters, or torch's parameter groups (dicts, e.g. with their own ``lr``);
     frozen parameters are left out."""
     parameters = list(parameters)
     if parameters and isinstance(parameters[0], dict):
-        parameters = [dict(g, params=[p for p in g["params"] if p.requires_grad])
-                      for g in parameters]
+        parameters = [
+            dict(g, params=[p for p in g["params"] if p.requires_grad]) for g in parameters
+        ]
     else:
         parameters = [p for p in parameters if p.requires_grad]
     name, lr, wd = params["optimizer"], params["lr"], params.get("weight_decay", 0.0)
     if name == "sgd":
-        opt = torch.optim.SGD(parameters, lr=lr, momentum=params.get("momentum", 0.9),
-                              weight_decay=wd)
+        opt = torch.optim.SGD(
+            parameters, lr=lr, momentum=params.get("momentum", 0.9), weight_decay=wd
+        )
     elif name == "adam":
         opt = torch.optim.Adam(parameters, lr=lr, weight_decay=wd)
     elif name == "adamw":
@@ -38,7 +41,8 @@ def make_optimizer(params: dict, parameters: Iterable[nn.Parameter] | Iterable[d
     sched = params.get("scheduler", "constant")
     if sched == "cosine":
         return opt, torch.optim.lr_scheduler.CosineAnnealingLR(
-            opt, T_max=params["epochs"], eta_min=params.get("eta_min", 0.0))
+            opt, T_max=params["epochs"], eta_min=params.get("eta_min", 0.0)
+        )
     if sched == "constant":
         return opt, None
     raise UserError(f'scheduler "{sched}" is not supported; use cosine or constant.')

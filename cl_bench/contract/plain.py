@@ -44,42 +44,64 @@ CONTRACT_KEYS = ("inputs", "trains_backbone", "schedule", "model")
 NEEDED_SETTINGS = ("epochs", "batch_size", "optimizer", "lr")
 # under the card's own rules: a bad --set of these is refused before anything runs
 PLAIN_RULES: dict = {
-    "bounds": {"epochs": [1, None], "batch_size": [1, None], "eval_batch_size": [1, None],
-               "momentum": [0, 1], "weight_decay": [0, None]},
+    "bounds": {
+        "epochs": [1, None],
+        "batch_size": [1, None],
+        "eval_batch_size": [1, None],
+        "momentum": [0, 1],
+        "weight_decay": [0, None],
+    },
     "positive": ["lr"],
     "choices": {"optimizer": ["sgd", "adam", "adamw"]},
 }
 
 
-def driven_class(cls: type, block: Any, defaults: dict, card: Path,
-                 load: Callable[[str], Any], backbones: Any = "any") -> type:
+def driven_class(
+    cls: type,
+    block: Any,
+    defaults: dict,
+    card: Path,
+    load: Callable[[str], Any],
+    backbones: Any = "any",
+) -> type:
     """The :class:`Method` subclass of ``cls`` that cl-bench drives, from the card's
     ``contract:`` ``block`` (``load`` imports its ``model`` factory) and the card's
     ``backbones:`` (the backbones it runs on); a ``UserError`` naming the card for
     anything the block or the defaults lack."""
     if isinstance(cls, type) and issubclass(cls, Method):
-        raise UserError(f"{card}: {cls.__qualname__} derives from cl_bench.contract.Method "
-                        "and declares its own contract; drop the card's `contract:` block "
-                        "(it is for plain Avalanche strategies only).")
+        raise UserError(
+            f"{card}: {cls.__qualname__} derives from cl_bench.contract.Method "
+            "and declares its own contract; drop the card's `contract:` block "
+            "(it is for plain Avalanche strategies only)."
+        )
     if not (isinstance(cls, type) and issubclass(cls, SupervisedTemplate)):
-        raise UserError(f"{card}: a `contract:` block drives an Avalanche SupervisedTemplate "
-                        f"subclass; {cls!r} is not one.")
+        raise UserError(
+            f"{card}: a `contract:` block drives an Avalanche SupervisedTemplate "
+            f"subclass; {cls!r} is not one."
+        )
     if not isinstance(block, dict) or sorted(block) != sorted(CONTRACT_KEYS):
-        raise UserError(f"{card}: `contract:` must be a mapping with exactly the keys "
-                        f"{', '.join(CONTRACT_KEYS)}; got {block!r}.")
+        raise UserError(
+            f"{card}: `contract:` must be a mapping with exactly the keys "
+            f"{', '.join(CONTRACT_KEYS)}; got {block!r}."
+        )
     spec = _spec(block, card)
     missing = [k for k in NEEDED_SETTINGS if k not in defaults]
     if missing:
-        raise UserError(f"{card}: a plain Avalanche strategy is built from the settings "
-                        f"{', '.join(NEEDED_SETTINGS)}; `defaults:` lacks "
-                        f"{', '.join(missing)}.")
+        raise UserError(
+            f"{card}: a plain Avalanche strategy is built from the settings "
+            f"{', '.join(NEEDED_SETTINGS)}; `defaults:` lacks "
+            f"{', '.join(missing)}."
+        )
     if "scheduler" in defaults:
-        raise UserError(f"{card}: a plain Avalanche strategy gets its optimizer only, no "
-                        "`scheduler` setting: schedule the learning rate inside the class "
-                        "(e.g. with Avalanche's LRSchedulerPlugin) and drop the setting.")
+        raise UserError(
+            f"{card}: a plain Avalanche strategy gets its optimizer only, no "
+            "`scheduler` setting: schedule the learning rate inside the class "
+            "(e.g. with Avalanche's LRSchedulerPlugin) and drop the setting."
+        )
     if backbones not in BACKBONE_KINDS:
-        raise UserError(f"{card}: `backbones:` is one of {', '.join(BACKBONE_KINDS)}, not "
-                        f"{backbones!r}.")
+        raise UserError(
+            f"{card}: `backbones:` is one of {', '.join(BACKBONE_KINDS)}, not {backbones!r}."
+        )
     factory = _factory(block["model"], card, load)
     return _wrap(cls, spec, factory, block["model"], backbones)
 
@@ -91,23 +113,31 @@ def _spec(block: dict, card: Path) -> MethodSpec:
         raise UserError(
             f"{card}: contract inputs {block['inputs']!r} / schedule {block['schedule']!r}: "
             f"inputs is one of {', '.join(i.value for i in Inputs)}, schedule one of "
-            f"{', '.join(s.value for s in Schedule)}.") from None
+            f"{', '.join(s.value for s in Schedule)}."
+        ) from None
     if not isinstance(block["trains_backbone"], bool):
-        raise UserError(f"{card}: contract trains_backbone must be true or false, not "
-                        f"{block['trains_backbone']!r}.")
-    return MethodSpec(inputs=inputs, trains_backbone=block["trains_backbone"],
-                      schedule=schedule, protocol=(EVAL_BATCH_SIZE,))
+        raise UserError(
+            f"{card}: contract trains_backbone must be true or false, not "
+            f"{block['trains_backbone']!r}."
+        )
+    return MethodSpec(
+        inputs=inputs,
+        trains_backbone=block["trains_backbone"],
+        schedule=schedule,
+        protocol=(EVAL_BATCH_SIZE,),
+    )
 
 
 def _factory(path: Any, card: Path, load: Callable[[str], Any]) -> Callable:
     if not isinstance(path, str) or path.count(":") != 1:
-        raise UserError(f"{card}: contract model must be \"package.module:function\", not "
-                        f"{path!r}.")
+        raise UserError(f'{card}: contract model must be "package.module:function", not {path!r}.')
     try:
         factory = load(path)
     except (ImportError, AttributeError) as e:
-        raise UserError(f"{card}: contract model {path} cannot be imported ({e}). A module "
-                        "is found among the installed packages, or beside the card.") from None
+        raise UserError(
+            f"{card}: contract model {path} cannot be imported ({e}). A module "
+            "is found among the installed packages, or beside the card."
+        ) from None
     if not callable(factory):
         raise UserError(f"{card}: contract model {path} is not callable.")
     return factory
@@ -118,18 +148,37 @@ def _wrap(cls: type, spec: MethodSpec, factory: Callable, where: str, backbones:
     """One class per (user class, contract, factory): the runner's checks (issubclass,
     spec_of) see the same class at every call."""
 
-    def __init__(self, *, params: dict, backbone, n_classes: int, device, plugins: list,
-                 evaluator) -> None:
+    def __init__(
+        self, *, params: dict, backbone, n_classes: int, device, plugins: list, evaluator
+    ) -> None:
         model = factory(backbone, n_classes, params)
         if not isinstance(model, nn.Module):
-            raise UserError(f"The model factory {where} returned a {type(model).__name__}, "
-                            "not a torch.nn.Module.")
+            raise UserError(
+                f"The model factory {where} returned a {type(model).__name__}, "
+                "not a torch.nn.Module."
+            )
         optimizer, _ = make_optimizer(params, model.parameters())
-        cls.__init__(self, model=model, optimizer=optimizer, criterion=nn.CrossEntropyLoss(),
-                     train_mb_size=params["batch_size"], train_epochs=params["epochs"],
-                     eval_mb_size=params.get("eval_batch_size", params["batch_size"]),
-                     device=device, plugins=plugins, evaluator=evaluator)
+        cls.__init__(
+            self,
+            model=model,
+            optimizer=optimizer,
+            criterion=nn.CrossEntropyLoss(),
+            train_mb_size=params["batch_size"],
+            train_epochs=params["epochs"],
+            eval_mb_size=params.get("eval_batch_size", params["batch_size"]),
+            device=device,
+            plugins=plugins,
+            evaluator=evaluator,
+        )
 
-    return type(cls.__name__, (Method, cls), {
-        "spec": spec, "backbones": backbones, "__init__": __init__, "__module__": __name__,
-        "__doc__": f"{cls.__module__}:{cls.__qualname__} driven by cl-bench ({spec})."})
+    return type(
+        cls.__name__,
+        (Method, cls),
+        {
+            "spec": spec,
+            "backbones": backbones,
+            "__init__": __init__,
+            "__module__": __name__,
+            "__doc__": f"{cls.__module__}:{cls.__qualname__} driven by cl-bench ({spec}).",
+        },
+    )

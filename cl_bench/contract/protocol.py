@@ -32,10 +32,17 @@ class ProtocolSetting:
     batch_size: bool = False
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.key, str) and self.key and isinstance(self.meaning, str)
-                and self.meaning and "\n" not in self.meaning):
-            raise TypeError(f"ProtocolSetting takes a card key and a one-line meaning, not "
-                            f"{self.key!r}, {self.meaning!r}")
+        if not (
+            isinstance(self.key, str)
+            and self.key
+            and isinstance(self.meaning, str)
+            and self.meaning
+            and "\n" not in self.meaning
+        ):
+            raise TypeError(
+                f"ProtocolSetting takes a card key and a one-line meaning, not "
+                f"{self.key!r}, {self.meaning!r}"
+            )
 
     def shown(self, value: object) -> str | None:
         """The part of a report label that names ``value`` (None: the label says nothing)."""
@@ -43,8 +50,7 @@ class ProtocolSetting:
             return None
         if isinstance(self.label, str):
             return self.label.format(key=self.key, value=value)
-        return next((text for v, text in self.label if v == value and type(v) is type(value)),
-                    None)
+        return next((text for v, text in self.label if v == value and type(v) is type(value)), None)
 
     def is_per_batch(self, value: object) -> bool:
         """Whether ``value`` makes a prediction depend on the rest of its test batch."""
@@ -52,9 +58,15 @@ class ProtocolSetting:
 
 
 EVAL_BATCH_SIZE = ProtocolSetting(
-    "eval_batch_size", "the test mini-batch size; a label names it (batches of N) only when "
-    "a per-batch rule makes it matter", label="batches of {value}", batch_size=True)
+    "eval_batch_size",
+    "the test mini-batch size; a label names it (batches of N) only when "
+    "a per-batch rule makes it matter",
+    label="batches of {value}",
+    batch_size=True,
+)
 AUGMENT_VIEWS = ProtocolSetting(
-    "augment_views", "K > 0: a features method trains epoch e on cached augmented view e mod K "
+    "augment_views",
+    "K > 0: a features method trains epoch e on cached augmented view e mod K "
     "of each training image (K backbone passes per image); 0: on the test-transform features",
-    label=None)
+    label=None,
+)

@@ -56,8 +56,10 @@ class Stateful:
 
     def restore_state(self, state: dict) -> None:
         if set(state) != set(self.state_attrs):
-            raise KeyError(f"{type(self).__name__}: saved attributes {sorted(state)} are not "
-                           f"{sorted(self.state_attrs)}")
+            raise KeyError(
+                f"{type(self).__name__}: saved attributes {sorted(state)} are not "
+                f"{sorted(self.state_attrs)}"
+            )
         for path, value in state.items():
             setattr(*_owner(self, path), value)
 
@@ -87,8 +89,9 @@ class Resumable(Stateful):
             "model": model.state_dict(),
             "requires_grad": {n: p.requires_grad for n, p in model.named_parameters()},
             "clock": {k: v for k, v in vars(self.clock).items() if isinstance(v, int)},
-            "plugins": {plugin_key(p): p.checkpoint_state() for p in self.plugins
-                        if isinstance(p, Stateful)},
+            "plugins": {
+                plugin_key(p): p.checkpoint_state() for p in self.plugins if isinstance(p, Stateful)
+            },
         }
 
     def restore_state(self, state: dict) -> None:
@@ -99,8 +102,7 @@ class Resumable(Stateful):
             model.prepare_restore(saved)
         for name, param in model.named_parameters():
             if name in saved and saved[name].shape != param.shape:
-                param.data = torch.empty(saved[name].shape, dtype=param.dtype,
-                                         device=param.device)
+                param.data = torch.empty(saved[name].shape, dtype=param.dtype, device=param.device)
         model.load_state_dict(saved)  # strict: a missing or unexpected entry raises
         for name, param in model.named_parameters():
             param.requires_grad_(state["requires_grad"][name])

@@ -49,15 +49,26 @@ class MethodSpec:
     protocol: tuple[ProtocolSetting, ...] = ()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.inputs, Inputs) or not isinstance(self.schedule, Schedule) \
-                or not isinstance(self.trains_backbone, bool):
-            raise TypeError(f"MethodSpec takes an Inputs, a bool and a Schedule, not "
-                            f"{self.inputs!r}, {self.trains_backbone!r}, {self.schedule!r}")
-        keys = [s.key for s in self.protocol] if isinstance(self.protocol, tuple) and all(
-            isinstance(s, ProtocolSetting) for s in self.protocol) else None
+        if (
+            not isinstance(self.inputs, Inputs)
+            or not isinstance(self.schedule, Schedule)
+            or not isinstance(self.trains_backbone, bool)
+        ):
+            raise TypeError(
+                f"MethodSpec takes an Inputs, a bool and a Schedule, not "
+                f"{self.inputs!r}, {self.trains_backbone!r}, {self.schedule!r}"
+            )
+        keys = (
+            [s.key for s in self.protocol]
+            if isinstance(self.protocol, tuple)
+            and all(isinstance(s, ProtocolSetting) for s in self.protocol)
+            else None
+        )
         if keys is None or len(set(keys)) != len(keys):
-            raise TypeError(f"MethodSpec's protocol is a tuple of ProtocolSetting with "
-                            f"distinct keys, not {self.protocol!r}")
+            raise TypeError(
+                f"MethodSpec's protocol is a tuple of ProtocolSetting with "
+                f"distinct keys, not {self.protocol!r}"
+            )
 
     @property
     def reads_feature_cache(self) -> bool:
@@ -132,7 +143,8 @@ def spec_of(cls: type, card: Path | None = None) -> MethodSpec:
         "Inputs.IMAGES, trains_backbone=False, schedule=Schedule.PER_TASK) (see "
         "cl_bench/contract/), or, for a plain Avalanche strategy, its method card declares "
         "it in a `contract:` block with inputs, trains_backbone, schedule and the model "
-        "factory to build it with (see cl_bench/contract/plain.py).")
+        "factory to build it with (see cl_bench/contract/plain.py)."
+    )
 
 
 def check_backbone(cls: type, method: str, backbone: str, kind: str) -> None:
@@ -146,6 +158,8 @@ def check_backbone(cls: type, method: str, backbone: str, kind: str) -> None:
     why = f" (it {injects})" if injects else ""
     example = "vit_base_patch16_224" if wanted == "vit" else "efficientnet_lite0"
     label = "ViT" if wanted == "vit" else "CNN"
-    raise UserError(f'{method} needs a {wanted.upper()} backbone{why}, but "{backbone}" is a '
-                    f"{kind.upper()}. Choose a {label} with --backbone (e.g. {example}) or drop "
-                    f"{method} from --methods.")
+    raise UserError(
+        f'{method} needs a {wanted.upper()} backbone{why}, but "{backbone}" is a '
+        f"{kind.upper()}. Choose a {label} with --backbone (e.g. {example}) or drop "
+        f"{method} from --methods."
+    )

@@ -66,10 +66,12 @@ class _Hashing:
 
 def write(path: Path, payload: dict) -> None:
     """``torch.save(payload)`` + digest trailer, replacing ``path`` atomically."""
+
     def dump(f: IO[bytes]) -> None:
         hashing = _Hashing(f)
         torch.save(payload, hashing)
         f.write(MAGIC + hashing.sha.hexdigest().encode() + b"\n")
+
     replace_atomically(path, dump, binary=True)
 
 
@@ -100,10 +102,12 @@ def read(path: Path) -> dict:
 def rng_state() -> dict:
     """Every random generator a run draws from (tensors and plain values only)."""
     kind, keys, *rest = np.random.get_state()
-    return {"python": random.getstate(),
-            "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), *rest),
-            "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None}
+    return {
+        "python": random.getstate(),
+        "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), *rest),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
+    }
 
 
 def set_rng_state(state: dict) -> None:
@@ -112,7 +116,7 @@ def set_rng_state(state: dict) -> None:
     np.random.set_state((kind, keys.numpy().astype(np.uint32), *rest))
     torch.set_rng_state(state["torch"])
     if state["cuda"] is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"][:torch.cuda.device_count()])
+        torch.cuda.set_rng_state_all(state["cuda"][: torch.cuda.device_count()])
 
 
 def _warn(text: str) -> None:
@@ -154,8 +158,11 @@ class RunCheckpoint:
             return build()
         set_rng_state(saved["rng"])
         self.done, self.elapsed_s = saved["done"], saved["elapsed_s"]
-        print(f"  resuming {self.key['method']} seed {self.key['seed']} at task "
-              f"{self.done + 1}/{self.key['tasks']} from {self.path}", flush=True)
+        print(
+            f"  resuming {self.key['method']} seed {self.key['seed']} at task "
+            f"{self.done + 1}/{self.key['tasks']} from {self.path}",
+            flush=True,
+        )
         return built
 
     def save(self, strategy, done: int, elapsed_s: float) -> None:
@@ -163,8 +170,16 @@ class RunCheckpoint:
         seconds so far). Not after the last task: the result is written next."""
         if self.path is None or done >= self.key["tasks"]:
             return
-        write(self.path, {"key": self.key, "done": done, "elapsed_s": self.elapsed_s + elapsed_s,
-                          "rng": rng_state(), "strategy": strategy.checkpoint_state()})
+        write(
+            self.path,
+            {
+                "key": self.key,
+                "done": done,
+                "elapsed_s": self.elapsed_s + elapsed_s,
+                "rng": rng_state(),
+                "strategy": strategy.checkpoint_state(),
+            },
+        )
         if os.environ.get(KILL_ENV) == str(done - 1):
             os.kill(os.getpid(), signal.SIGKILL)  # test-only, see the module docstring
 
@@ -177,10 +192,14 @@ class RunCheckpoint:
             self._discard(f"it is damaged: {e}")
             return None
         key = saved.get("key") if isinstance(saved, dict) else None
-        if isinstance(key, dict) and key != self.key and {
-                **key, "code": self.key.get("code")} == self.key:
-            self._discard(f"it was made by other code (code {key.get('code')}, now "
-                          f"{self.key.get('code')})")
+        if (
+            isinstance(key, dict)
+            and key != self.key
+            and {**key, "code": self.key.get("code")} == self.key
+        ):
+            self._discard(
+                f"it was made by other code (code {key.get('code')}, now {self.key.get('code')})"
+            )
             return None
         if key != self.key:
             self._discard(f"it is another run's (key {key}, expected {self.key})")

@@ -25,8 +25,10 @@ DEVICE_FORM = re.compile(r"cuda(:\d+)?")
 
 def check_device_name(name: str) -> None:
     if name not in ("auto", "cpu") and not DEVICE_FORM.fullmatch(name):
-        raise UserError(f'Unknown device "{name}"; use auto, cpu, cuda or cuda:K (GPU K of '
-                        "this machine, counted from 0).")
+        raise UserError(
+            f'Unknown device "{name}"; use auto, cpu, cuda or cuda:K (GPU K of '
+            "this machine, counted from 0)."
+        )
 
 
 def resolve_device(name: str) -> torch.device:
@@ -38,18 +40,23 @@ def resolve_device(name: str) -> torch.device:
         return torch.device("cpu")
     found = gpu.probe()
     if why := gpu.problem(found):
-        raise UserError(why + ("" if name != "auto" else " Use --device cpu to run on the "
-                                                         "CPU on purpose."))
+        raise UserError(
+            why + ("" if name != "auto" else " Use --device cpu to run on the CPU on purpose.")
+        )
     if name == "auto":
         return torch.device("cuda" if found.usable else "cpu")
     if not found.usable:
-        raise UserError(f"--device {name} was asked for, but PyTorch sees no CUDA GPU here. "
-                        "Use --device cpu (or auto), or install a CUDA build of torch.")
+        raise UserError(
+            f"--device {name} was asked for, but PyTorch sees no CUDA GPU here. "
+            "Use --device cpu (or auto), or install a CUDA build of torch."
+        )
     index = int(name.partition(":")[2] or 0)
     if index >= found.count:
-        raise UserError(f"--device {name}: this machine has {found.count} GPU(s) that torch "
-                        f"sees (cuda:0 to cuda:{found.count - 1}); CUDA_VISIBLE_DEVICES "
-                        "limits which. Give one of them, or --device cuda.")
+        raise UserError(
+            f"--device {name}: this machine has {found.count} GPU(s) that torch "
+            f"sees (cuda:0 to cuda:{found.count - 1}); CUDA_VISIBLE_DEVICES "
+            "limits which. Give one of them, or --device cuda."
+        )
     return torch.device(name)
 
 
@@ -82,11 +89,13 @@ def bf16_switch() -> bool | None:
     if not raw:
         return None
     if raw not in SWITCH_VALUES:
-        raise UserError(f"{BF16_SWITCH}={os.environ[BF16_SWITCH]!r} is not a switch value. "
-                        "Set it to 1 (treat this CPU as having bf16 matrix units: "
-                        "--precision auto picks bf16, emulated where the units are absent), "
-                        "0 (treat it as lacking them: auto picks fp32), or unset it to ask "
-                        "the CPU.")
+        raise UserError(
+            f"{BF16_SWITCH}={os.environ[BF16_SWITCH]!r} is not a switch value. "
+            "Set it to 1 (treat this CPU as having bf16 matrix units: "
+            "--precision auto picks bf16, emulated where the units are absent), "
+            "0 (treat it as lacking them: auto picks fp32), or unset it to ask "
+            "the CPU."
+        )
     return SWITCH_VALUES[raw]
 
 
@@ -102,8 +111,10 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 def check_precision_name(name: str) -> None:
     if name not in PRECISIONS:
-        raise UserError(f'Unknown precision "{name}"; use auto, fp32, bf16 or fp16 (fp16: CUDA '
-                        "GPUs without bf16, with loss scaling in training).")
+        raise UserError(
+            f'Unknown precision "{name}"; use auto, fp32, bf16 or fp16 (fp16: CUDA '
+            "GPUs without bf16, with loss scaling in training)."
+        )
 
 
 def resolve_precision(name: str, device: torch.device) -> str:
@@ -113,17 +124,22 @@ def resolve_precision(name: str, device: torch.device) -> str:
     and refused when asked for on a GPU."""
     check_precision_name(name)
     if device.type == "cuda":
-        return cuda_precision(name, torch.cuda.get_device_capability(device),
-                              torch.cuda.get_device_name(device))
+        return cuda_precision(
+            name, torch.cuda.get_device_capability(device), torch.cuda.get_device_name(device)
+        )
     if name == "fp16":
-        raise UserError("--precision fp16 is for CUDA GPUs without bf16 units (T4, V100), "
-                        "where training scales its loss; on the CPU use fp32, or bf16 where "
-                        "the CPU has bf16 matrix units (--precision auto picks).")
+        raise UserError(
+            "--precision fp16 is for CUDA GPUs without bf16 units (T4, V100), "
+            "where training scales its loss; on the CPU use fp32, or bf16 where "
+            "the CPU has bf16 matrix units (--precision auto picks)."
+        )
     if name == "bf16" and not cpu_has_bf16():
-        raise UserError("--precision bf16 was asked for, but this CPU has no bf16 matrix units "
-                        "(AVX512-BF16 or AMX): bf16 would be emulated, roughly 10-20x slower "
-                        "than fp32. Use --precision fp32, or auto (which picks fp32 here); "
-                        f"to run the bf16 path anyway (slow), set {BF16_SWITCH}=1.")
+        raise UserError(
+            "--precision bf16 was asked for, but this CPU has no bf16 matrix units "
+            "(AVX512-BF16 or AMX): bf16 would be emulated, roughly 10-20x slower "
+            "than fp32. Use --precision fp32, or auto (which picks fp32 here); "
+            f"to run the bf16 path anyway (slow), set {BF16_SWITCH}=1."
+        )
     if name != "auto":
         return name
     return "bf16" if cpu_has_bf16() else "fp32"
@@ -134,10 +150,12 @@ def cuda_precision(name: str, capability: tuple[int, int], gpu_name: str) -> str
     GPU and for the GPU a SLURM plan names."""
     native = gpu.native_bf16(capability)
     if name == "bf16" and not native:
-        raise UserError(f"--precision bf16 was asked for, but {gpu_name} "
-                        f"({gpu.arch_name(capability)}) has no bf16 tensor cores: bf16 would be "
-                        "emulated, several times slower. Use --precision fp16 (or auto, which "
-                        "picks it here, with loss scaling in training) or fp32.")
+        raise UserError(
+            f"--precision bf16 was asked for, but {gpu_name} "
+            f"({gpu.arch_name(capability)}) has no bf16 tensor cores: bf16 would be "
+            "emulated, several times slower. Use --precision fp16 (or auto, which "
+            "picks it here, with loss scaling in training) or fp32."
+        )
     if name != "auto":
         return name
     return "bf16" if native else "fp16"
@@ -149,14 +167,17 @@ CUBLAS_WORKSPACE = ":4096:8"  # what cuBLAS needs for bitwise-repeatable results
 
 def check_determinism_name(name: str) -> None:
     if name not in DETERMINISM:
-        raise UserError(f'Unknown --deterministic "{name}"; use strict (bitwise repeatable '
-                        "on a GPU: deterministic kernels, cuBLAS workspace, the math attention "
-                        "backend) or fast (the fastest kernels; the same seed may differ in the "
-                        "last digits). On the CPU both are deterministic.")
+        raise UserError(
+            f'Unknown --deterministic "{name}"; use strict (bitwise repeatable '
+            "on a GPU: deterministic kernels, cuBLAS workspace, the math attention "
+            "backend) or fast (the fastest kernels; the same seed may differ in the "
+            "last digits). On the CPU both are deterministic."
+        )
 
 
-def make_deterministic(threads: int | None = None, mode: str = "strict",
-                       device: torch.device | None = None) -> dict:
+def make_deterministic(
+    threads: int | None = None, mode: str = "strict", device: torch.device | None = None
+) -> dict:
     """Same command, same numbers: deterministic kernels and, when given, a fixed
     intra-op thread count (reduction order can depend on it). On CUDA ``strict`` also
     sets what bitwise repeats need there: ``CUBLAS_WORKSPACE_CONFIG`` (before cuBLAS
@@ -184,9 +205,13 @@ def make_deterministic(threads: int | None = None, mode: str = "strict",
     torch.backends.cuda.enable_mem_efficient_sdp(not strict)
     torch.backends.cuda.enable_cudnn_sdp(not strict)
     _DETERMINISM.clear()
-    _DETERMINISM.update(mode=mode, asked=mode, device="cuda",
-                        cublas_workspace=os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
-                        attention="math" if strict else "any")
+    _DETERMINISM.update(
+        mode=mode,
+        asked=mode,
+        device="cuda",
+        cublas_workspace=os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        attention="math" if strict else "any",
+    )
     return determinism()
 
 
@@ -227,11 +252,21 @@ def git_commit(root: Path | None) -> str | None:
     if root is None:
         return None
     try:
-        head = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=root,
-                              capture_output=True, text=True, timeout=5)
+        head = subprocess.run(
+            ["git", "rev-parse", "--verify", "-q", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
         sha = head.stdout.strip() if head.returncode == 0 else ""
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=root, capture_output=True, text=True, timeout=5).stdout
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     return (sha + ("-dirty" if dirty.strip() else "")) if sha else None
@@ -243,14 +278,23 @@ def versions(device: torch.device, root: Path | None) -> dict:
 
     from cl_bench import __version__
     from cl_bench.packages import dependency_versions
+
     return {
-        "cl_bench": __version__, "python": sys.version.split()[0], "torch": torch.__version__,
-        "timm": timm.__version__, "avalanche": avalanche.__version__,
-        "numpy": np.__version__, "platform": platform.platform(),
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else
-        f"cpu ({torch.get_num_threads()} threads)", "git": git_commit(root),
-        "device_kind": device.type, **gpu_versions(device),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(), "cpu_kind": cpu_kind(),
+        "cl_bench": __version__,
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "timm": timm.__version__,
+        "avalanche": avalanche.__version__,
+        "numpy": np.__version__,
+        "platform": platform.platform(),
+        "device": torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"cpu ({torch.get_num_threads()} threads)",
+        "git": git_commit(root),
+        "device_kind": device.type,
+        **gpu_versions(device),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu_kind": cpu_kind(),
         "cpu_isa_cap": isa_cap_setting(),
         "cpu_bf16": {"detected": detect_cpu_bf16(), "switch": bf16_switch()},
         "packages": dependency_versions(),
@@ -293,8 +337,11 @@ def gpu_versions(device: torch.device) -> dict:
     """On CUDA: the GPU's architecture, torch's CUDA version and the driver's."""
     if device.type != "cuda":
         return {}
-    return {"gpu_arch": gpu.arch_name(torch.cuda.get_device_capability(device)),
-            "cuda": torch.version.cuda, "cuda_driver": gpu.driver_version()}
+    return {
+        "gpu_arch": gpu.arch_name(torch.cuda.get_device_capability(device)),
+        "cuda": torch.version.cuda,
+        "cuda_driver": gpu.driver_version(),
+    }
 
 
 def peak_memory(device: torch.device) -> dict:
@@ -307,6 +354,9 @@ def peak_memory(device: torch.device) -> dict:
     if rss is None:
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     cuda = device.type == "cuda"
-    return {"peak_rss_bytes": rss, "peak_rss_scope": scope,
-            "cuda_max_allocated_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
-            "cuda_max_reserved_bytes": torch.cuda.max_memory_reserved(device) if cuda else None}
+    return {
+        "peak_rss_bytes": rss,
+        "peak_rss_scope": scope,
+        "cuda_max_allocated_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
+        "cuda_max_reserved_bytes": torch.cuda.max_memory_reserved(device) if cuda else None,
+    }

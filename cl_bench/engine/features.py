@@ -74,15 +74,19 @@ def batches(images: torch.Tensor | FileList, transform, batch_size: int, workers
     base seed from its generator, and the global one would move every later draw of
     the run whenever features are extracted rather than read from the cache."""
     if isinstance(images, FileList):
-        loader = DataLoader(_Decoded(images, transform), batch_size=batch_size,
-                            num_workers=workers, pin_memory=torch.cuda.is_available(),
-                            generator=torch.Generator().manual_seed(0))
+        loader = DataLoader(
+            _Decoded(images, transform),
+            batch_size=batch_size,
+            num_workers=workers,
+            pin_memory=torch.cuda.is_available(),
+            generator=torch.Generator().manual_seed(0),
+        )
         yield from loader
         return
     if images.dim() == 3:
         images = images.unsqueeze(1)  # greyscale (N, H, W) -> (N, 1, H, W)
     for start in range(0, len(images), batch_size):
-        chunk = images[start:start + batch_size]
+        chunk = images[start : start + batch_size]
         if isinstance(transform, AugmentedView):
             yield torch.stack([transform(x, start + j) for j, x in enumerate(chunk)])
         else:
@@ -94,9 +98,18 @@ def view_transform(data: ImageData, size: int, view: int | None):
     return eval_transform(data.on_disk, size) if view is None else AugmentedView(size, view)
 
 
-def extract(backbone: Backbone, images: torch.Tensor | FileList, device: torch.device, *,
-            transform=None, batch_size: int = 64, precision: str = "fp32",
-            desc: str = "features", progress: bool = True, workers: int = 0) -> torch.Tensor:
+def extract(
+    backbone: Backbone,
+    images: torch.Tensor | FileList,
+    device: torch.device,
+    *,
+    transform=None,
+    batch_size: int = 64,
+    precision: str = "fp32",
+    desc: str = "features",
+    progress: bool = True,
+    workers: int = 0,
+) -> torch.Tensor:
     """(N, dim) features of ``images`` under ``transform`` (default: the eval
     transform), in the dtype the feature pass gives (float32; bf16 from torch's bf16
     autocast).
@@ -116,7 +129,7 @@ def extract(backbone: Backbone, images: torch.Tensor | FileList, device: torch.d
             features = frozen_features(backbone, x)
             if out is None:
                 out = torch.empty((len(images), *features.shape[1:]), dtype=features.dtype)
-            out[done:done + len(features)] = features
+            out[done : done + len(features)] = features
             done += len(features)
             del features  # released before the next batch's buffers are made
             bar.update(len(x))
@@ -149,9 +162,18 @@ class FeatureStore:
     stays in memory (reported through ``warn`` too).
     """
 
-    def __init__(self, device: torch.device, *, batch_size: int = 64, precision: str = "fp32",
-                 progress: bool = True, workers: int = 0, use_disk: bool = True,
-                 warn: Callable[[str], None] = _stderr, device_key: dict | None = None) -> None:
+    def __init__(
+        self,
+        device: torch.device,
+        *,
+        batch_size: int = 64,
+        precision: str = "fp32",
+        progress: bool = True,
+        workers: int = 0,
+        use_disk: bool = True,
+        warn: Callable[[str], None] = _stderr,
+        device_key: dict | None = None,
+    ) -> None:
         self.device, self.batch_size, self.workers = device, batch_size, workers
         self.device_key = device_key
         self.warn = warn
@@ -160,8 +182,9 @@ class FeatureStore:
         self.seconds = 0.0
         self.hits = 0
 
-    def key(self, backbone: Backbone, data: ImageData, split: str,
-            view: int | None = None) -> tuple:
+    def key(
+        self, backbone: Backbone, data: ImageData, split: str, view: int | None = None
+    ) -> tuple:
         """What the features depend on. Also what computes them: the compiled runtime
         (``backbone.runtime``; absent for torch eager); on the CPU its kind
         (:func:`~cl_bench.cpu_flags.cpu_kind`: AMX, AVX512-BF16, AVX512, AVX2), whose
@@ -171,9 +194,16 @@ class FeatureStore:
         extracted first; on a GPU its kind and architecture (``device_key``), so that
         features extracted on the CPU are never read by a GPU run, nor the other way
         round."""
-        key = (backbone.name, backbone.weights_digest, backbone.normalization,
-               data.fingerprint, split, view_transform(data, backbone.input_size, view).id,
-               self.precision, f"features-v{FEATURES_VERSION}")
+        key = (
+            backbone.name,
+            backbone.weights_digest,
+            backbone.normalization,
+            data.fingerprint,
+            split,
+            view_transform(data, backbone.input_size, view).id,
+            self.precision,
+            f"features-v{FEATURES_VERSION}",
+        )
         if backbone.runtime != TORCH_RUNTIME:
             key = (*key, ("runtime", backbone.runtime))
         if self.device.type == "cpu":
@@ -186,8 +216,9 @@ class FeatureStore:
         digest = hashlib.sha256(repr(key).encode()).hexdigest()[:24]
         return cache_dir() / key[0] / f"{digest}.npy"
 
-    def get(self, backbone: Backbone, data: ImageData, split: str,
-            view: int | None = None) -> torch.Tensor:
+    def get(
+        self, backbone: Backbone, data: ImageData, split: str, view: int | None = None
+    ) -> torch.Tensor:
         """(N, dim) features of a split under the eval transform, or of the training
         images' augmented view ``view``."""
         key = self.key(backbone, data, split, view)
@@ -207,22 +238,31 @@ class FeatureStore:
             self._mem[key] = torch.stack(parts, dim=1)
         return self._mem[key]
 
-    def _load(self, backbone: Backbone, data: ImageData, split: str,
-              view: int | None) -> torch.Tensor:
+    def _load(
+        self, backbone: Backbone, data: ImageData, split: str, view: int | None
+    ) -> torch.Tensor:
         key = self.key(backbone, data, split, view)
         path = self.path(key)
         images = data.train_x if split == "train" else data.test_x
-        if self.use_disk and (cached := self._read(path, repr(key),
-                                                   (len(images), backbone.dim))) is not None:
+        if (
+            self.use_disk
+            and (cached := self._read(path, repr(key), (len(images), backbone.dim))) is not None
+        ):
             self.hits += 1
             return cached
         t0 = time.perf_counter()
         label = split if view is None else f"{split} view {view}"
-        half = extract(backbone, images, self.device,
-                       transform=view_transform(data, backbone.input_size, view),
-                       batch_size=self.batch_size, precision=self.precision,
-                       progress=self.progress, workers=self.workers,
-                       desc=f"{backbone.name} features ({data.name} {label})").half()
+        half = extract(
+            backbone,
+            images,
+            self.device,
+            transform=view_transform(data, backbone.input_size, view),
+            batch_size=self.batch_size,
+            precision=self.precision,
+            progress=self.progress,
+            workers=self.workers,
+            desc=f"{backbone.name} features ({data.name} {label})",
+        ).half()
         if bad := int((~torch.isfinite(half)).sum()):
             raise NonFiniteFeatures(
                 f"{backbone.name} features of {data.name} {label} hold {bad} NaN or inf "
@@ -230,7 +270,8 @@ class FeatureStore:
                 "exceeds fp16's range (65504). Nothing was cached and the run is not scored; "
                 "check the weights file, or the backbone's output on one image. A backbone "
                 "adapted on the first task (named <backbone>+adapter, +finetune or +bn) "
-                "diverged there: lower its learning rate or weight decay.")
+                "diverged there: lower its learning rate or weight decay."
+            )
         if self.use_disk:
             self._write(path, repr(key), half, f"{backbone.name} features of {data.name} {label}")
         self.seconds += time.perf_counter() - t0
@@ -243,9 +284,11 @@ class FeatureStore:
         if problem is None:
             write_entry(path, key, half.numpy())
             return
-        self.warn(f"note: the feature cache {cache_dir()} cannot be written ({problem}): "
-                  f"{what} were extracted for this invocation only. To share them, run the "
-                  "command once where the cache can be written.")
+        self.warn(
+            f"note: the feature cache {cache_dir()} cannot be written ({problem}): "
+            f"{what} were extracted for this invocation only. To share them, run the "
+            "command once where the cache can be written."
+        )
 
     def _read(self, path: Path, key: str, shape: tuple[int, int]) -> torch.Tensor | None:
         """The verified entry at ``path`` as float32, or None: a miss, or a damaged
@@ -257,12 +300,11 @@ class FeatureStore:
             array = read_entry(path, key, shape)
         except Damaged as e:
             if entry_write_problem(path) is not None:
-                self.warn(f"warning: feature cache entry {path} is damaged ({e}); "
-                          "recomputing it")
+                self.warn(f"warning: feature cache entry {path} is damaged ({e}); recomputing it")
                 return None
-            self.warn(f"warning: feature cache entry {path} is damaged ({e}); "
-                      "deleted, recomputing it")
+            self.warn(
+                f"warning: feature cache entry {path} is damaged ({e}); deleted, recomputing it"
+            )
             remove_entry(path)
             return None
         return torch.from_numpy(array.astype(np.float32))
-

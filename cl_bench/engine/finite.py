@@ -41,8 +41,9 @@ from cl_bench.errors import UserError
 
 def learning_rates(params: dict) -> dict[str, float]:
     """The settings of a method that are learning rates (``lr``, ``ca_lr``, ...)."""
-    return {k: v for k, v in params.items()
-            if (k == "lr" or k.endswith("_lr")) and isinstance(v, float)}
+    return {
+        k: v for k, v in params.items() if (k == "lr" or k.endswith("_lr")) and isinstance(v, float)
+    }
 
 
 def to_host(t: torch.Tensor) -> list | bool | int | float:
@@ -117,8 +118,11 @@ class FiniteWatch(Bookkeeping, SupervisedPlugin):
         if self.losses is not None and values[0] >= 0:
             self.fail(strategy, f"the training loss became {values[1]}", int(values[0]) + 1)
         if trainable and not values[-1]:
-            self.fail(strategy, "a trained weight became inf or NaN at the end of the epoch",
-                      strategy.clock.train_epoch_iterations + 1)
+            self.fail(
+                strategy,
+                "a trained weight became inf or NaN at the end of the epoch",
+                strategy.clock.train_epoch_iterations + 1,
+            )
 
     def before_eval_exp(self, strategy, **kwargs) -> None:
         self.predictions = None
@@ -137,7 +141,8 @@ class FiniteWatch(Bookkeeping, SupervisedPlugin):
             f"{self.method} produced non-finite predictions (NaN or +inf logits, or an "
             f"image with no finite logit) when evaluated {after}, so its accuracy would "
             f"not be a result. {self.cause()} Nothing was saved as a result; the failure "
-            "is recorded in the run's .failed file.")
+            "is recorded in the run's .failed file."
+        )
 
     def fail(self, strategy, what: str, iteration: int) -> None:
         task = getattr(strategy.experience, "current_experience", None)
@@ -146,17 +151,24 @@ class FiniteWatch(Bookkeeping, SupervisedPlugin):
         raise UserError(
             f"{self.method} diverged: {what} {where}, epoch {epoch} (iteration {iteration}). "
             f"{self.cause()} Nothing was saved as a result; the failure is recorded in the "
-            "run's .failed file.")
+            "run's .failed file."
+        )
 
     def cause(self) -> str:
         """The likely cause, naming the learning rates and how to lower them."""
         rates = learning_rates(self.params)
         if not rates:
-            return ("The likely cause is a setting that scales the updates or the loss too "
-                    "far; check the values given with --set.")
-        named = ", ".join(f"{self.method}.{k} = {v:g}" + (
-            f" (the card's default: {self.defaults[k]:g})" if k in self.defaults else "")
-            for k, v in rates.items())
-        return (f"The likely cause is a learning rate too large ({named}): lower it with "
-                "--set, or lower another setting that scales the updates (momentum, a loss "
-                "weight).")
+            return (
+                "The likely cause is a setting that scales the updates or the loss too "
+                "far; check the values given with --set."
+            )
+        named = ", ".join(
+            f"{self.method}.{k} = {v:g}"
+            + (f" (the card's default: {self.defaults[k]:g})" if k in self.defaults else "")
+            for k, v in rates.items()
+        )
+        return (
+            f"The likely cause is a learning rate too large ({named}): lower it with "
+            "--set, or lower another setting that scales the updates (momentum, a loss "
+            "weight)."
+        )

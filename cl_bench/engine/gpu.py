@@ -35,15 +35,24 @@ class GpuType:
 # through them (:func:`gpu_type`). Memory from NVIDIA's datasheets, as sold (the "GB" of
 # a card is GiB: an A100's 40 GB are 42.9e9 bytes, of which the CUDA context takes some).
 GPU_TYPES = {
-    "p100": GpuType("sm_60", (12, 16)), "v100": GpuType("sm_70", (16, 32)),
-    "t4": GpuType("sm_75", (16,)), "rtx6000": GpuType("sm_75", (24,)),
-    "a100": GpuType("sm_80", (40, 80)), "a30": GpuType("sm_80", (24,)),
-    "a10": GpuType("sm_86", (24,)), "a40": GpuType("sm_86", (48,)),
-    "a6000": GpuType("sm_86", (48,)), "rtx3090": GpuType("sm_86", (24,)),
-    "l4": GpuType("sm_89", (24,)), "l40": GpuType("sm_89", (48,)),
-    "l40s": GpuType("sm_89", (48,)), "rtx4090": GpuType("sm_89", (24,)),
-    "h100": GpuType("sm_90", (80, 94)), "h200": GpuType("sm_90", (141,)),
-    "gh200": GpuType("sm_90", (96, 144)), "b200": GpuType("sm_100", (180,)),
+    "p100": GpuType("sm_60", (12, 16)),
+    "v100": GpuType("sm_70", (16, 32)),
+    "t4": GpuType("sm_75", (16,)),
+    "rtx6000": GpuType("sm_75", (24,)),
+    "a100": GpuType("sm_80", (40, 80)),
+    "a30": GpuType("sm_80", (24,)),
+    "a10": GpuType("sm_86", (24,)),
+    "a40": GpuType("sm_86", (48,)),
+    "a6000": GpuType("sm_86", (48,)),
+    "rtx3090": GpuType("sm_86", (24,)),
+    "l4": GpuType("sm_89", (24,)),
+    "l40": GpuType("sm_89", (48,)),
+    "l40s": GpuType("sm_89", (48,)),
+    "rtx4090": GpuType("sm_89", (24,)),
+    "h100": GpuType("sm_90", (80, 94)),
+    "h200": GpuType("sm_90", (141,)),
+    "gh200": GpuType("sm_90", (96, 144)),
+    "b200": GpuType("sm_100", (180,)),
     "gb200": GpuType("sm_100", (186,)),
 }
 # The card's memory where a site's type name states it: a100_80gb, a100-sxm4-80gb,
@@ -52,11 +61,13 @@ MEMORY_IN_NAME = re.compile(r"(?:^|[-_.])([0-9]+)gb?$")
 NATIVE_BF16_MAJOR = 8  # Ampere and newer have bf16 tensor cores
 
 # The fix when the build does not fit the machine: what to install or ask for instead.
-OLDER_CUDA_FIX = ("install torch's CUDA 12.6 build of the locked versions in the venv "
-                  "(`.venv/bin/pip install --force-reinstall --no-deps --index-url "
-                  "https://download.pytorch.org/whl/cu126 torch==2.14.1 torchvision==0.29.1`), "
-                  "which runs on drivers from 560 on and has sm_50-sm_90 kernels, or run on "
-                  "the CPU with --device cpu")
+OLDER_CUDA_FIX = (
+    "install torch's CUDA 12.6 build of the locked versions in the venv "
+    "(`.venv/bin/pip install --force-reinstall --no-deps --index-url "
+    "https://download.pytorch.org/whl/cu126 torch==2.14.1 torchvision==0.29.1`), "
+    "which runs on drivers from 560 on and has sm_50-sm_90 kernels, or run on "
+    "the CPU with --device cpu"
+)
 
 
 @dataclass(frozen=True)
@@ -121,17 +132,22 @@ def problem(found: Probe) -> str | None:
     build = f"torch {torch.__version__} (CUDA {found.torch_cuda or 'none: a CPU build'})"
     if found.present and not found.usable:
         said = f" torch says: {found.error}." if found.error else ""
-        return (f"This machine has {found.present} NVIDIA GPU(s) (/dev/nvidia*), but {build} "
-                f"cannot use them.{said} The usual cause is a driver older than this CUDA "
-                f"build needs (`nvidia-smi` shows the driver's CUDA version), or a CPU build "
-                f"of torch. To use the GPUs, {OLDER_CUDA_FIX}. --device auto does not fall "
-                "back to the CPU in silence; nothing was run.")
-    unsupported = [(i, arch_name(c)) for i, c in enumerate(found.capabilities)
-                   if not runs_on(c, found.archs)]
+        return (
+            f"This machine has {found.present} NVIDIA GPU(s) (/dev/nvidia*), but {build} "
+            f"cannot use them.{said} The usual cause is a driver older than this CUDA "
+            f"build needs (`nvidia-smi` shows the driver's CUDA version), or a CPU build "
+            f"of torch. To use the GPUs, {OLDER_CUDA_FIX}. --device auto does not fall "
+            "back to the CPU in silence; nothing was run."
+        )
+    unsupported = [
+        (i, arch_name(c)) for i, c in enumerate(found.capabilities) if not runs_on(c, found.archs)
+    ]
     if unsupported:
         which = ", ".join(f"GPU {i} ({arch})" for i, arch in unsupported)
-        return (f"{which} has no kernels in {build}, which is built for "
-                f"{', '.join(found.archs)}. To use it, {OLDER_CUDA_FIX}. Nothing was run.")
+        return (
+            f"{which} has no kernels in {build}, which is built for "
+            f"{', '.join(found.archs)}. To use it, {OLDER_CUDA_FIX}. Nothing was run."
+        )
     return None
 
 

@@ -68,6 +68,7 @@ def extraction_batch(device_type: str) -> int:
 def architecture(name: str, image_size: int | None) -> Backbone:
     """Backbone ``name`` on the meta device (the weights do not change its shapes)."""
     from cl_bench.backbones.planned import planned_backbone
+
     return planned_backbone(name, "random", image_size)
 
 
@@ -99,8 +100,8 @@ def backbone_profile(name: str, image_size: int | None) -> Profile:
     def hook(module, inputs, output) -> None:
         if isinstance(output, torch.Tensor):
             largest[0] = max(largest[0], output.numel())
-    handles = [m.register_forward_hook(hook) for m in model.modules()
-               if not list(m.children())]
+
+    handles = [m.register_forward_hook(hook) for m in model.modules() if not list(m.children())]
     try:
         with torch.no_grad():
             model(torch.empty(1, 3, backbone.input_size, backbone.input_size, device="meta"))
@@ -127,7 +128,7 @@ def activation_bytes(precision: str | None, device_type: str) -> int:
 
 def image_bytes(work: Workload) -> int:
     """Bytes of one image as the model reads it (3 channels, float32)."""
-    return 3 * work.image_size ** 2 * FLOAT
+    return 3 * work.image_size**2 * FLOAT
 
 
 def forward_batch(card: Card, work: Workload, device_type: str, profile: Profile) -> Allocation:
@@ -135,66 +136,94 @@ def forward_batch(card: Card, work: Workload, device_type: str, profile: Profile
     training: feature extraction, the method's own passes (a task, the test set)."""
     spec = spec_of(strategy_of(card))
     params = card.params
-    batch = capped(extraction_batch(device_type) if spec.reads_feature_cache else 0,
-                   work.train_images + work.test_images)
+    batch = capped(
+        extraction_batch(device_type) if spec.reads_feature_cache else 0,
+        work.train_images + work.test_images,
+    )
     scales = "--image-size"
     if spec.inputs is not Inputs.FEATURES:
-        batch = max(batch, capped(params.get("batch_size", 0), work.train_images // work.n_tasks),
-                    *(capped(params.get(s.key) or 0, work.test_images)
-                      for s in spec.protocol if s.batch_size))
+        batch = max(
+            batch,
+            capped(params.get("batch_size", 0), work.train_images // work.n_tasks),
+            *(
+                capped(params.get(s.key) or 0, work.test_images)
+                for s in spec.protocol
+                if s.batch_size
+            ),
+        )
         scales = f"--image-size or {card.name}.batch_size"
     per_image = image_bytes(work) + profile.activation * work.activation_bytes
-    return Allocation(f"a batch of {batch} images through the backbone, at "
-                      f"{work.image_size} px", batch * per_image, scales)
+    return Allocation(
+        f"a batch of {batch} images through the backbone, at {work.image_size} px",
+        batch * per_image,
+        scales,
+    )
 
 
 def training_batch(card: Card, work: Workload, steps: list[Allocation]) -> Allocation:
     """A training batch of ``card``'s images and what its backward pass keeps
     (``steps``, declared by the method's hook, setting already prefixed)."""
     batch = capped(card.params["batch_size"], work.train_images // work.n_tasks)
-    return Allocation(f"a training batch of {batch} images at {work.image_size} px and "
-                      + " and ".join(a.what for a in steps),
-                      batch * image_bytes(work) + sum(a.nbytes for a in steps), steps[0].setting,
-                      backward=True)
+    return Allocation(
+        f"a training batch of {batch} images at {work.image_size} px and "
+        + " and ".join(a.what for a in steps),
+        batch * image_bytes(work) + sum(a.nbytes for a in steps),
+        steps[0].setting,
+        backward=True,
+    )
 
 
-def engine_allocations(card: Card, work: Workload, profile: Profile,
-                       scenario_bytes: int) -> list[Allocation]:
+def engine_allocations(
+    card: Card, work: Workload, profile: Profile, scenario_bytes: int
+) -> list[Allocation]:
     """What the engine allocates for a run of ``card`` beside its batches, whatever the
     method."""
     spec = spec_of(strategy_of(card))
     # under bf16 or fp16 the runner keeps the frozen matmul weights in half precision
     # (when no method trains the backbone): half the bytes at least
     frozen = profile.weights * work.activation_bytes // FLOAT
-    out = [Allocation("the backbone's weights" + " and its trained copy" * spec.trains_backbone,
-                      frozen + profile.weights * spec.trains_backbone,
-                      "--image-size or --backbone"),
-           Allocation("the scenario's images", scenario_bytes, "scenario.dataset_args",
-                      host=True),
-           Allocation("a classifier over every class", work.n_classes * work.dim * FLOAT,
-                      "scenario.dataset_args.n_classes")]
+    out = [
+        Allocation(
+            "the backbone's weights" + " and its trained copy" * spec.trains_backbone,
+            frozen + profile.weights * spec.trains_backbone,
+            "--image-size or --backbone",
+        ),
+        Allocation("the scenario's images", scenario_bytes, "scenario.dataset_args", host=True),
+        Allocation(
+            "a classifier over every class",
+            work.n_classes * work.dim * FLOAT,
+            "scenario.dataset_args.n_classes",
+        ),
+    ]
     if spec.reads_feature_cache:
         n = work.train_images + work.test_images
-        out.append(Allocation("the cached features", n * work.dim * 2, "scenario.dataset_args",
-                              host=True))
+        out.append(
+            Allocation("the cached features", n * work.dim * 2, "scenario.dataset_args", host=True)
+        )
     return out
 
 
-def estimate(card: Card, work: Workload, device_type: str, profile: Profile,
-             scenario_bytes: int) -> list[Allocation]:
+def estimate(
+    card: Card, work: Workload, device_type: str, profile: Profile, scenario_bytes: int
+) -> list[Allocation]:
     """Every dominant allocation of a run of ``card``, largest first. A training
     batch (with what its backward pass keeps) and the largest forward-only batch are
     never held at once: the larger of the two counts."""
     with hook(card, "memory"):  # a strategy of your own: its error as a paragraph
         declared = strategy_of(card).memory(card.params, work)
-    own = [replace(a, setting=f"{card.name}.{a.setting}")  # hooks name their own keys
-           for a in declared]
+    own = [
+        replace(a, setting=f"{card.name}.{a.setting}")  # hooks name their own keys
+        for a in declared
+    ]
     steps = [a for a in own if a.backward and a.nbytes > 0]
     passes = [forward_batch(card, work, device_type, profile)]
     if steps:
         passes.append(training_batch(card, work, steps))
-    found = [*engine_allocations(card, work, profile, scenario_bytes),
-             max(passes, key=lambda a: a.nbytes), *(a for a in own if not a.backward)]
+    found = [
+        *engine_allocations(card, work, profile, scenario_bytes),
+        max(passes, key=lambda a: a.nbytes),
+        *(a for a in own if not a.backward),
+    ]
     return sorted((a for a in found if a.nbytes > 0), key=lambda a: -a.nbytes)
 
 
@@ -234,16 +263,34 @@ def budgets(device_type: str, device: torch.device | str | None) -> list[Budget]
     """The budgets of runs on ``device_type``: the RAM on a CPU; on a GPU the GPU's
     free memory (when torch can ask it) and, apart, the RAM."""
     if device_type != "cuda":
-        return [Budget(ram_available(), None, "of memory", "this machine has {} available",
-                       "a machine with more memory")]
-    out = [Budget(ram_available(), True, "of RAM", "this machine has {} of RAM available",
-                  "a machine with more RAM")]
+        return [
+            Budget(
+                ram_available(),
+                None,
+                "of memory",
+                "this machine has {} available",
+                "a machine with more memory",
+            )
+        ]
+    out = [
+        Budget(
+            ram_available(),
+            True,
+            "of RAM",
+            "this machine has {} of RAM available",
+            "a machine with more RAM",
+        )
+    ]
     free = gpu_free_bytes(device)
     if free is not None:
         index = torch.device(device).index if device is not None else None
         name = "the GPU" if index is None else f"the GPU cuda:{index}"
-        out.insert(0, Budget(free, False, "of GPU memory", name + " has {} free",
-                             "a GPU with more free memory"))
+        out.insert(
+            0,
+            Budget(
+                free, False, "of GPU memory", name + " has {} free", "a GPU with more free memory"
+            ),
+        )
     return out
 
 
@@ -254,25 +301,44 @@ def task_count(n_classes: int, init_cls: int, increment: int) -> int:
     return 1 + max(0, -(-(n_classes - init_cls) // increment))
 
 
-def workload(scenario: Card, backbone: str, image_size: int | None,
-             nbytes: int = FLOAT) -> Workload:
+def workload(
+    scenario: Card, backbone: str, image_size: int | None, nbytes: int = FLOAT
+) -> Workload:
     """The :class:`Workload` of runs on ``scenario`` with ``backbone``, activations at
     ``nbytes`` each (:func:`activation_bytes`)."""
     from cl_bench.scenarios.footprint import class_count, footprint
+
     planned = architecture(backbone, image_size)
     profile = backbone_profile(backbone, image_size)
     seen = footprint(scenario)
     n_classes = class_count(scenario) or 0
     n_tasks = task_count(n_classes, scenario.params["init_cls"], scenario.params["increment"])
     blocks = len(getattr(planned.model, "blocks", ())) if planned.kind == "vit" else 0
-    return Workload(n_classes, n_tasks, seen.train_images, seen.test_images, planned.dim,
-                    blocks, planned.input_size, profile.tokens, profile.hidden,
-                    profile.parameters, nbytes)
+    return Workload(
+        n_classes,
+        n_tasks,
+        seen.train_images,
+        seen.test_images,
+        planned.dim,
+        blocks,
+        planned.input_size,
+        profile.tokens,
+        profile.hidden,
+        profile.parameters,
+        nbytes,
+    )
 
 
-def check_memory(methods: list[Card], scenario: Card, backbone: str, image_size: int | None,
-                 device_type: str, device: torch.device | str | None = None,
-                 precision: str | None = None, limits: list[Budget] | None = None) -> None:
+def check_memory(
+    methods: list[Card],
+    scenario: Card,
+    backbone: str,
+    image_size: int | None,
+    device_type: str,
+    device: torch.device | str | None = None,
+    precision: str | None = None,
+    limits: list[Budget] | None = None,
+) -> None:
     """Refuse (``UserError``) the first run whose estimate exceeds a budget
     (:func:`budgets`), naming the estimate, its largest allocations, the budget's free
     memory and the setting to change. ``device``: the GPU the runs use (None: the
@@ -283,6 +349,7 @@ def check_memory(methods: list[Card], scenario: Card, backbone: str, image_size:
     queue)."""
     from cl_bench.cards.resolve import resolve_for_backbone
     from cl_bench.scenarios.footprint import footprint
+
     planned = architecture(backbone, image_size)
     profile = backbone_profile(backbone, image_size)
     work = workload(scenario, backbone, image_size, activation_bytes(precision, device_type))
@@ -306,21 +373,27 @@ def size_text(nbytes: int) -> str:
     return f"{nbytes / GB:,.1f} GB" if nbytes >= GB else f"{nbytes / 1e6:,.1f} MB"
 
 
-def refusal(card: Card, found: list[Allocation], total: int, budget: Budget,
-            blocks: int) -> str:
+def refusal(card: Card, found: list[Allocation], total: int, budget: Budget, blocks: int) -> str:
     """The one paragraph of a refused run: the estimate, its largest parts (those of at
     least 1 % of it), the budget's free memory and the setting of the largest to
     change; when that is a training step and the method checkpoints activations
     (``checkpoint_blocks``, of the ``blocks`` ViT blocks), that setting too."""
-    shown = [f"{a.what}: {size_text(a.nbytes)} (set by {a.setting})"
-             for a in found[:SHOWN] if a.nbytes * 100 >= total]
+    shown = [
+        f"{a.what}: {size_text(a.nbytes)} (set by {a.setting})"
+        for a in found[:SHOWN]
+        if a.nbytes * 100 >= total
+    ]
     fix = f"Lower {found[0].setting} (or run on {budget.instead})"
     checkpointed = card.params.get("checkpoint_blocks")
     if found[0].backward and checkpointed is not None and checkpointed < blocks:
-        fix = (f"Lower {found[0].setting}, raise {card.name}.checkpoint_blocks (now "
-               f"{checkpointed}, at most {blocks}: those ViT blocks are recomputed in the "
-               f"backward pass instead of kept), or run on {budget.instead}")
-    return (f"A run of {card.name} needs at least {size_text(total)} {budget.needs}, but "
-            f"{budget.has.format(size_text(budget.free))}. The largest part"
-            f"{'s' * (len(shown) > 1)}: {'; '.join(shown)}. {fix}; nothing was run or "
-            "written.")
+        fix = (
+            f"Lower {found[0].setting}, raise {card.name}.checkpoint_blocks (now "
+            f"{checkpointed}, at most {blocks}: those ViT blocks are recomputed in the "
+            f"backward pass instead of kept), or run on {budget.instead}"
+        )
+    return (
+        f"A run of {card.name} needs at least {size_text(total)} {budget.needs}, but "
+        f"{budget.has.format(size_text(budget.free))}. The largest part"
+        f"{'s' * (len(shown) > 1)}: {'; '.join(shown)}. {fix}; nothing was run or "
+        "written."
+    )

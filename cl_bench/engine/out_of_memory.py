@@ -41,8 +41,11 @@ def release_memory(device: torch.device) -> None:
 
 def batch_settings(card: Card) -> list[str]:
     """The card's batch-size settings with their values: what bounds activations."""
-    return [f"{card.name}.{key} (now {value})" for key, value in sorted(card.params.items())
-            if key.endswith("batch_size") and isinstance(value, int) and value > 0]
+    return [
+        f"{card.name}.{key} (now {value})"
+        for key, value in sorted(card.params.items())
+        if key.endswith("batch_size") and isinstance(value, int) and value > 0
+    ]
 
 
 def is_out_of_memory(error: BaseException) -> bool:
@@ -55,12 +58,17 @@ def oom_paragraph(card: Card, device: torch.device, error: BaseException) -> str
     first = " ".join(str(error).split(". ")[0].split())[:200]
     where = "GPU memory" if device.type == "cuda" else "memory"
     lower = batch_settings(card)
-    what = (f"lower {' or '.join(lower)} with --set {card.name}.<key>=<smaller>"
-            if lower else "lower --image-size")
-    return (f"{card.name} ran out of {where} on {device} ({first}). To fit, {what}; or use "
-            "--precision bf16 (fp16 on a GPU without bf16) for half-size activations, or a "
-            "device with more memory. The other runs go on; this one is recorded in its "
-            ".failed file, and the same command runs it again.")
+    what = (
+        f"lower {' or '.join(lower)} with --set {card.name}.<key>=<smaller>"
+        if lower
+        else "lower --image-size"
+    )
+    return (
+        f"{card.name} ran out of {where} on {device} ({first}). To fit, {what}; or use "
+        "--precision bf16 (fp16 on a GPU without bf16) for half-size activations, or a "
+        "device with more memory. The other runs go on; this one is recorded in its "
+        ".failed file, and the same command runs it again."
+    )
 
 
 @contextmanager
@@ -75,10 +83,12 @@ def out_of_memory_named(card: Card, device: torch.device) -> Iterator[None]:
             kind: type[UserError] = OutOfMemory
         elif NOT_DETERMINISTIC in str(e):
             op = " ".join(str(e).split())[:200]
-            message = (f"{card.name} uses a kernel with no deterministic version on "
-                       f"{device} ({op}). Run it with --deterministic fast (recorded in the "
-                       "result; the same seed may then differ in the last digits), or on "
-                       "the CPU.")
+            message = (
+                f"{card.name} uses a kernel with no deterministic version on "
+                f"{device} ({op}). Run it with --deterministic fast (recorded in the "
+                "result; the same seed may then differ in the last digits), or on "
+                "the CPU."
+            )
             kind = UserError
         else:
             raise

@@ -29,11 +29,23 @@ class Recorder(Bookkeeping, Stateful, SupervisedPlugin):
     counts while the strategy trains and evaluates. Bookkeeping: not part of what the
     method stores (see accounting.stored_params)."""
 
-    state_attrs = ("acc_matrix", "acc_seen", "routing_acc", "train_s", "eval_s", "trainable",
-                   "stored")
+    state_attrs = (
+        "acc_matrix",
+        "acc_seen",
+        "routing_acc",
+        "train_s",
+        "eval_s",
+        "trainable",
+        "stored",
+    )
 
-    def __init__(self, task_of_label: torch.Tensor, backbone: Backbone | None = None,
-                 label: str = "", progress: bool = True) -> None:
+    def __init__(
+        self,
+        task_of_label: torch.Tensor,
+        backbone: Backbone | None = None,
+        label: str = "",
+        progress: bool = True,
+    ) -> None:
         super().__init__()
         self.task_of_label, self.backbone = task_of_label, backbone
         self.label, self.progress = label, progress
@@ -51,8 +63,12 @@ class Recorder(Bookkeeping, Stateful, SupervisedPlugin):
         self.trainable.append(trainable_params(strategy))
         i, n = strategy.experience.current_experience, len(self.task_of_label.unique())
         total = strategy.train_epochs * len(strategy.dataloader)
-        self._bar = progress.bar(total=total, desc=f"{self.label} task {i + 1}/{n}", unit="it",
-                                 enabled=self.progress and total > 0)
+        self._bar = progress.bar(
+            total=total,
+            desc=f"{self.label} task {i + 1}/{n}",
+            unit="it",
+            enabled=self.progress and total > 0,
+        )
 
     def after_training_iteration(self, strategy, **kwargs) -> None:
         self._bar.update(1)
@@ -88,14 +104,14 @@ class Recorder(Bookkeeping, Stateful, SupervisedPlugin):
 
     def after_eval_exp(self, strategy, **kwargs) -> None:
         if self._done != len(self._y):
-            raise RuntimeError(f"the evaluation's batches held {self._done} samples of "
-                               f"{len(self._y)}")
+            raise RuntimeError(
+                f"the evaluation's batches held {self._done} samples of {len(self._y)}"
+            )
         pred, y = self._pred, self._y
         task = self.task_of_label[y]
         correct = pred == y
         step = int(task.max())
         self.acc_matrix.append([percent(correct[task == j]) for j in range(step + 1)])
         self.acc_seen.append(percent(correct))
-        self.routing_acc.append(percent(self._route == task) if self._route is not None
-                                else None)
+        self.routing_acc.append(percent(self._route == task) if self._route is not None else None)
         self.eval_s.append(time.perf_counter() - self._t0)

@@ -126,9 +126,13 @@ def default_methods(backbone: str) -> list[str]:
     default run does not stop it."""
     from cl_bench.cards.config import card_index
     from cl_bench.cards.places import read_yaml
+
     kind = backbone_kind(backbone)
-    cards = [load_method(name) for name, found in sorted(card_index()["method"].items())
-             if read_yaml(found.path).get("default_run")]
+    cards = [
+        load_method(name)
+        for name, found in sorted(card_index()["method"].items())
+        if read_yaml(found.path).get("default_run")
+    ]
     return [c.name for c in cards if strategy_of(c).backbones in ("any", kind)]
 
 
@@ -158,6 +162,7 @@ def check_request(req: RunRequest) -> tuple[list[Card], Card]:
     that exists is read, and written where it can be, :class:`FeatureStore`)."""
     from cl_bench.engine.features import cache_dir
     from cl_bench.input_checks import cache_folder, check_image_size, check_seeds, writable_dir
+
     check_seeds(req.seeds)
     check_image_size(req.backbone, backbone_kind(req.backbone), req.image_size)
     methods, scenario = resolve_cards(req)
@@ -173,8 +178,14 @@ def uses_feature_cache(card: Card) -> bool:
     return spec_of(strategy_of(card)).reads_feature_cache
 
 
-def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: str,
-                    data: ImageData, device: dict | None = None) -> dict:
+def resolved_config(
+    card: Card,
+    scenario: Card,
+    backbone: Backbone,
+    precision: str,
+    data: ImageData,
+    device: dict | None = None,
+) -> dict:
     """Everything that changes a run's numbers (and a non-default protocol's name);
     hashed into its file name. ``scenario``: as the run sees it (:func:`run_scenario`).
     ``data``: the loaded dataset, whose :attr:`~ImageData.identity` names its contents
@@ -185,22 +196,27 @@ def resolved_config(card: Card, scenario: Card, backbone: Backbone, precision: s
     block names the compiled runtime of the frozen feature passes of a method that reads
     them (:func:`~cl_bench.backbones.compiled.runtime_for`; absent for torch eager, so
     those results keep their names too)."""
-    runtime = runtime_for(backbone.kind, "cpu" if device is None else device["kind"],
-                          precision)
+    runtime = runtime_for(backbone.kind, "cpu" if device is None else device["kind"], precision)
     reads_features = uses_feature_cache(card)
     return {
         **({"device": device} if device is not None else {}),
         "method": {"name": card.name, **card.params},
         "scenario": {"name": scenario.name, **scenario.params},
         "data": data.identity,
-        "backbone": {"name": backbone.name, "weights": backbone.weights,
-                     "weights_digest": backbone.weights_digest,
-                     "input_size": backbone.input_size, "dim": backbone.dim,
-                     "normalization": backbone.normalization, "precision": precision,
-                     **({"runtime": runtime} if reads_features and runtime != TORCH_RUNTIME
-                        else {})},
-        "transform": {"train": train_transform(data.on_disk, backbone.input_size).id,
-                      "eval": eval_transform(data.on_disk, backbone.input_size).id},
+        "backbone": {
+            "name": backbone.name,
+            "weights": backbone.weights,
+            "weights_digest": backbone.weights_digest,
+            "input_size": backbone.input_size,
+            "dim": backbone.dim,
+            "normalization": backbone.normalization,
+            "precision": precision,
+            **({"runtime": runtime} if reads_features and runtime != TORCH_RUNTIME else {}),
+        },
+        "transform": {
+            "train": train_transform(data.on_disk, backbone.input_size).id,
+            "eval": eval_transform(data.on_disk, backbone.input_size).id,
+        },
         **config_tag(card),
     }
 
@@ -220,9 +236,17 @@ def quiet_evaluator() -> EvaluationPlugin:
         return QuietEvaluation(loggers=[])
 
 
-def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
-            store: FeatureStore, seed: int, device: torch.device, progress: bool,
-            result: Path | None = None) -> dict:
+def run_one(
+    card: Card,
+    scenario: Card,
+    data: ImageData,
+    backbone: Backbone,
+    store: FeatureStore,
+    seed: int,
+    device: torch.device,
+    progress: bool,
+    result: Path | None = None,
+) -> dict:
     """Train and evaluate one method on one seed; returns the result record. With
     ``result`` (its path), a checkpoint after each task lets a killed run resume.
     Three steps: the stream the method's inputs call for, the drive, the record."""
@@ -235,37 +259,55 @@ def run_one(card: Card, scenario: Card, data: ImageData, backbone: Backbone,
     code = code_block(cls)  # the source as the run starts: its modules are imported by now
     before, hits = store.seconds, store.hits
     with out_of_memory_named(card, device):  # extraction included
-        inputs = method_inputs(spec_of(cls), card, scenario, data, backbone, store, order,
-                               sizes, seed)
-        done = train_and_evaluate(cls, card, data, backbone, device, progress, result, seed,
-                                  inputs, t_start, code["digest"])
+        inputs = method_inputs(
+            spec_of(cls), card, scenario, data, backbone, store, order, sizes, seed
+        )
+        done = train_and_evaluate(
+            cls,
+            card,
+            data,
+            backbone,
+            device,
+            progress,
+            result,
+            seed,
+            inputs,
+            t_start,
+            code["digest"],
+        )
     features_s = store.seconds - before  # an adapted backbone's features: during the drive
     uses_features = spec_of(cls).inputs in (Inputs.FEATURES, Inputs.ADAPTED_FEATURES) or (
-        inputs.test_query is not None)
-    features_from = None if not uses_features else (
-        "extracted" if features_s > 0 else "disk cache" if store.hits > hits else "memory")
+        inputs.test_query is not None
+    )
+    features_from = (
+        None
+        if not uses_features
+        else ("extracted" if features_s > 0 else "disk cache" if store.hits > hits else "memory")
+    )
     return {
         "schema_version": results.SCHEMA_VERSION,
         "method": card.name,
         "scenario": scenario.name,
         "seed": seed,
         "status": "done",
-        "config": resolved_config(card, scenario, backbone, store.precision, data,
-                                  store.device_key),
+        "config": resolved_config(
+            card, scenario, backbone, store.precision, data, store.device_key
+        ),
         "code": code,
         "class_order": order,
         "class_names": [data.class_names[c] for c in order],
         "tasks": [[order[p] for p in t] for t in tasks_of(sizes)],
-        "protocol": protocol_block(card.protocol, spec_of(cls).protocol, card.params,
-                                   scenario.params["test_shuffle"]),
+        "protocol": protocol_block(
+            card.protocol, spec_of(cls).protocol, card.params, scenario.params["test_shuffle"]
+        ),
         "env": {**versions(device, CHECKOUT), "determinism": determinism()},
         "acc_matrix": done.recorder.acc_matrix,
         "acc_seen": done.recorder.acc_seen,
         **summarize(done.recorder.acc_matrix, done.recorder.acc_seen),
-        "routing_acc": done.recorder.routing_acc if any(
-            r is not None for r in done.recorder.routing_acc) else None,
-        "accounting": accounting_block(done.strategy, backbone, done.recorder,
-                                       done.train_flops),
+        "routing_acc": done.recorder.routing_acc
+        if any(r is not None for r in done.recorder.routing_acc)
+        else None,
+        "accounting": accounting_block(done.strategy, backbone, done.recorder, done.train_flops),
         "timing": {
             "features_s": features_s,
             "features_from": features_from,
@@ -297,9 +339,17 @@ class MethodInputs:
     test_query: torch.Tensor | None
 
 
-def method_inputs(spec: MethodSpec, card: Card, scenario: Card, data: ImageData,
-                  backbone: Backbone, store: FeatureStore, order: list[int], sizes: list[int],
-                  seed: int) -> MethodInputs:
+def method_inputs(
+    spec: MethodSpec,
+    card: Card,
+    scenario: Card,
+    data: ImageData,
+    backbone: Backbone,
+    store: FeatureStore,
+    order: list[int],
+    sizes: list[int],
+    seed: int,
+) -> MethodInputs:
     """The stream of one run of a method that consumes ``spec.inputs`` (on cached
     augmented views when it declares :data:`~cl_bench.contract.AUGMENT_VIEWS`)."""
     inputs = spec.inputs
@@ -333,13 +383,31 @@ def method_inputs(spec: MethodSpec, card: Card, scenario: Card, data: ImageData,
             test_query = store.get(backbone, data, "test")
             if train_tf.id == eval_tf.id:
                 train_query = store.get(backbone, data, "train")
-    stream = build_stream(train_x, data.train_y, test_x, data.test_y, order, sizes,
-                          test_shuffle=scenario.params["test_shuffle"], seed=seed,
-                          train_transform=train_tf, eval_transform=eval_tf,
-                          train_query=train_query, test_query=test_query)
-    driven = stream if inputs is not Inputs.ADAPTED_FEATURES else AdaptedStream(
-        stream, backbone, functools.partial(features_stream, store, data, order, sizes,
-                                            scenario.params["test_shuffle"], seed))
+    stream = build_stream(
+        train_x,
+        data.train_y,
+        test_x,
+        data.test_y,
+        order,
+        sizes,
+        test_shuffle=scenario.params["test_shuffle"],
+        seed=seed,
+        train_transform=train_tf,
+        eval_transform=eval_tf,
+        train_query=train_query,
+        test_query=test_query,
+    )
+    driven = (
+        stream
+        if inputs is not Inputs.ADAPTED_FEATURES
+        else AdaptedStream(
+            stream,
+            backbone,
+            functools.partial(
+                features_stream, store, data, order, sizes, scenario.params["test_shuffle"], seed
+            ),
+        )
+    )
     return MethodInputs(stream, driven, plugins, loader_args, eval_args, test_query)
 
 
@@ -354,64 +422,115 @@ class Driven:
     threads: dict
 
 
-def train_and_evaluate(cls: type, card: Card, data: ImageData, backbone: Backbone,
-                       device: torch.device, progress: bool, result: Path | None, seed: int,
-                       inputs: MethodInputs, t_start: float, code: str) -> Driven:
+def train_and_evaluate(
+    cls: type,
+    card: Card,
+    data: ImageData,
+    backbone: Backbone,
+    device: torch.device,
+    progress: bool,
+    result: Path | None,
+    seed: int,
+    inputs: MethodInputs,
+    t_start: float,
+    code: str,
+) -> Driven:
     """Build the strategy (or restore it from the run's checkpoint) and drive it over
     its stream, saving a checkpoint after each task when it is :class:`Resumable`
     (``code``: the digest of the run's code; a checkpoint of other code is not resumed)."""
     features_only = spec_of(cls).inputs is Inputs.FEATURES
 
     def build() -> tuple:
-        recorder = Recorder(inputs.stream.task_of_label, backbone, label=card.name,
-                            progress=progress)
+        recorder = Recorder(
+            inputs.stream.task_of_label, backbone, label=card.name, progress=progress
+        )
         train_flops = TrainFlops()
         watch = FiniteWatch(card.name, card.params, card.raw.get("defaults"))  # diverged: fail
-        return cls(params=card.params, backbone=backbone, n_classes=data.n_classes,
-                   device=device, plugins=[recorder, train_flops, watch, *inputs.plugins],
-                   evaluator=quiet_evaluator()), recorder, train_flops
+        return (
+            cls(
+                params=card.params,
+                backbone=backbone,
+                n_classes=data.n_classes,
+                device=device,
+                plugins=[recorder, train_flops, watch, *inputs.plugins],
+                evaluator=quiet_evaluator(),
+            ),
+            recorder,
+            train_flops,
+        )
+
     # a strategy that cannot save its state is not checkpointed: a killed run starts over
-    checkpoint = RunCheckpoint(result if issubclass(cls, Resumable) else None,
-                               {"method": card.name, "seed": seed,
-                                "tasks": len(inputs.stream.train), "code": code})
+    checkpoint = RunCheckpoint(
+        result if issubclass(cls, Resumable) else None,
+        {"method": card.name, "seed": seed, "tasks": len(inputs.stream.train), "code": code},
+    )
     strategy, recorder, train_flops = checkpoint.start(build)
     extract_threads = torch.get_num_threads()  # backbone passes: the configured count
     with threads(1 if features_only else None) as train_threads:
-        drive(strategy, inputs.driven, start=checkpoint.done, loader_args=inputs.loader_args,
-              eval_args=inputs.eval_args,
-              after_task=lambda done: checkpoint.save(strategy, done,
-                                                      time.perf_counter() - t_start))
-    return Driven(strategy, recorder, train_flops, checkpoint,
-                  {"features": extract_threads, "train_eval": train_threads})
+        drive(
+            strategy,
+            inputs.driven,
+            start=checkpoint.done,
+            loader_args=inputs.loader_args,
+            eval_args=inputs.eval_args,
+            after_task=lambda done: checkpoint.save(strategy, done, time.perf_counter() - t_start),
+        )
+    return Driven(
+        strategy,
+        recorder,
+        train_flops,
+        checkpoint,
+        {"features": extract_threads, "train_eval": train_threads},
+    )
 
 
-def features_stream(store: FeatureStore, data: ImageData, order: list[int], sizes: list[int],
-                    test_shuffle: bool, seed: int, backbones: list[Backbone]) -> Stream:
+def features_stream(
+    store: FeatureStore,
+    data: ImageData,
+    order: list[int],
+    sizes: list[int],
+    test_shuffle: bool,
+    seed: int,
+    backbones: list[Backbone],
+) -> Stream:
     """The stream of ``backbones``' concatenated features (an adapted method's, after
     its first task), with the same class order, split and test order as its images."""
+
     def split(name: str) -> torch.Tensor:
         return torch.cat([store.get(b, data, name) for b in backbones], dim=1)
-    return build_stream(split("train"), data.train_y, split("test"), data.test_y, order, sizes,
-                        test_shuffle=test_shuffle, seed=seed)
+
+    return build_stream(
+        split("train"),
+        data.train_y,
+        split("test"),
+        data.test_y,
+        order,
+        sizes,
+        test_shuffle=test_shuffle,
+        seed=seed,
+    )
 
 
-def accounting_block(strategy, backbone: Backbone, recorder: Recorder,
-                     train_flops: TrainFlops) -> dict:
+def accounting_block(
+    strategy, backbone: Backbone, recorder: Recorder, train_flops: TrainFlops
+) -> dict:
     """Parameters per task (from the recorder) and FLOPs at the end of the stream."""
     bb_params = sum(p.numel() for p in backbone.model.parameters())
     stored = recorder.stored
     return {
         "backbone_params": bb_params,
-        "backbone_frozen": sum(p.numel() for p in backbone.model.parameters()
-                               if not p.requires_grad),
+        "backbone_frozen": sum(
+            p.numel() for p in backbone.model.parameters() if not p.requires_grad
+        ),
         "trainable_per_task": recorder.trainable,
         "added_per_task": [b - a for a, b in zip([0, *stored[:-1]], stored, strict=True)],
         "stored_per_task": stored,
         "stored_at_end": stored[-1],
         "backbone_gflops_per_pass": backbone_flops(backbone) / 1e9,
         "inference_gflops_per_image": inference_flops(strategy, backbone) / 1e9,
-        "train_gflops_per_sample": (max(train_flops.per_sample) / 1e9
-                                    if train_flops.per_sample else 0.0),
+        "train_gflops_per_sample": (
+            max(train_flops.per_sample) / 1e9 if train_flops.per_sample else 0.0
+        ),
     }
 
 
@@ -422,8 +541,9 @@ class SharedFeatureStore(FeatureStore):
     this saves work; it is not needed for correctness.) A cache that cannot be written
     is read without a lock: nothing is written there to wait for."""
 
-    def _load(self, backbone: Backbone, data: ImageData, split: str,
-              view: int | None) -> torch.Tensor:
+    def _load(
+        self, backbone: Backbone, data: ImageData, split: str, view: int | None
+    ) -> torch.Tensor:
         path = self.path(self.key(backbone, data, split, view))
         if not self.use_disk or entry_write_problem(path) is not None:
             return super()._load(backbone, data, split, view)
@@ -446,11 +566,13 @@ class Shared:
     store: FeatureStore
 
 
-def load_shared(req: RunRequest, scenario: Card, methods: list[Card], device: torch.device,
-                precision: str) -> Shared:
+def load_shared(
+    req: RunRequest, scenario: Card, methods: list[Card], device: torch.device, precision: str
+) -> Shared:
     """Load data and backbone; a missing dataset or weight, an image that does not
     decode or a class order that does not fit the data fails here, before any run."""
     from cl_bench.engine.features import cache_dir
+
     data = load_data(scenario, req.data_root, req.download)
     scenario_order(scenario, data.n_classes, req.seeds[0])
     sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
@@ -466,15 +588,23 @@ def load_shared(req: RunRequest, scenario: Card, methods: list[Card], device: to
         resolve_for_backbone(card, backbone)
     # same outputs, half the weight memory; not under a compiled runtime, which rounds
     # the fp32 weights to bf16 once, after folding batch norm into them
-    if precision == "bf16" and backbone.runtime == TORCH_RUNTIME and not any(
-            trains_backbone(card) for card in methods):
+    if (
+        precision == "bf16"
+        and backbone.runtime == TORCH_RUNTIME
+        and not any(trains_backbone(card) for card in methods)
+    ):
         backbone.store_matmul_weights_in_bf16()
     if scenario.params.get("normalize", "none") == "backbone":
         use_weights_normalization(backbone)
     workers = Loading.for_run(device, data.on_disk).workers
-    store = SharedFeatureStore(device, precision=precision, progress=req.progress,
-                               workers=workers, batch_size=32 if device.type == "cpu" else 256,
-                               device_key=device_key(device, req.deterministic))
+    store = SharedFeatureStore(
+        device,
+        precision=precision,
+        progress=req.progress,
+        workers=workers,
+        batch_size=32 if device.type == "cpu" else 256,
+        device_key=device_key(device, req.deterministic),
+    )
     return Shared(data, backbone, store)
 
 
@@ -486,33 +616,65 @@ class PlannedRun:
     scenario: Card  # as this run sees it (:func:`cl_bench.cards.protocol.run_scenario`)
 
 
-def plan_runs(req: RunRequest, methods: list[Card], scenario: Card, backbone: Backbone,
-              precision: str, data: ImageData, device: dict | None = None) -> list[PlannedRun]:
+def plan_runs(
+    req: RunRequest,
+    methods: list[Card],
+    scenario: Card,
+    backbone: Backbone,
+    precision: str,
+    data: ImageData,
+    device: dict | None = None,
+) -> list[PlannedRun]:
     """Every method x seed of the request with its result path, seed-major (``device``:
     :func:`~cl_bench.engine.environment.device_key` of the device the runs go to)."""
-    return [PlannedRun(card, seed, results.run_path(
-                req.out, scenario.name, card.name, seed,
-                resolved_config(card, run_scenario(card, scenario), backbone, precision,
-                                data, device)), run_scenario(card, scenario))
-            for seed in req.seeds for card in methods]
+    return [
+        PlannedRun(
+            card,
+            seed,
+            results.run_path(
+                req.out,
+                scenario.name,
+                card.name,
+                seed,
+                resolved_config(
+                    card, run_scenario(card, scenario), backbone, precision, data, device
+                ),
+            ),
+            run_scenario(card, scenario),
+        )
+        for seed in req.seeds
+        for card in methods
+    ]
 
 
-def describe(req: RunRequest, methods: list[Card], scenario: Card, shared: Shared,
-             device: str, precision: str) -> list[str]:
+def describe(
+    req: RunRequest,
+    methods: list[Card],
+    scenario: Card,
+    shared: Shared,
+    device: str,
+    precision: str,
+) -> list[str]:
     """The lines printed before a scenario's runs start."""
     lines = []
     backbone = shared.backbone
     if backbone.weights == "random":
-        lines.append(f"warning: {backbone.name} has RANDOM weights (asked for with --weights "
-                     "random): its numbers are change detectors, not results; the result "
-                     "files record it.")
-    lines.append(f"cl-bench: {', '.join(c.name for c in methods)} on {scenario.name} "
-                 f"({shared.data.n_classes} classes), backbone {backbone.name} "
-                 f"[{backbone.weights}], seeds {', '.join(map(str, req.seeds))}, "
-                 f"{device}/{precision}" + (
-                     f", frozen features through {backbone.runtime}"
-                     if backbone.runtime != TORCH_RUNTIME and any(map(uses_feature_cache,
-                                                                      methods)) else ""))
+        lines.append(
+            f"warning: {backbone.name} has RANDOM weights (asked for with --weights "
+            "random): its numbers are change detectors, not results; the result "
+            "files record it."
+        )
+    lines.append(
+        f"cl-bench: {', '.join(c.name for c in methods)} on {scenario.name} "
+        f"({shared.data.n_classes} classes), backbone {backbone.name} "
+        f"[{backbone.weights}], seeds {', '.join(map(str, req.seeds))}, "
+        f"{device}/{precision}"
+        + (
+            f", frozen features through {backbone.runtime}"
+            if backbone.runtime != TORCH_RUNTIME and any(map(uses_feature_cache, methods))
+            else ""
+        )
+    )
     return lines
 
 
@@ -526,12 +688,15 @@ def device_label(device: torch.device) -> str:
 
 
 def done_line(name: str, seed: int, record: dict, path: Path) -> str:
-    return (f"{name} seed {seed}: avg {record['avg_acc']:.2f}  last "
-            f"{record['last_acc']:.2f}  ({record['timing']['total_s']:.1f} s) -> {path}")
+    return (
+        f"{name} seed {seed}: avg {record['avg_acc']:.2f}  last "
+        f"{record['last_acc']:.2f}  ({record['timing']['total_s']:.1f} s) -> {path}"
+    )
 
 
-def execute(req: RunRequest, echo: Callable[[str], None] = print,
-            failed: list[str] | None = None) -> list[dict]:
+def execute(
+    req: RunRequest, echo: Callable[[str], None] = print, failed: list[str] | None = None
+) -> list[dict]:
     """Run every missing method x seed of the request in this process; return its
     results (a run another process is computing right now is skipped and left out).
     With ``failed``, a run that meets bad data only while it runs (an image spoiled
@@ -541,13 +706,21 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print,
     device = resolve_device(req.device)
     make_deterministic(req.threads, req.deterministic, device)  # before cuBLAS starts
     precision = resolve_precision(req.precision, device)
-    check_memory(methods, scenario, req.backbone, req.image_size, device.type, device=device,
-                 precision=precision)  # before the backbone is on the device
+    check_memory(
+        methods,
+        scenario,
+        req.backbone,
+        req.image_size,
+        device.type,
+        device=device,
+        precision=precision,
+    )  # before the backbone is on the device
     shared = load_shared(req, scenario, methods, device, precision)
     for line in describe(req, methods, scenario, shared, device_label(device), precision):
         echo(line)
-    runs = plan_runs(req, methods, scenario, shared.backbone, precision, shared.data,
-                     shared.store.device_key)
+    runs = plan_runs(
+        req, methods, scenario, shared.backbone, precision, shared.data, shared.store.device_key
+    )
     results.check_run_files(req.out, [r.path for r in runs])
     results.write_grid(req.out, [r.path for r in runs])
     out = []
@@ -561,9 +734,21 @@ def execute(req: RunRequest, echo: Callable[[str], None] = print,
         if there.state == "stale":
             echo(f"  stale {name} seed {seed}: {'; '.join(there.why)}; computing it again")
         try:
-            attempt = results.run_once(path, functools.partial(
-                run_one, run.card, run.scenario, shared.data, shared.backbone, shared.store, seed,
-                device, req.progress, path))
+            attempt = results.run_once(
+                path,
+                functools.partial(
+                    run_one,
+                    run.card,
+                    run.scenario,
+                    shared.data,
+                    shared.backbone,
+                    shared.store,
+                    seed,
+                    device,
+                    req.progress,
+                    path,
+                ),
+            )
         except UserError as e:
             release_memory(device)
             if failed is None:
@@ -591,16 +776,25 @@ def preflight(reqs: list[RunRequest]) -> None:
         methods, scenario = check_request(req)
         device = resolve_device(req.device)
         precision = resolve_precision(req.precision, device)
-        check_memory(methods, scenario, req.backbone, req.image_size, device.type,
-                     device=device, precision=precision)
+        check_memory(
+            methods,
+            scenario,
+            req.backbone,
+            req.image_size,
+            device.type,
+            device=device,
+            precision=precision,
+        )
         shared = load_shared(req, scenario, methods, device, precision)
-        runs = plan_runs(req, methods, scenario, shared.backbone, precision, shared.data,
-                         shared.store.device_key)
+        runs = plan_runs(
+            req, methods, scenario, shared.backbone, precision, shared.data, shared.store.device_key
+        )
         results.check_run_files(req.out, [r.path for r in runs])
 
 
-def execute_all(reqs: list[RunRequest], echo: Callable[[str], None] = print,
-                failed: list[str] | None = None) -> list[dict]:
+def execute_all(
+    reqs: list[RunRequest], echo: Callable[[str], None] = print, failed: list[str] | None = None
+) -> list[dict]:
     """:func:`execute` for each scenario's request, after :func:`preflight` when
     there are several."""
     if len(reqs) > 1:

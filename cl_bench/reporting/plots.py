@@ -50,8 +50,11 @@ def _figure(ncols: int = 1) -> tuple[Figure, list]:
 
 def _style(i: int) -> dict:
     colour = sns.color_palette("colorblind")[i % 10]
-    return {"color": colour, "marker": MARKERS[i % len(MARKERS)],
-            "linestyle": LINESTYLES[i % len(LINESTYLES)]}
+    return {
+        "color": colour,
+        "marker": MARKERS[i % len(MARKERS)],
+        "linestyle": LINESTYLES[i % len(LINESTYLES)],
+    }
 
 
 def render(fig: Figure, fmt: str) -> bytes:
@@ -79,14 +82,23 @@ def curve(scenario: str, runs: pd.DataFrame, table: pd.DataFrame) -> Plot:
         x = own["seen_classes"].iloc[0]
         style = _style(i)
         ax.plot(x, mean, label=f"{row.label} (n={row.n})", **style)
-        ax.fill_between(x, np.clip(mean - std, 0, 100), np.clip(mean + std, 0, 100),
-                        color=style["color"], alpha=0.2, lw=0)
+        ax.fill_between(
+            x,
+            np.clip(mean - std, 0, 100),
+            np.clip(mean + std, 0, 100),
+            color=style["color"],
+            alpha=0.2,
+            lw=0,
+        )
     ax.set(xlabel="classes seen", ylabel="accuracy on seen classes (%)", title=scenario)
     ax.set_xticks(x)
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
-    return Plot(f"curve_{slug(scenario)}", f"{scenario}: accuracy on the seen classes after "
-                "each task (mean ± std over seeds)", fig)
+    return Plot(
+        f"curve_{slug(scenario)}",
+        f"{scenario}: accuracy on the seen classes after each task (mean ± std over seeds)",
+        fig,
+    )
 
 
 def pareto_front(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -129,24 +141,32 @@ def cost(scenario: str, table: pd.DataFrame) -> Plot:
     """Last accuracy vs added parameters per task and vs inference GFLOPs per image."""
     fig, axes = _figure(ncols=2)
     y, yerr = table["last_acc_mean"].to_numpy(), table["last_acc_std"].fillna(0).to_numpy()
-    for ax, key, xlabel in ((axes[0], "added_params_mean", "added parameters per task"),
-                            (axes[1], "gflops_mean", "inference GFLOPs per image")):
+    for ax, key, xlabel in (
+        (axes[0], "added_params_mean", "added parameters per task"),
+        (axes[1], "gflops_mean", "inference GFLOPs per image"),
+    ):
         x = table[key].to_numpy(dtype=float)
         for i, label in enumerate(table["label"]):
             style = _style(i) | {"linestyle": "none"}
             ax.errorbar(x[i], y[i], yerr=yerr[i], label=label, capsize=3, ms=7, **style)
         front = pareto_front(x, y)
         ax.plot(x[front], y[front], color="0.4", ls=":", drawstyle="steps-post", zorder=0)
-        ax.scatter(x[front], y[front], s=260, facecolors="none", edgecolors="0.2",
-                   label="Pareto front")
+        ax.scatter(
+            x[front], y[front], s=260, facecolors="none", edgecolors="0.2", label="Pareto front"
+        )
         _log_x(ax, x)
         ax.set(xlabel=xlabel + " (log)", ylabel="last accuracy (%)")
         ax.grid(alpha=0.3)
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2,
-               fontsize="small")
+    fig.legend(
+        *axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize="small"
+    )
     fig.suptitle(scenario)
-    return Plot(f"cost_{slug(scenario)}", f"{scenario}: last accuracy vs added parameters "
-                "per task and vs inference GFLOPs per image (log x; ringed: Pareto front)", fig)
+    return Plot(
+        f"cost_{slug(scenario)}",
+        f"{scenario}: last accuracy vs added parameters "
+        "per task and vs inference GFLOPs per image (log x; ringed: Pareto front)",
+        fig,
+    )
 
 
 def matrix(scenario: str, row, runs: pd.DataFrame) -> Plot:
@@ -156,18 +176,36 @@ def matrix(scenario: str, row, runs: pd.DataFrame) -> Plot:
     a = np.full((len(own), t, t), np.nan)
     for s, m in enumerate(own):
         for i, r in enumerate(m):
-            a[s, i, :len(r)] = r
+            a[s, i, : len(r)] = r
     mean = a.mean(axis=0)  # every seed has the same triangle; NaN above it stays NaN
     fig, (ax,) = _figure()
     ticks = [str(k + 1) for k in range(t)]
-    sns.heatmap(mean, ax=ax, mask=np.isnan(mean), annot=True, fmt=".1f", vmin=0, vmax=100,
-                cmap="cividis", square=True, xticklabels=ticks, yticklabels=ticks,
-                cbar_kws={"label": "accuracy (%)"}, annot_kws={"fontsize": "small"})
+    sns.heatmap(
+        mean,
+        ax=ax,
+        mask=np.isnan(mean),
+        annot=True,
+        fmt=".1f",
+        vmin=0,
+        vmax=100,
+        cmap="cividis",
+        square=True,
+        xticklabels=ticks,
+        yticklabels=ticks,
+        cbar_kws={"label": "accuracy (%)"},
+        annot_kws={"fontsize": "small"},
+    )
     ax.tick_params(axis="y", labelrotation=0)
-    ax.set(xlabel="evaluated on task", ylabel="after training task",
-           title=f"{scenario}: {row.label} (n={row.n})")
-    return Plot(f"matrix_{slug(scenario)}_{slug(row.label)}", f"{scenario}, {row.label}: "
-                "accuracy matrix, mean over seeds", fig)
+    ax.set(
+        xlabel="evaluated on task",
+        ylabel="after training task",
+        title=f"{scenario}: {row.label} (n={row.n})",
+    )
+    return Plot(
+        f"matrix_{slug(scenario)}_{slug(row.label)}",
+        f"{scenario}, {row.label}: accuracy matrix, mean over seeds",
+        fig,
+    )
 
 
 def protocol(scenario: str, runs: pd.DataFrame, table: pd.DataFrame) -> Plot | None:
@@ -175,26 +213,44 @@ def protocol(scenario: str, runs: pd.DataFrame, table: pd.DataFrame) -> Plot | N
     when no method was run under more than one protocol."""
     configs = runs.drop_duplicates("config")
     knobs = ["protocol_label"]  # the declared protocol settings and the test order, as named
-    varied = [cfg["config"].tolist()
-              for _, cfg in configs.groupby(["method", "backbone", "weights"])
-              if cfg[knobs].astype(str).drop_duplicates().shape[0] > 1]
+    varied = [
+        cfg["config"].tolist()
+        for _, cfg in configs.groupby(["method", "backbone", "weights"])
+        if cfg[knobs].astype(str).drop_duplicates().shape[0] > 1
+    ]
     if not varied:
         return None
     part = table[table["config"].isin([c for group in varied for c in group])]
     fig, (ax,) = _figure()
     pos = np.arange(len(part))
     for k, (key, name) in enumerate((("avg_acc", "avg acc"), ("last_acc", "last acc"))):
-        ax.barh(pos + (k - 0.5) * 0.4, part[f"{key}_mean"], height=0.4,
-                xerr=part[f"{key}_std"].fillna(0), capsize=3, label=name, hatch=HATCHES[k],
-                color=sns.color_palette("colorblind")[k], edgecolor="black")
-    ax.set_yticks(pos, [textwrap.fill(f"{label} (n={n})", 28)
-                        for label, n in zip(part["label"], part["n"], strict=True)])
+        ax.barh(
+            pos + (k - 0.5) * 0.4,
+            part[f"{key}_mean"],
+            height=0.4,
+            xerr=part[f"{key}_std"].fillna(0),
+            capsize=3,
+            label=name,
+            hatch=HATCHES[k],
+            color=sns.color_palette("colorblind")[k],
+            edgecolor="black",
+        )
+    ax.set_yticks(
+        pos,
+        [
+            textwrap.fill(f"{label} (n={n})", 28)
+            for label, n in zip(part["label"], part["n"], strict=True)
+        ],
+    )
     ax.invert_yaxis()
     ax.set(xlabel="accuracy (%)", xlim=(0, 100), title=f"{scenario}: protocol sensitivity")
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3, axis="x")
-    return Plot(f"protocol_{slug(scenario)}", f"{scenario}: the same method under different "
-                "evaluation protocols", fig)
+    return Plot(
+        f"protocol_{slug(scenario)}",
+        f"{scenario}: the same method under different evaluation protocols",
+        fig,
+    )
 
 
 def figures(runs: pd.DataFrame, table: pd.DataFrame) -> list[Plot]:

@@ -54,28 +54,43 @@ METRICS = (
 )
 PUBLISHED = {"avg_acc": "paper avg", "last_acc": "paper last"}
 
-PAPER_LEGEND = ("[paper]", "run with --protocol paper: each method as its published numbers "
-                           "were measured (its card's paper: block); the published numbers "
-                           "stand beside these rows only. Rows without a mark ran the fair "
-                           "protocol (the default).")
+PAPER_LEGEND = (
+    "[paper]",
+    "run with --protocol paper: each method as its published numbers "
+    "were measured (its card's paper: block); the published numbers "
+    "stand beside these rows only. Rows without a mark ran the fair "
+    "protocol (the default).",
+)
 STALE_MARK = " [stale]"
-STALE_LEGEND = ("a result of other code or package versions than those installed now "
-                "(shown with --allow-stale); `cl-bench status` says what changed.")
+STALE_LEGEND = (
+    "a result of other code or package versions than those installed now "
+    "(shown with --allow-stale); `cl-bench status` says what changed."
+)
 LEGEND_AFTER = (
-    (ORDERED_TEST, "test batches follow the class order (scenario.test_shuffle=false) "
-                   "instead of being shuffled."),
-    ("columns", "avg acc: mean over tasks of top-1 on all seen classes; last acc: after the "
-                "final task; forgetting: best earlier minus final per-task accuracy; added "
-                "params/task: parameters the last task added; stored params: everything kept "
-                "beyond the backbone; GFLOPs/image: inference at the end; train s: training "
-                "time summed over tasks (shared, cached feature extraction excluded). "
-                "Accuracies in %, mean ± std over seeds (n = seed count); best per column "
-                "in bold."),
+    (
+        ORDERED_TEST,
+        "test batches follow the class order (scenario.test_shuffle=false) "
+        "instead of being shuffled.",
+    ),
+    (
+        "columns",
+        "avg acc: mean over tasks of top-1 on all seen classes; last acc: after the "
+        "final task; forgetting: best earlier minus final per-task accuracy; added "
+        "params/task: parameters the last task added; stored params: everything kept "
+        "beyond the backbone; GFLOPs/image: inference at the end; train s: training "
+        "time summed over tasks (shared, cached feature extraction excluded). "
+        "Accuracies in %, mean ± std over seeds (n = seed count); best per column "
+        "in bold.",
+    ),
 )
 
 
-def load_runs(results_dir: Path, scenarios: Iterable[str] = (), methods: Iterable[str] = (),
-              allow_stale: bool = False) -> tuple[pd.DataFrame, list[tuple[Path, str]]]:
+def load_runs(
+    results_dir: Path,
+    scenarios: Iterable[str] = (),
+    methods: Iterable[str] = (),
+    allow_stale: bool = False,
+) -> tuple[pd.DataFrame, list[tuple[Path, str]]]:
     """Finished runs under ``results_dir/runs`` as one row each, labelled; also the
     files skipped (not a valid record: torn, damaged, foreign, of another schema), each
     with why. A stale result (of other code or packages, :mod:`cl_bench.store.staleness`)
@@ -88,18 +103,26 @@ def load_runs(results_dir: Path, scenarios: Iterable[str] = (), methods: Iterabl
         except (OSError, InvalidResult) as e:
             skipped.append((path, str(e)))
     if not rows:
-        invalid = (f" ({len(skipped)} result file(s) are not valid records, e.g. "
-                   f"{skipped[0][0]}: {skipped[0][1]}.)" if skipped else "")
-        raise UserError(f"No finished runs in {Path(results_dir) / 'runs'}.{invalid} Run some "
-                        f"first, e.g. `cl-bench run --out {results_dir}`, or point --results "
-                        "at the folder `cl-bench run --out` wrote to.")
+        invalid = (
+            f" ({len(skipped)} result file(s) are not valid records, e.g. "
+            f"{skipped[0][0]}: {skipped[0][1]}.)"
+            if skipped
+            else ""
+        )
+        raise UserError(
+            f"No finished runs in {Path(results_dir) / 'runs'}.{invalid} Run some "
+            f"first, e.g. `cl-bench run --out {results_dir}`, or point --results "
+            "at the folder `cl-bench run --out` wrote to."
+        )
     runs = pd.DataFrame(rows)
     for column, wanted in (("scenario", scenarios), ("method", methods)):
         present = sorted(runs[column].unique())
         for name in wanted:
             if name not in present:
-                raise UserError(f'No runs of {column} "{name}" in {results_dir}.'
-                                f"{suggest(name, present)} It has: {', '.join(present)}.")
+                raise UserError(
+                    f'No runs of {column} "{name}" in {results_dir}.'
+                    f"{suggest(name, present)} It has: {', '.join(present)}."
+                )
         if wanted:
             runs = runs[runs[column].isin(wanted)]
     runs = runs.sort_values(["scenario", "method", "config", "seed"]).reset_index(drop=True)
@@ -118,7 +141,8 @@ def stale_refusal(stale: pd.DataFrame, results_dir: Path) -> UserError:
         f"versions than those installed now, e.g. {first.scenario}/{first.method} seed "
         f"{first.seed}: {first.stale}. Run the same `cl-bench run` command again to compute "
         "them with the current code (`cl-bench status` lists every stale run), or pass "
-        "--allow-stale to show them, marked [stale].")
+        "--allow-stale to show them, marked [stale]."
+    )
 
 
 def _labels(runs: pd.DataFrame) -> pd.Series:
@@ -129,8 +153,10 @@ def _labels(runs: pd.DataFrame) -> pd.Series:
     for scenario, group in keys.groupby("scenario"):
         several_backbones = group[["backbone", "weights"]].drop_duplicates().shape[0] > 1
         several_devices = group["device"].nunique() > 1
-        base = {row.config: _base_label(row, several_backbones, several_devices)
-                for row in group.itertuples()}
+        base = {
+            row.config: _base_label(row, several_backbones, several_devices)
+            for row in group.itertuples()
+        }
         for label in set(base.values()):
             clash = group[group["config"].map(base) == label]
             extra = _differing(clash["flat_config"].tolist()) if len(clash) > 1 else [{}]
@@ -138,8 +164,10 @@ def _labels(runs: pd.DataFrame) -> pd.Series:
                 suffix = ", ".join(f"{k}={v}" for k, v in diff.items())
                 full = f"{label[:-1]}; {suffix})" if label.endswith(")") else f"{label} ({suffix})"
                 label_of[(scenario, row.config)] = full if suffix else label
-    return pd.Series([label_of[(s, c)] for s, c in zip(runs["scenario"], runs["config"],
-                                                        strict=True)], index=runs.index)
+    return pd.Series(
+        [label_of[(s, c)] for s, c in zip(runs["scenario"], runs["config"], strict=True)],
+        index=runs.index,
+    )
 
 
 def legend(runs: pd.DataFrame) -> list[tuple[str, str]]:
@@ -168,8 +196,9 @@ def _base_label(row, several_backbones: bool, several_devices: bool = False) -> 
 
 def _differing(configs: list[dict]) -> list[dict]:
     """Per config, the settings whose values differ across ``configs`` (short keys)."""
-    keys = sorted({k for c in configs for k in c
-                   if len({repr(other.get(k)) for other in configs}) > 1})
+    keys = sorted(
+        {k for c in configs for k in c if len({repr(other.get(k)) for other in configs}) > 1}
+    )
     return [{k.removeprefix("method."): c.get(k) for k in keys} for c in configs]
 
 
@@ -177,6 +206,7 @@ def _differing(configs: list[dict]) -> list[dict]:
 def published(method: str, scenario: str) -> tuple[float | None, float | None, str] | None:
     """(avg, last, protocol) from the method card's ``published`` block, or None."""
     from cl_bench.cards.config import load_method
+
     try:
         block = load_method(method).raw.get("published") or {}
     except UserError:
@@ -187,8 +217,9 @@ def published(method: str, scenario: str) -> tuple[float | None, float | None, s
     return numbers.get("avg_acc"), numbers.get("last_acc"), str(block.get("protocol", ""))
 
 
-def aggregate(runs: pd.DataFrame,
-              published_for: Callable[[str, str], tuple | None] = published) -> pd.DataFrame:
+def aggregate(
+    runs: pd.DataFrame, published_for: Callable[[str, str], tuple | None] = published
+) -> pd.DataFrame:
     """One row per (scenario, configuration): mean, std (ddof=1) and n over seeds of
     every metric, plus the published numbers and their protocol beside ``paper`` rows
     (a ``fair`` row of the same method shows how far the protocol moves the number)."""
@@ -197,9 +228,10 @@ def aggregate(runs: pd.DataFrame,
     stats.columns = [f"{k}_{s}" for k, s in stats.columns]
     stats["n"] = runs.groupby(keys, sort=False)["seed"].nunique()
     table = stats.reset_index()
-    pub = [(published_for(m, s) if p == "paper" else None) or (None, None, None)
-           for m, s, p in zip(table["method"], table["scenario"], table["protocol"],
-                              strict=True)]
+    pub = [
+        (published_for(m, s) if p == "paper" else None) or (None, None, None)
+        for m, s, p in zip(table["method"], table["scenario"], table["protocol"], strict=True)
+    ]
     table["pub_avg_acc"], table["pub_last_acc"], table["pub_protocol"] = zip(*pub, strict=True)
     return table.sort_values(["scenario", "method", "label"]).reset_index(drop=True)
 
@@ -231,8 +263,7 @@ def grid(table: pd.DataFrame) -> Grid:
     best = {}
     for m in METRICS:  # a column where every row shows the same value has no best
         shown = table[f"{m.key}_mean"].round(m.decimals)
-        best[m.key] = (shown.max() if m.higher else shown.min()) if shown.nunique() > 1 \
-            else None
+        best[m.key] = (shown.max() if m.higher else shown.min()) if shown.nunique() > 1 else None
     rows = []
     for row in table.itertuples():
         cells = [(row.label, False), (f"n={row.n}", False)]
@@ -246,12 +277,10 @@ def grid(table: pd.DataFrame) -> Grid:
             text = _number(mean, m.decimals)
             if m.spread and not pd.isna(std) and not pd.isna(mean):
                 text += f" ± {std:.{m.decimals}f}"
-            cells.append((text, best[m.key] is not None and round(mean, m.decimals)
-                          == best[m.key]))
+            cells.append((text, best[m.key] is not None and round(mean, m.decimals) == best[m.key]))
             if has_pub and m.key in PUBLISHED:
                 value = getattr(row, f"pub_{m.key}")
-                cells.append((_number(value, m.decimals) + ("" if pd.isna(value) else ref),
-                              False))
+                cells.append((_number(value, m.decimals) + ("" if pd.isna(value) else ref), False))
         rows.append(cells)
     return Grid(header, rows, [f"[{i}] published: {n}" for i, n in enumerate(notes, 1)])
 
@@ -261,13 +290,18 @@ def _md_cell(text: str, bold: bool) -> str:
     return f"**{text}**" if bold else text
 
 
-def to_markdown(tables: dict[str, Grid], images: dict[str, list[tuple[str, str]]],
-                notes: list[tuple[str, str]]) -> str:
+def to_markdown(
+    tables: dict[str, Grid], images: dict[str, list[tuple[str, str]]], notes: list[tuple[str, str]]
+) -> str:
     """GitHub Markdown: a table per scenario, its notes, links to its PNG plots."""
     out = ["# cl-bench report", ""]
     for scenario, g in tables.items():
-        out += [f"## {scenario}", "", "| " + " | ".join(g.header) + " |",
-                "|" + "|".join(["---"] + ["--:"] * (len(g.header) - 1)) + "|"]
+        out += [
+            f"## {scenario}",
+            "",
+            "| " + " | ".join(g.header) + " |",
+            "|" + "|".join(["---"] + ["--:"] * (len(g.header) - 1)) + "|",
+        ]
         out += ["| " + " | ".join(_md_cell(t, b) for t, b in row) + " |" for row in g.rows]
         out += [""] + [f"{n}  " for n in g.notes] + ([""] if g.notes else [])
         out += [f"![{caption}]({name})" for name, caption in images.get(scenario, [])]
@@ -276,9 +310,20 @@ def to_markdown(tables: dict[str, Grid], images: dict[str, list[tuple[str, str]]
     return "\n".join(out) + "\n"
 
 
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-        "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-        "±": r"$\pm$", "–": "--"}
+_TEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "±": r"$\pm$",
+    "–": "--",
+}
 
 
 def _tex(text: str) -> str:
@@ -290,12 +335,20 @@ def to_latex(tables: dict[str, Grid]) -> str:
     """One booktabs ``table`` per scenario (needs ``\\usepackage{booktabs}``)."""
     out = ["% cl-bench report; needs \\usepackage{booktabs}"]
     for scenario, g in tables.items():
-        out += [r"\begin{table}[t]", r"\centering", r"\footnotesize",
-                rf"\caption{{{_tex(scenario)}: mean $\pm$ std over seeds; best in bold.}}",
-                r"\begin{tabular}{l" + "r" * (len(g.header) - 1) + "}", r"\toprule",
-                " & ".join(_tex(h) for h in g.header) + r" \\", r"\midrule"]
-        out += [" & ".join(rf"\textbf{{{_tex(t)}}}" if b else _tex(t) for t, b in row) + r" \\"
-                for row in g.rows]
+        out += [
+            r"\begin{table}[t]",
+            r"\centering",
+            r"\footnotesize",
+            rf"\caption{{{_tex(scenario)}: mean $\pm$ std over seeds; best in bold.}}",
+            r"\begin{tabular}{l" + "r" * (len(g.header) - 1) + "}",
+            r"\toprule",
+            " & ".join(_tex(h) for h in g.header) + r" \\",
+            r"\midrule",
+        ]
+        out += [
+            " & ".join(rf"\textbf{{{_tex(t)}}}" if b else _tex(t) for t, b in row) + r" \\"
+            for row in g.rows
+        ]
         out += [r"\bottomrule", r"\end{tabular}"]
         out += [r"\par\smallskip " + _tex(n) for n in g.notes]
         out += [r"\end{table}", ""]
@@ -304,8 +357,20 @@ def to_latex(tables: dict[str, Grid]) -> str:
 
 def to_csv(runs: pd.DataFrame) -> str:
     """Long format: one row per run and metric, with everything that identifies the run."""
-    ids = ["scenario", "method", "protocol", "label", "seed", "backbone", "weights", "device",
-           "protocol_settings", "test_shuffle", "config", "file"]
+    ids = [
+        "scenario",
+        "method",
+        "protocol",
+        "label",
+        "seed",
+        "backbone",
+        "weights",
+        "device",
+        "protocol_settings",
+        "test_shuffle",
+        "config",
+        "file",
+    ]
     long = runs.melt(id_vars=ids, value_vars=[m.key for m in METRICS], var_name="metric")
     return long.sort_values(["scenario", "label", "seed", "metric"]).to_csv(index=False)
 
@@ -317,24 +382,44 @@ th:first-child,td:first-child{text-align:left;white-space:normal}.notes{font-siz
 figure{display:inline-block;margin:.5em}img{max-width:100%;height:auto}"""
 
 
-def to_html(tables: dict[str, Grid], images: dict[str, list[tuple[str, str, bytes]]],
-            notes: list[tuple[str, str]]) -> str:
+def to_html(
+    tables: dict[str, Grid],
+    images: dict[str, list[tuple[str, str, bytes]]],
+    notes: list[tuple[str, str]],
+) -> str:
     """One self-contained page: tables, PNG plots as data URIs, the protocol legend."""
     e = html.escape
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           "<title>cl-bench report</title>", '<link rel="icon" href="data:,">',
-           f"<style>{_CSS}</style></head><body>", "<h1>cl-bench report</h1>"]
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<title>cl-bench report</title>",
+        '<link rel="icon" href="data:,">',
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>cl-bench report</h1>",
+    ]
     for scenario, g in tables.items():
-        out += [f"<h2>{e(scenario)}</h2>", "<table><thead><tr>"
-                + "".join(f"<th>{e(h)}</th>" for h in g.header) + "</tr></thead><tbody>"]
-        out += ["<tr>" + "".join(f"<td><strong>{e(t)}</strong></td>" if b else f"<td>{e(t)}</td>"
-                                 for t, b in row) + "</tr>" for row in g.rows]
+        out += [
+            f"<h2>{e(scenario)}</h2>",
+            "<table><thead><tr>"
+            + "".join(f"<th>{e(h)}</th>" for h in g.header)
+            + "</tr></thead><tbody>",
+        ]
+        out += [
+            "<tr>"
+            + "".join(
+                f"<td><strong>{e(t)}</strong></td>" if b else f"<td>{e(t)}</td>" for t, b in row
+            )
+            + "</tr>"
+            for row in g.rows
+        ]
         out.append("</tbody></table>")
         out += [f'<p class="notes">{e(n)}</p>' for n in g.notes]
         for _, caption, png in images.get(scenario, []):
             data = base64.b64encode(png).decode()
-            out.append(f'<figure><img src="data:image/png;base64,{data}" alt="{e(caption)}">'
-                       f"<figcaption>{e(caption)}</figcaption></figure>")
+            out.append(
+                f'<figure><img src="data:image/png;base64,{data}" alt="{e(caption)}">'
+                f"<figcaption>{e(caption)}</figcaption></figure>"
+            )
     out += ["<h2>Protocols and columns</h2>", "<dl>"]
     out += [f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in notes]
     out += ["</dl>", "</body></html>"]
@@ -345,26 +430,38 @@ def package_note(runs: pd.DataFrame) -> str | None:
     """A table's note when its runs were measured with different package versions: each
     version with the rows that used it, since a number may move with them."""
     from cl_bench.packages import differing
+
     diff = differing(runs["packages"])
     if not diff:
         return None
     parts = []
     for name, values in diff.items():
-        users = [", ".join(sorted(set(runs.loc[[p.get(name) == v for p in runs["packages"]],
-                                               "label"]))) for v in values]
-        parts.append(f"{name} " + " / ".join(f"{v} ({u})" for v, u in zip(values, users,
-                                                                            strict=True)))
-    return (f"Package versions differ between these runs: {'; '.join(parts)}. Numbers may "
-            "move with them; compare runs made in one locked environment.")
+        users = [
+            ", ".join(sorted(set(runs.loc[[p.get(name) == v for p in runs["packages"]], "label"])))
+            for v in values
+        ]
+        parts.append(
+            f"{name} " + " / ".join(f"{v} ({u})" for v, u in zip(values, users, strict=True))
+        )
+    return (
+        f"Package versions differ between these runs: {'; '.join(parts)}. Numbers may "
+        "move with them; compare runs made in one locked environment."
+    )
 
 
-def write_report(results_dir: Path, out: Path, scenarios: Iterable[str] = (),
-                 methods: Iterable[str] = (), formats: Iterable[str] = FORMATS,
-                 image_formats: Iterable[str] = IMAGE_FORMATS, allow_stale: bool = False
-                 ) -> tuple[list[Path], list[tuple[Path, str]]]:
+def write_report(
+    results_dir: Path,
+    out: Path,
+    scenarios: Iterable[str] = (),
+    methods: Iterable[str] = (),
+    formats: Iterable[str] = FORMATS,
+    image_formats: Iterable[str] = IMAGE_FORMATS,
+    allow_stale: bool = False,
+) -> tuple[list[Path], list[tuple[Path, str]]]:
     """Write the report into ``out``; returns (files written, result files skipped and
     why). Stale results: as :func:`load_runs`."""
     from cl_bench.reporting import plots
+
     formats, image_formats = list(formats), list(image_formats)
     for name in formats:
         if name not in FORMATS:
@@ -373,8 +470,7 @@ def write_report(results_dir: Path, out: Path, scenarios: Iterable[str] = (),
         if name not in IMAGE_FORMATS:
             raise unknown("image format", name, IMAGE_FORMATS)
     if not formats and not image_formats:
-        raise UserError("Nothing to write: give --format (md,tex,csv,html) or --images "
-                        "(png,svg).")
+        raise UserError("Nothing to write: give --format (md,tex,csv,html) or --images (png,svg).")
     runs, skipped = load_runs(results_dir, scenarios, methods, allow_stale)
     table = aggregate(runs)
     out = Path(out)
@@ -396,15 +492,20 @@ def write_report(results_dir: Path, out: Path, scenarios: Iterable[str] = (),
             for fig in plots.figures(runs[runs["scenario"] == scenario], part):
                 png = plots.render(fig.figure, "png")
                 for fmt in image_formats:
-                    save(f"{fig.name}.{fmt}", png if fmt == "png"
-                         else plots.render(fig.figure, fmt))
+                    save(
+                        f"{fig.name}.{fmt}", png if fmt == "png" else plots.render(fig.figure, fmt)
+                    )
                 figures[scenario].append((f"{fig.name}.png", fig.caption, png))
-    links = {s: [(n, c) for n, c, _ in f] for s, f in figures.items()} \
-        if "png" in image_formats else {}
+    links = (
+        {s: [(n, c) for n, c, _ in f] for s, f in figures.items()} if "png" in image_formats else {}
+    )
     notes = legend(runs)
-    renderers = {"md": lambda: to_markdown(grids, links, notes), "tex": lambda: to_latex(grids),
-                 "csv": lambda: to_csv(runs), "html": lambda: to_html(grids, figures, notes)}
+    renderers = {
+        "md": lambda: to_markdown(grids, links, notes),
+        "tex": lambda: to_latex(grids),
+        "csv": lambda: to_csv(runs),
+        "html": lambda: to_html(grids, figures, notes),
+    }
     for fmt in formats:
         save(f"report.{fmt}" if fmt != "csv" else "runs.csv", renderers[fmt]().encode())
     return written, skipped
-

@@ -10,11 +10,11 @@ import subprocess
 SACCT_TIMEOUT_S = 10.0
 WHY = {
     "TIMEOUT": "reached its --slurm-time; run the same command again with a larger "
-               "--slurm-time, or with --slurm-requeue to resume it from its checkpoint",
+    "--slurm-time, or with --slurm-requeue to resume it from its checkpoint",
     "PREEMPTED": "was preempted; run the same command again (add --slurm-requeue to "
-                 "resume preempted jobs without a new command)",
+    "resume preempted jobs without a new command)",
     "OUT_OF_MEMORY": "ran out of memory; give it more (sbatch --mem through the partition) "
-                     "and run the same command again",
+    "and run the same command again",
     "NODE_FAIL": "lost its node; run the same command again",
     "CANCELLED": "was cancelled; run the same command again",
 }
@@ -26,8 +26,12 @@ def job_state(job: str) -> str | None:
     if shutil.which("sacct") is None:
         return None
     try:
-        done = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "State", "-j", str(job)],
-                              capture_output=True, text=True, timeout=SACCT_TIMEOUT_S)
+        done = subprocess.run(
+            ["sacct", "-n", "-X", "-P", "-o", "State", "-j", str(job)],
+            capture_output=True,
+            text=True,
+            timeout=SACCT_TIMEOUT_S,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     states = [line.split()[0] for line in done.stdout.splitlines() if line.strip()]

@@ -37,8 +37,9 @@ def known_runs(out: Path) -> list[Path]:
     """Planned runs plus any run with a file in the folder (older folders have no grid)."""
     runs = set(results.planned(out))
     for suffix in ("", ".failed", ".lock"):
-        runs.update(p.with_name(p.name.removesuffix(suffix))
-                    for p in results.find(out, f"*.json{suffix}"))
+        runs.update(
+            p.with_name(p.name.removesuffix(suffix)) for p in results.find(out, f"*.json{suffix}")
+        )
     return sorted(runs)
 
 
@@ -74,31 +75,37 @@ def state_of(path: Path) -> tuple[str, str]:
     if lock:
         holder = lock.holder or {}
         said = scheduler.ended(holder["job"]) if holder.get("job") else None
-        return "pending", (f"interrupted: started {holder.get('since', '?')} on "
-                           f"{holder.get('host', '?')}, ended without a result"
-                           + (f"; {said}" if said else ""))
+        return "pending", (
+            f"interrupted: started {holder.get('since', '?')} on "
+            f"{holder.get('host', '?')}, ended without a result" + (f"; {said}" if said else "")
+        )
     return "pending", ""
 
 
 def collect(out: Path) -> list[RunState]:
     out = Path(out)
     if not out.is_dir():
-        raise UserError(f'No results folder "{out}". Give the folder that `cl-bench run --out` '
-                        "wrote to (default: results).")
+        raise UserError(
+            f'No results folder "{out}". Give the folder that `cl-bench run --out` '
+            "wrote to (default: results)."
+        )
     rows = []
     for path in known_runs(out):
         state, detail = state_of(path)
         seed, _, config = path.stem.partition("-")
-        rows.append(RunState(path.parent.parent.name, path.parent.name, seed, config, state,
-                             detail))
-    return sorted(rows, key=lambda r: (r.scenario, r.method, int(r.seed) if r.seed.isdigit()
-                                       else 0, r.config))
+        rows.append(
+            RunState(path.parent.parent.name, path.parent.name, seed, config, state, detail)
+        )
+    return sorted(
+        rows, key=lambda r: (r.scenario, r.method, int(r.seed) if r.seed.isdigit() else 0, r.config)
+    )
 
 
 def summary_line(rows: list[RunState]) -> str:
     counts = {s: sum(r.state == s for r in rows) for s in STATES}
-    return f"{len(rows)} runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()
-                                             if n or s not in SHOWN_IF_ANY)
+    return f"{len(rows)} runs: " + ", ".join(
+        f"{n} {s}" for s, n in counts.items() if n or s not in SHOWN_IF_ANY
+    )
 
 
 def render(rows: list[RunState]) -> str:
@@ -106,7 +113,15 @@ def render(rows: list[RunState]) -> str:
     if not rows:
         return summary_line(rows)
     table = [("scenario", "method", "seed", "config", "state", "detail")]
-    table += [(r.scenario, r.method, r.seed, r.config, r.state,
-               r.detail if len(r.detail) <= DETAIL_WIDTH else r.detail[:DETAIL_WIDTH - 3] + "...")
-              for r in rows]
+    table += [
+        (
+            r.scenario,
+            r.method,
+            r.seed,
+            r.config,
+            r.state,
+            r.detail if len(r.detail) <= DETAIL_WIDTH else r.detail[: DETAIL_WIDTH - 3] + "...",
+        )
+        for r in rows
+    ]
     return "\n".join([*text_table(table, rule=False, free_last=True), summary_line(rows)])

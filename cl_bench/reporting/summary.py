@@ -33,7 +33,14 @@ def summary_table(runs: Iterable[Result]) -> str:
     rows = [("method", "scenario", "seeds", "avg acc", "last acc", "routing (last)")]
     for (method, tag, scenario), rs in groups.items():
         routing = [r.routing_acc[-1] for r in rs if r.routing_acc]
-        rows.append((method + (f" [{tag}]" if tag else ""), scenario, str(len(rs)),
-                     _cell([r.avg_acc for r in rs]), _cell([r.last_acc for r in rs]),
-                     _cell(routing) if routing else "-"))
+        rows.append(
+            (
+                method + (f" [{tag}]" if tag else ""),
+                scenario,
+                str(len(rs)),
+                _cell([r.avg_acc for r in rs]),
+                _cell([r.last_acc for r in rs]),
+                _cell(routing) if routing else "-",
+            )
+        )
     return "\n".join(text_table(rows))

@@ -26,8 +26,9 @@ DISK_LOADERS = {"imagefolder": imagefolder, "cifar100": cifar100}
 LOADERS = {**MEMORY_LOADERS, **DISK_LOADERS}
 
 
-def loader_of(card: Card, data_root: Path | None, download: bool
-              ) -> tuple[Callable[..., ImageData], dict]:
+def loader_of(
+    card: Card, data_root: Path | None, download: bool
+) -> tuple[Callable[..., ImageData], dict]:
     """The card's loader and its keyword arguments, checked to fit its signature."""
     name = card.params["dataset"]
     if name not in LOADERS:
@@ -43,8 +44,10 @@ def loader_of(card: Card, data_root: Path | None, download: bool
 
 
 def misfit(card: Card, args: dict, error: TypeError) -> UserError:
-    return UserError(f"{card.path}: dataset_args {args} do not fit the "
-                     f"{card.params['dataset']} loader ({error}).")
+    return UserError(
+        f"{card.path}: dataset_args {args} do not fit the "
+        f"{card.params['dataset']} loader ({error})."
+    )
 
 
 def load_data(card: Card, data_root: Path | None, download: bool = False) -> ImageData:
@@ -73,17 +76,18 @@ def check_class_order(card: Card, n_classes: int | None) -> str | list[int]:
     which with ``n_classes`` must hold every id of 0..n-1 once (the dry run knows the
     class count only when the card states it)."""
     spec = card.params.get("class_order", "seed")
-    if isinstance(spec, list) and all(isinstance(c, int) and not isinstance(c, bool)
-                                      for c in spec):
+    if isinstance(spec, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in spec):
         if n_classes is not None:
             class_order(n_classes, explicit=spec)
         return spec
     if isinstance(spec, str) and spec in ("seed", "natural"):
         return spec
-    raise UserError(f"Scenario {card.name}: class_order {spec!r} is none of \"seed\" "
-                    "(PILOT's seeded permutation), \"natural\" or a list of class ids (every "
-                    f"id once). Fix `class_order:` in {card.path}, or --set "
-                    "scenario.class_order=seed.")
+    raise UserError(
+        f'Scenario {card.name}: class_order {spec!r} is none of "seed" '
+        '(PILOT\'s seeded permutation), "natural" or a list of class ids (every '
+        f"id once). Fix `class_order:` in {card.path}, or --set "
+        "scenario.class_order=seed."
+    )
 
 
 def scenario_order(card: Card, n_classes: int, seed: int) -> list[int]:

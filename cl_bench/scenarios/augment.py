@@ -82,12 +82,20 @@ class AugmentedView:
         if isinstance(image, str):
             img = load_rgb(image)
             top, left, h, w = crop_box(img.height, img.width, gen)
-            img = TF.resized_crop(img, top, left, h, w, [self.size, self.size],
-                                  interpolation=InterpolationMode.BILINEAR, antialias=True)
+            img = TF.resized_crop(
+                img,
+                top,
+                left,
+                h,
+                w,
+                [self.size, self.size],
+                interpolation=InterpolationMode.BILINEAR,
+                antialias=True,
+            )
             x = TF.to_tensor(img)
         else:
             top, left, h, w = crop_box(image.shape[-2], image.shape[-1], gen)
-            x = self._to_input(image[..., top:top + h, left:left + w])
+            x = self._to_input(image[..., top : top + h, left : left + w])
         if float(torch.rand((), generator=gen)) < 0.5:
             x = x.flip(-1)
         return x

@@ -41,9 +41,16 @@ from cl_bench.scenarios.transforms import eval_transform, train_transform
 
 
 @refuse_long_names
-def scenario(name: str, *, seed: int = 1993, data_root: str | Path | None = None,
-             backbone: str | None = None, weights: str | None = None,
-             image_size: int | None = None, download: bool = False) -> CLScenario:
+def scenario(
+    name: str,
+    *,
+    seed: int = 1993,
+    data_root: str | Path | None = None,
+    backbone: str | None = None,
+    weights: str | None = None,
+    image_size: int | None = None,
+    download: bool = False,
+) -> CLScenario:
     """The Avalanche benchmark of scenario card ``name`` with the class order of
     ``seed`` (see the module docstring). ``backbone`` and ``image_size`` set the image
     size as ``--backbone`` and ``--image-size`` do; only the architecture decides it,
@@ -53,8 +60,10 @@ def scenario(name: str, *, seed: int = 1993, data_root: str | Path | None = None
     argument of the wrong type (:mod:`cl_bench.arguments`)."""
     name = arguments.text("name", name, 'name="fmnist"')
     seed = arguments.seed(seed)
-    backbone = arguments.text("backbone", backbone, 'backbone="vit_base_patch16_224"',
-                              optional=True) or DEFAULT_BACKBONE
+    backbone = (
+        arguments.text("backbone", backbone, 'backbone="vit_base_patch16_224"', optional=True)
+        or DEFAULT_BACKBONE
+    )
     weights = arguments.text("weights", weights, 'weights="random"', optional=True, path=True)
     image_size = arguments.whole("image_size", image_size, "image_size=224", optional=True)
     root = arguments.folder("data_root", data_root, 'data_root="~/data"', optional=True)
@@ -65,10 +74,18 @@ def scenario(name: str, *, seed: int = 1993, data_root: str | Path | None = None
     data = load_data(card, root, download)
     order = scenario_order(card, data.n_classes, seed)
     sizes = task_split(data.n_classes, card.params["init_cls"], card.params["increment"])
-    stream = build_stream(data.train_x, data.train_y, data.test_x, data.test_y, order, sizes,
-                          test_shuffle=card.params["test_shuffle"], seed=seed,
-                          train_transform=train_transform(data.on_disk, size),
-                          eval_transform=eval_transform(data.on_disk, size))
+    stream = build_stream(
+        data.train_x,
+        data.train_y,
+        data.test_x,
+        data.test_y,
+        order,
+        sizes,
+        test_shuffle=card.params["test_shuffle"],
+        seed=seed,
+        train_transform=train_transform(data.on_disk, size),
+        eval_transform=eval_transform(data.on_disk, size),
+    )
     bench = stream.benchmark
     bench.class_order = order
     bench.class_names = [data.class_names[c] for c in order]

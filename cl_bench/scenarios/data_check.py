@@ -15,16 +15,18 @@ from cl_bench.scenarios.folders import need_root
 from cl_bench.scenarios.tree import scan
 
 
-def check_data(card: Card, data_root: Path | None, progress: bool = True
-               ) -> tuple[list[str], bool]:
+def check_data(card: Card, data_root: Path | None, progress: bool = True) -> tuple[list[str], bool]:
     """(report lines, everything as expected)."""
     from cl_bench.scenarios import load_data
+
     params = card.params
     expected = params.get("expected") or {}
     if params["dataset"] != "imagefolder":
         data = load_data(card, data_root)
-        lines = [f"{card.name}: {data.n_classes} classes, {len(data.train_y)} train / "
-                 f"{len(data.test_y)} test images (in memory; decoded at load)"]
+        lines = [
+            f"{card.name}: {data.n_classes} classes, {len(data.train_y)} train / "
+            f"{len(data.test_y)} test images (in memory; decoded at load)"
+        ]
         ok = True
         for split, n in (("train", len(data.train_y)), ("test", len(data.test_y))):
             want = expected.get(f"{split}_images")
@@ -50,8 +52,10 @@ def check_data(card: Card, data_root: Path | None, progress: bool = True
         if empty:
             status.append(f"empty classes: {', '.join(empty[:5])}")
         ok &= not status
-        lines.append(f"  {split:5s} {len(classes):4d} classes {n_img:7d} images  "
-                     f"{'ok' if not status else 'PROBLEM: ' + '; '.join(status)}")
+        lines.append(
+            f"  {split:5s} {len(classes):4d} classes {n_img:7d} images  "
+            f"{'ok' if not status else 'PROBLEM: ' + '; '.join(status)}"
+        )
     only = sorted(set(splits["train"]) ^ set(splits["test"]))
     if only:
         ok = False
@@ -59,8 +63,10 @@ def check_data(card: Card, data_root: Path | None, progress: bool = True
     broken = [entry for found in scans.values() for entry in found.broken]
     if broken:
         ok = False
-        lines.append(f"  {len(broken)} {'entry leads' if len(broken) == 1 else 'entries lead'}"
-                     " to no image or class folder (a run refuses them):")
+        lines.append(
+            f"  {len(broken)} {'entry leads' if len(broken) == 1 else 'entries lead'}"
+            " to no image or class folder (a run refuses them):"
+        )
         lines += [f"    {entry}" for entry in broken]
     paths = [p for classes in splits.values() for files in classes.values() for p in files]
     bad = undecodable(paths, progress)

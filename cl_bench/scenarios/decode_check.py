@@ -25,8 +25,15 @@ def undecodable(paths: list[str], progress: bool) -> list[str]:
     """``"<path> (<why>)"`` for every file that does not decode, in the given order.
     Threads: PIL decodes outside the GIL, and a dataset is tens of thousands of files."""
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-        problems = list(bar(pool.map(decode_problem, paths), total=len(paths), unit="img",
-                            desc="decoding", enabled=progress))
+        problems = list(
+            bar(
+                pool.map(decode_problem, paths),
+                total=len(paths),
+                unit="img",
+                desc="decoding",
+                enabled=progress,
+            )
+        )
     return [f"{path} ({why})" for path, why in zip(paths, problems, strict=True) if why]
 
 
@@ -45,7 +52,8 @@ def check_decodes(data: ImageData, marks: Path | None, progress: bool) -> None:
             f"{len(bad)} image file(s) of scenario {data.name} do not decode: "
             f"{'; '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}. Replace them from the "
             f"archive or delete them (`cl-bench data check --scenario {data.name}` lists "
-            "every one); nothing was run or written.")
+            "every one); nothing was run or written."
+        )
     if marker is not None:
         try:
             marker.parent.mkdir(parents=True, exist_ok=True)

@@ -62,8 +62,14 @@ class _Crops(Dataset):
         return torch.from_numpy(pixels).permute(2, 0, 1)
 
 
-def decode_files(files: FileList, size: int, *, workers: int | None = None,
-                 progress: bool = True, desc: str = "decoding test images") -> torch.Tensor:
+def decode_files(
+    files: FileList,
+    size: int,
+    *,
+    workers: int | None = None,
+    progress: bool = True,
+    desc: str = "decoding test images",
+) -> torch.Tensor:
     """(N, 3, size, size) uint8: every file decoded once under the eval transform's
     steps, by ``workers`` processes (default: every usable CPU, while the main process
     only gathers; 0: in the main process). The loader has a generator of its own, so
@@ -71,12 +77,16 @@ def decode_files(files: FileList, size: int, *, workers: int | None = None,
     it was."""
     workers = usable_cpus() if workers is None else workers
     out = torch.empty((len(files), 3, size, size), dtype=torch.uint8)
-    loader = DataLoader(_Crops(files, size), batch_size=BATCH, num_workers=workers,
-                        generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(
+        _Crops(files, size),
+        batch_size=BATCH,
+        num_workers=workers,
+        generator=torch.Generator().manual_seed(0),
+    )
     shown = bar(total=len(files), desc=desc, unit="img", enabled=progress)
     start = 0
     for batch in loader:
-        out[start:start + len(batch)] = batch
+        out[start : start + len(batch)] = batch
         start += len(batch)
         shown.update(len(batch))
     shown.close()
@@ -87,8 +97,9 @@ def decoded_tests(files: FileList, size: int, progress: bool = True) -> torch.Te
     """:func:`decode_files` of a dataset's test files, once per file list and size."""
     per_size = _decoded.setdefault(files, {})
     if size not in per_size:
-        per_size[size] = decode_files(files, size, progress=progress,
-                                      desc=f"decoding {len(files)} test images")
+        per_size[size] = decode_files(
+            files, size, progress=progress, desc=f"decoding {len(files)} test images"
+        )
     return per_size[size]
 
 

@@ -12,8 +12,11 @@ from dataclasses import dataclass
 from cl_bench.cards.card import Card
 
 FIXED_CLASSES = {"fmnist": 10, "fmnist-full": 10, "digits": 10, "cifar100": 100}
-FIXED_IMAGES = {"fmnist": (5000, 1000), "fmnist-full": (60000, 10000),
-                "cifar100": (50000, 10000)}  # (train, test)
+FIXED_IMAGES = {
+    "fmnist": (5000, 1000),
+    "fmnist-full": (60000, 10000),
+    "cifar100": (50000, 10000),
+}  # (train, test)
 GENERATED = ("synthetic",)  # loaders that make their images from dataset_args
 
 
@@ -54,6 +57,7 @@ def footprint(scenario: Card) -> Footprint:
         pixels = 3 * size * size
         return Footprint(train, test, pixels * (train + test) + 4 * pixels * max(train, test))
     expected = scenario.params.get("expected") or {}
-    train, test = FIXED_IMAGES.get(dataset, (expected.get("train_images") or 0,
-                                             expected.get("test_images") or 0))
+    train, test = FIXED_IMAGES.get(
+        dataset, (expected.get("train_images") or 0, expected.get("test_images") or 0)
+    )
     return Footprint(train, test, 0)

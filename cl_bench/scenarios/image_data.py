@@ -46,9 +46,11 @@ class FileList:
                 bad.append(f"{p} (empty)")
             h.update(f"{p}|{st.st_size}|{st.st_mtime_ns}\n".encode())
         if bad:
-            raise UserError(f"{len(bad)} image file(s) cannot be used: {', '.join(bad[:5])}"
-                            f"{' ...' if len(bad) > 5 else ''}. Restore them from the archive "
-                            "or remove them (`cl-bench data check` lists every bad file).")
+            raise UserError(
+                f"{len(bad)} image file(s) cannot be used: {', '.join(bad[:5])}"
+                f"{' ...' if len(bad) > 5 else ''}. Restore them from the archive "
+                "or remove them (`cl-bench data check` lists every bad file)."
+            )
 
 
 @dataclass

@@ -9,8 +9,11 @@ import numpy as np
 from cl_bench.errors import UserError
 
 
-def class_order(n_classes: int, seed: int | None = None, explicit: Sequence[int] | None = None,
-                ) -> list[int]:
+def class_order(
+    n_classes: int,
+    seed: int | None = None,
+    explicit: Sequence[int] | None = None,
+) -> list[int]:
     """The order in which classes arrive: ``order[i]`` is the original class id
     that becomes label ``i``.
 

@@ -80,15 +80,21 @@ class _Files(Dataset):
         return path, int(self.y[i]), self.query[i]
 
 
-def _dataset(x: torch.Tensor | FileList, y: torch.Tensor, query: torch.Tensor | None,
-             train_tf: Callable | None, eval_tf: Callable | None):
+def _dataset(
+    x: torch.Tensor | FileList,
+    y: torch.Tensor,
+    query: torch.Tensor | None,
+    train_tf: Callable | None,
+    eval_tf: Callable | None,
+):
     """Items (input, label[, query], task)."""
     groups = None
     if train_tf is not None or eval_tf is not None:
         groups = {"train": (train_tf, None), "eval": (eval_tf, None)}
     if isinstance(x, FileList):
-        return _wrap_dataset(_Files(x, y, query), task_labels=0, targets=y.tolist(),
-                             transform_groups=groups)
+        return _wrap_dataset(
+            _Files(x, y, query), task_labels=0, targets=y.tolist(), transform_groups=groups
+        )
     tensors = (x, y) if query is None else (x, y, query)
     return _tensor_dataset(*tensors, task_labels=0, targets=y, transform_groups=groups)
 
@@ -97,12 +103,21 @@ def _take(query: torch.Tensor | None, idx: torch.Tensor) -> torch.Tensor | None:
     return None if query is None else query[idx]
 
 
-def build_stream(train_x: torch.Tensor | FileList, train_y: torch.Tensor,
-                 test_x: torch.Tensor | FileList,
-                 test_y: torch.Tensor, order: Sequence[int], sizes: Sequence[int], *,
-                 test_shuffle: bool, seed: int, train_transform: Callable | None = None,
-                 eval_transform: Callable | None = None, train_query: torch.Tensor | None = None,
-                 test_query: torch.Tensor | None = None) -> Stream:
+def build_stream(
+    train_x: torch.Tensor | FileList,
+    train_y: torch.Tensor,
+    test_x: torch.Tensor | FileList,
+    test_y: torch.Tensor,
+    order: Sequence[int],
+    sizes: Sequence[int],
+    *,
+    test_shuffle: bool,
+    seed: int,
+    train_transform: Callable | None = None,
+    eval_transform: Callable | None = None,
+    train_query: torch.Tensor | None = None,
+    test_query: torch.Tensor | None = None,
+) -> Stream:
     """Split remapped data into tasks. ``train_y``/``test_y`` are original ids.
     ``train_query``/``test_query`` (N, dim), when given, travel with each sample as
     a third item (the prompt methods' cached queries).
@@ -124,20 +139,33 @@ def build_stream(train_x: torch.Tensor | FileList, train_y: torch.Tensor,
     train, test, seen = [], [], []
     for i in range(len(tasks)):
         idx = torch.nonzero(ttr == i).squeeze(1)
-        train.append(_dataset(train_x[idx], ytr[idx], _take(train_query, idx), train_transform,
-                              eval_transform).train())
+        train.append(
+            _dataset(
+                train_x[idx], ytr[idx], _take(train_query, idx), train_transform, eval_transform
+            ).train()
+        )
         sel = class_sorted[tte[class_sorted] == i]
-        test.append(_dataset(test_x[sel], yte[sel], _take(test_query, sel), train_transform,
-                             eval_transform).eval())
+        test.append(
+            _dataset(
+                test_x[sel], yte[sel], _take(test_query, sel), train_transform, eval_transform
+            ).eval()
+        )
         # Avalanche evaluates experience by experience; a run scores one pass over the
         # union of the seen classes' test images in one (shuffled) order, because
         # batch-level choices (TOSCA's batch selection, batchwise prompts) depend on
         # which classes share a batch: no generator builds such experiences.
         sel = test_index[tte[test_index] <= i]
-        ds = _dataset(test_x[sel], yte[sel], _take(test_query, sel), train_transform,
-                      eval_transform)
+        ds = _dataset(
+            test_x[sel], yte[sel], _take(test_query, sel), train_transform, eval_transform
+        )
         seen.append(DatasetExperience(dataset=ds.eval(), current_experience=i))
     timeline = with_classes_timeline(benchmark_from_datasets(train=train, test=test))
     benchmark = CLScenario([*timeline.streams.values(), EagerCLStream("seen_test", seen)])
-    return Stream(list(benchmark.train_stream), list(benchmark.seen_test_stream), tasks,
-                  task_of_label, test_shuffle, benchmark)
+    return Stream(
+        list(benchmark.train_stream),
+        list(benchmark.seen_test_stream),
+        tasks,
+        task_of_label,
+        test_shuffle,
+        benchmark,
+    )

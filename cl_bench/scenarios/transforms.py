@@ -37,8 +37,10 @@ class ToModelInput:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() not in (2, 3, 4) or (x.dim() > 2 and x.shape[-3] not in (1, 3)):
-            raise ValueError(f"ToModelInput takes (H, W), (C, H, W) or (N, C, H, W) with C = 1 "
-                             f"or 3; got shape {tuple(x.shape)}")
+            raise ValueError(
+                f"ToModelInput takes (H, W), (C, H, W) or (N, C, H, W) with C = 1 "
+                f"or 3; got shape {tuple(x.shape)}"
+            )
         single = x.dim() < 4
         if x.dim() == 2:
             x = x[None]  # (1, H, W)
@@ -47,8 +49,9 @@ class ToModelInput:
         x = x.float().div_(255.0)
         if x.shape[-1] != self.size or x.shape[-2] != self.size:
             # per channel, so a greyscale image is resized once, before it is repeated
-            x = F.interpolate(x, size=(self.size, self.size), mode="bilinear",
-                              align_corners=False, antialias=True)
+            x = F.interpolate(
+                x, size=(self.size, self.size), mode="bilinear", align_corners=False, antialias=True
+            )
         if x.shape[1] == 1:
             x = x.expand(-1, 3, -1, -1)
         return x[0] if single else x
@@ -74,9 +77,11 @@ def load_rgb(path: str) -> Image.Image:
     try:
         return decode(path)
     except Exception as e:  # as in decode_problem
-        raise UserError(f"Cannot read image {path} ({type(e).__name__}: {e}). Replace or "
-                        "delete the file; `cl-bench data check --scenario ...` lists every "
-                        "unreadable file of a dataset.") from None
+        raise UserError(
+            f"Cannot read image {path} ({type(e).__name__}: {e}). Replace or "
+            "delete the file; `cl-bench data check --scenario ...` lists every "
+            "unreadable file of a dataset."
+        ) from None
 
 
 class IndexedPath(str):
@@ -102,7 +107,7 @@ def sample_seed(path: str) -> int | None:
     info = torch.utils.data.get_worker_info()
     if info is None or not isinstance(path, IndexedPath):
         return None
-    return ((info.seed - info.id) * SEED_STRIDE + path.index) % 2 ** 63
+    return ((info.seed - info.id) * SEED_STRIDE + path.index) % 2**63
 
 
 class FileTransform:
@@ -113,13 +118,21 @@ class FileTransform:
     def __init__(self, size: int, train: bool) -> None:
         self.size, self.train = size, train
         if train:
-            self.pipeline = T.Compose([
-                T.RandomResizedCrop(size, scale=(0.05, 1.0), ratio=(3 / 4, 4 / 3)),
-                T.RandomHorizontalFlip(), T.ToTensor()])
+            self.pipeline = T.Compose(
+                [
+                    T.RandomResizedCrop(size, scale=(0.05, 1.0), ratio=(3 / 4, 4 / 3)),
+                    T.RandomHorizontalFlip(),
+                    T.ToTensor(),
+                ]
+            )
         else:
-            self.pipeline = T.Compose([
-                T.Resize(round(size / 0.875), interpolation=T.InterpolationMode.BICUBIC),
-                T.CenterCrop(size), T.ToTensor()])
+            self.pipeline = T.Compose(
+                [
+                    T.Resize(round(size / 0.875), interpolation=T.InterpolationMode.BICUBIC),
+                    T.CenterCrop(size),
+                    T.ToTensor(),
+                ]
+            )
 
     @property
     def id(self) -> str:

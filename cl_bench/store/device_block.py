@@ -26,18 +26,24 @@ def device_problems(config: dict) -> list[str]:
         return []
     device = config["device"]
     if not isinstance(device, dict):
-        return [f"config.device is {device!r}, not an object of {', '.join(KEYS)} (absent "
-                "on the CPU)"]
+        return [
+            f"config.device is {device!r}, not an object of {', '.join(KEYS)} (absent on the CPU)"
+        ]
     if sorted(map(str, device)) != sorted(KEYS):
-        return [f"config.device has the keys {', '.join(sorted(map(str, device))) or 'none'}, "
-                f"not {', '.join(KEYS)}"]
+        return [
+            f"config.device has the keys {', '.join(sorted(map(str, device))) or 'none'}, "
+            f"not {', '.join(KEYS)}"
+        ]
     out = []
     if not (isinstance(device["kind"], str) and device["kind"] in KINDS):
         out.append(f"config.device.kind is {device['kind']!r}, not one of {', '.join(KINDS)}")
     if not (isinstance(device["arch"], str) and ARCH.fullmatch(device["arch"])):
-        out.append(f"config.device.arch is {device['arch']!r}, not a GPU architecture such "
-                   "as sm_90")
+        out.append(
+            f"config.device.arch is {device['arch']!r}, not a GPU architecture such as sm_90"
+        )
     if not (isinstance(device["deterministic"], str) and device["deterministic"] in MODES):
-        out.append(f"config.device.deterministic is {device['deterministic']!r}, not one of "
-                   f"{', '.join(MODES)}")
+        out.append(
+            f"config.device.deterministic is {device['deterministic']!r}, not one of "
+            f"{', '.join(MODES)}"
+        )
     return out

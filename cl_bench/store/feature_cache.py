@@ -39,8 +39,9 @@ class Damaged(Exception):
 
 def cache_dir() -> Path:
     """``$CL_BENCH_CACHE`` or ``~/.cache/cl-bench/features``."""
-    return Path(os.environ.get("CL_BENCH_CACHE") or
-                Path.home() / ".cache" / "cl-bench" / "features")
+    return Path(
+        os.environ.get("CL_BENCH_CACHE") or Path.home() / ".cache" / "cl-bench" / "features"
+    )
 
 
 def sidecar(path: Path) -> Path:
@@ -72,20 +73,27 @@ def write_entry(path: Path, key: str, array: np.ndarray) -> None:
 def _meta(path: Path) -> dict:
     side = sidecar(path)
     if not side.exists():
-        raise Damaged(f"its sidecar {side.name} is missing (an interrupted write, or "
-                      "written by an older cl-bench)")
+        raise Damaged(
+            f"its sidecar {side.name} is missing (an interrupted write, or "
+            "written by an older cl-bench)"
+        )
     try:
         meta = json.loads(side.read_text())
-        if not (isinstance(meta["key"], str) and isinstance(meta["sha256"], str)
-                and isinstance(meta["dtype"], str) and isinstance(meta["shape"], list)):
+        if not (
+            isinstance(meta["key"], str)
+            and isinstance(meta["sha256"], str)
+            and isinstance(meta["dtype"], str)
+            and isinstance(meta["shape"], list)
+        ):
             raise TypeError("a field has the wrong type")
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise Damaged(f"its sidecar {side.name} is unreadable ({type(e).__name__}: {e})") from None
     return meta
 
 
-def read_entry(path: Path, key: str | None = None,
-               shape: tuple[int, ...] | None = None) -> np.ndarray:
+def read_entry(
+    path: Path, key: str | None = None, shape: tuple[int, ...] | None = None
+) -> np.ndarray:
     """The verified (memory-mapped) array of the entry at ``path``, or
     :class:`Damaged`. ``key`` and ``shape``, when given, are what the caller
     expects; without them (``cache info``) the entry is checked against itself."""
@@ -137,15 +145,19 @@ def cache_info() -> list[str]:
             damaged += 1
             lines.append(f"damaged: {f}: {e}")
             continue
-        lines.append(f"{f.relative_to(root)}  {' x '.join(map(str, shape))}  "
-                     f"{f.stat().st_size / 2**20:.1f} MiB")
+        lines.append(
+            f"{f.relative_to(root)}  {' x '.join(map(str, shape))}  "
+            f"{f.stat().st_size / 2**20:.1f} MiB"
+        )
     for side in files:
         if side.suffix == ".json" and not side.with_suffix(".npy").exists():
             damaged += 1
             lines.append(f"damaged: {side}: the array file is missing")
     temps = sum(map(_is_temp, files))
-    lines.append(f"{len(arrays)} cached feature arrays ({damaged} damaged, {temps} stray temp "
-                 f"files), {total / 2**20:.1f} MiB in {root}")
+    lines.append(
+        f"{len(arrays)} cached feature arrays ({damaged} damaged, {temps} stray temp "
+        f"files), {total / 2**20:.1f} MiB in {root}"
+    )
     return lines
 
 
@@ -161,10 +173,12 @@ def cache_clear() -> int:
         try:
             f.unlink(missing_ok=True)
         except OSError as e:
-            raise UserError(f"Cannot remove {f} from the feature cache ({e.strerror}); "
-                            f"{removed} of its {len(files)} files were removed before it, the "
-                            "others are in place. Fix what keeps it, then run `cl-bench cache "
-                            "clear` again.") from None
+            raise UserError(
+                f"Cannot remove {f} from the feature cache ({e.strerror}); "
+                f"{removed} of its {len(files)} files were removed before it, the "
+                "others are in place. Fix what keeps it, then run `cl-bench cache "
+                "clear` again."
+            ) from None
     for d in folders:
         if not any(d.iterdir()):
             d.rmdir()
@@ -174,13 +188,18 @@ def cache_clear() -> int:
 def check_clearable(root: Path, folders: list[Path]) -> None:
     """Refuse to clear a cache whose folders (or ``root``, which holds them) this
     process cannot write: a removal there fails, and clearing would stop half-way."""
-    blocked = [(d, why) for d in ([root, *folders] if folders else [])
-               if (why := write_problem(d)) is not None]
+    blocked = [
+        (d, why)
+        for d in ([root, *folders] if folders else [])
+        if (why := write_problem(d)) is not None
+    ]
     if not blocked:
         return
     named = "; ".join(f"{d} ({why})" for d, why in blocked[:3])
     more = f" and {len(blocked) - 3} more" if len(blocked) > 3 else ""
-    raise UserError(f"Cannot clear the feature cache {root}: {named}{more} cannot be written, "
-                    "so its files cannot be removed; nothing was removed. Clear it where it "
-                    "can be written (as its owner, or on a machine that mounts it read-write), "
-                    "or point $CL_BENCH_CACHE at a cache of your own.")
+    raise UserError(
+        f"Cannot clear the feature cache {root}: {named}{more} cannot be written, "
+        "so its files cannot be removed; nothing was removed. Clear it where it "
+        "can be written (as its owner, or on a machine that mounts it read-write), "
+        "or point $CL_BENCH_CACHE at a cache of your own."
+    )

@@ -28,9 +28,11 @@ def open_lock_file(path: Path) -> int:
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # minus umask
     except OSError as e:
-        raise UserError(f"Cannot open the lock file {path} ({e.strerror}): cl-bench keeps a "
-                        "lock there. Remove or rename what is in its place, or make its "
-                        "folder writable.") from None
+        raise UserError(
+            f"Cannot open the lock file {path} ({e.strerror}): cl-bench keeps a "
+            "lock there. Remove or rename what is in its place, or make its "
+            "folder writable."
+        ) from None
     _OPEN.add(fd)
     return fd
 
@@ -69,7 +71,8 @@ def try_flock(fd: int, mode: int, path: Path, block: bool = False) -> bool:
         raise UserError(
             f"Cannot lock {path}: {e.strerror}. cl-bench needs working file locks there "
             "(a local disk; NFS with locking, i.e. not mounted with nolock; Lustre mounted "
-            "with -o flock; GPFS). Choose a folder on such a filesystem.") from None
+            "with -o flock; GPFS). Choose a folder on such a filesystem."
+        ) from None
 
 
 @contextmanager

@@ -28,8 +28,9 @@ ORDERED_TEST = "ordered test"  # the label part of a class-ordered test stream
 FAIR = "fair"  # the protocol of a record that names none
 
 
-def protocol_block(name: str, declared: Iterable[ProtocolSetting], params: dict,
-                   test_shuffle: bool | None) -> dict:
+def protocol_block(
+    name: str, declared: Iterable[ProtocolSetting], params: dict, test_shuffle: bool | None
+) -> dict:
     """The ``protocol`` block of a run under protocol ``name`` of a method that declares
     ``declared``, with card settings ``params``. The label names the rules first, then
     an ordered test stream, then the batch size when a rule works per test batch."""
@@ -40,9 +41,14 @@ def protocol_block(name: str, declared: Iterable[ProtocolSetting], params: dict,
     label = [text for size, text in parts if text is not None and not size]
     label += [ORDERED_TEST] if test_shuffle is False else []
     label += [text for size, text in parts if text is not None and size and per_batch]
-    return {"name": name, "test_shuffle": test_shuffle, "settings": values,
-            "meanings": {s.key: s.meaning for s in declared}, "per_batch": per_batch,
-            "label": label}
+    return {
+        "name": name,
+        "test_shuffle": test_shuffle,
+        "settings": values,
+        "meanings": {s.key: s.meaning for s in declared},
+        "per_batch": per_batch,
+        "label": label,
+    }
 
 
 def _schema1_declared() -> tuple[ProtocolSetting, ...]:
@@ -51,6 +57,7 @@ def _schema1_declared() -> tuple[ProtocolSetting, ...]:
     from cl_bench.contract.protocol import AUGMENT_VIEWS, EVAL_BATCH_SIZE
     from cl_bench.strategies.blocks.luca import SELECTION
     from cl_bench.strategies.blocks.prompt_matching import BATCHWISE
+
     return SELECTION, BATCHWISE, AUGMENT_VIEWS, EVAL_BATCH_SIZE
 
 

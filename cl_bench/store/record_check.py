@@ -21,25 +21,65 @@ from cl_bench.metrics import summarize
 from cl_bench.store.device_block import device_problems
 from cl_bench.store.schema import READABLE_VERSIONS, SCHEMA_VERSION, config_hash
 
-REQUIRED = ("schema_version", "method", "scenario", "seed", "status", "config", "class_order",
-            "tasks", "protocol", "env", "acc_matrix", "acc_seen", "avg_acc", "last_acc",
-            "acc_task_mean", "avg_acc_task_mean", "last_acc_task_mean", "forgetting", "bwt",
-            "routing_acc", "accounting", "timing", "memory")
-SUMMARY_NUMBERS = ("avg_acc", "last_acc", "avg_acc_task_mean", "last_acc_task_mean",
-                   "forgetting", "bwt")
+REQUIRED = (
+    "schema_version",
+    "method",
+    "scenario",
+    "seed",
+    "status",
+    "config",
+    "class_order",
+    "tasks",
+    "protocol",
+    "env",
+    "acc_matrix",
+    "acc_seen",
+    "avg_acc",
+    "last_acc",
+    "acc_task_mean",
+    "avg_acc_task_mean",
+    "last_acc_task_mean",
+    "forgetting",
+    "bwt",
+    "routing_acc",
+    "accounting",
+    "timing",
+    "memory",
+)
+SUMMARY_NUMBERS = (
+    "avg_acc",
+    "last_acc",
+    "avg_acc_task_mean",
+    "last_acc_task_mean",
+    "forgetting",
+    "bwt",
+)
 ACCOUNTING_READ = ("added_per_task", "stored_at_end", "inference_gflops_per_image")
 TIMING_READ = ("train_s", "total_s")
 TIMING_OTHER = {
     "features_from": lambda v: v is None or isinstance(v, str),
-    "resumed_from_task": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)
-                                                 and v >= 1),
-    "threads": lambda v: isinstance(v, dict) and all(
-        isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in v.values()),
+    "resumed_from_task": lambda v: (
+        v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+    ),
+    "threads": lambda v: (
+        isinstance(v, dict)
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in v.values())
+    ),
 }
-TIMING_OTHER_WORDS = {"features_from": "a name", "resumed_from_task": "a task number",
-                      "threads": "thread counts per phase"}
-LAYERED = ("acc_matrix", "acc_seen", "routing_acc", "acc_task_mean", *SUMMARY_NUMBERS,
-           "accounting", "timing")  # keys whose numbers the layered checks look at
+TIMING_OTHER_WORDS = {
+    "features_from": "a name",
+    "resumed_from_task": "a task number",
+    "threads": "thread counts per phase",
+}
+LAYERED = (
+    "acc_matrix",
+    "acc_seen",
+    "routing_acc",
+    "acc_task_mean",
+    *SUMMARY_NUMBERS,
+    "accounting",
+    "timing",
+)  # keys whose numbers the layered checks look at
 TOLERANCE = 1e-6
 SHOWN = 3  # problems named in a one-line reason
 
@@ -65,8 +105,13 @@ def _int_problem(value: object, where: str) -> str | None:
     return f"{where} is {value!r}, not an integer"
 
 
-def _list_problems(value: object, where: str, check: Callable[[object, str], str | None],
-                   length: int | None = None, per: str = "one per task") -> list[str]:
+def _list_problems(
+    value: object,
+    where: str,
+    check: Callable[[object, str], str | None],
+    length: int | None = None,
+    per: str = "one per task",
+) -> list[str]:
     """Problems of a list whose items all pass ``check`` (and of ``length`` items)."""
     if not isinstance(value, list):
         return [f"{where} is {type(value).__name__}, not a list"]
@@ -102,33 +147,43 @@ def _place_problems(record: dict, path: Path) -> list[str]:
     if (problem := _int_problem(record["seed"], "seed")) is not None:
         out.append(problem)
     elif seed != str(record["seed"]):
-        out.append(f"seed is {record['seed']} but the file is named {path.name} "
-                   "(<seed>-<config hash>.json)")
+        out.append(
+            f"seed is {record['seed']} but the file is named {path.name} "
+            "(<seed>-<config hash>.json)"
+        )
     if isinstance(record["config"], dict) and digest != config_hash(record["config"]):
-        out.append(f"config hashes to {config_hash(record['config'])}, not to the "
-                   f"{digest or '(missing)'} of the file name {path.name}")
+        out.append(
+            f"config hashes to {config_hash(record['config'])}, not to the "
+            f"{digest or '(missing)'} of the file name {path.name}"
+        )
     return out
 
 
 def _shape_problems(record: dict) -> list[str]:
     """The dicts readers index into, and the task list every per-task field follows."""
-    out = [f"{key} is {type(record[key]).__name__}, not an object"
-           for key in ("config", "protocol", "env", "accounting", "timing", "memory")
-           if not isinstance(record[key], dict)]
+    out = [
+        f"{key} is {type(record[key]).__name__}, not an object"
+        for key in ("config", "protocol", "env", "accounting", "timing", "memory")
+        if not isinstance(record[key], dict)
+    ]
     config = record["config"]
     if isinstance(config, dict):
-        out += [f"config.{key} is missing or not an object"
-                for key in ("method", "scenario", "backbone")
-                if not isinstance(config.get(key), dict)]
+        out += [
+            f"config.{key} is missing or not an object"
+            for key in ("method", "scenario", "backbone")
+            if not isinstance(config.get(key), dict)
+        ]
         if isinstance(config.get("backbone"), dict) and not isinstance(
-                config["backbone"].get("name"), str):
+            config["backbone"].get("name"), str
+        ):
             out.append("config.backbone.name is missing or not a name")
         out += device_problems(config)
     out += _protocol_problems(record)
     order = _list_problems(record["class_order"], "class_order", _int_problem)
     tasks = record["tasks"]
-    order += _list_problems(tasks, "tasks", lambda t, where: next(iter(
-        _list_problems(t, where, _int_problem)), None))
+    order += _list_problems(
+        tasks, "tasks", lambda t, where: next(iter(_list_problems(t, where, _int_problem)), None)
+    )
     if not order and not tasks:
         order = ["tasks is empty"]
     elif not order and [c for t in tasks for c in t] != record["class_order"]:
@@ -159,11 +214,17 @@ def _declared_problems(protocol: dict) -> list[str]:
     settings, meanings = protocol.get("settings"), protocol.get("meanings")
     if not isinstance(settings, dict):
         return [f"protocol.settings is {settings!r}, not an object"]
-    if not isinstance(meanings, dict) or set(meanings) != set(settings) or not all(
-            isinstance(m, str) for m in meanings.values()):
+    if (
+        not isinstance(meanings, dict)
+        or set(meanings) != set(settings)
+        or not all(isinstance(m, str) for m in meanings.values())
+    ):
         return [f"protocol.meanings is {meanings!r}, not a text for each of protocol.settings"]
-    out = [] if isinstance(protocol.get("per_batch"), bool) else [
-        f"protocol.per_batch is {protocol.get('per_batch')!r}, not true or false"]
+    out = (
+        []
+        if isinstance(protocol.get("per_batch"), bool)
+        else [f"protocol.per_batch is {protocol.get('per_batch')!r}, not true or false"]
+    )
     label = protocol.get("label")
     if not isinstance(label, list) or not all(isinstance(t, str) for t in label):
         out.append(f"protocol.label is {label!r}, not a list of texts")
@@ -179,11 +240,17 @@ def _code_problems(record: dict) -> list[str]:
     code = record["code"]
     if not isinstance(code, dict):
         return [f"code is {type(code).__name__}, not an object"]
-    out = [] if isinstance(code.get("digest"), str) else [
-        f"code.digest is {code.get('digest')!r}, not a text"]
+    out = (
+        []
+        if isinstance(code.get("digest"), str)
+        else [f"code.digest is {code.get('digest')!r}, not a text"]
+    )
     modules = code.get("modules")
-    if not isinstance(modules, dict) or not modules or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in modules.items()):
+    if (
+        not isinstance(modules, dict)
+        or not modules
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in modules.items())
+    ):
         out.append("code.modules is not a map of source file names to digests")
     return out
 
@@ -195,8 +262,9 @@ def _accuracy_problems(record: dict, n_tasks: int) -> list[str]:
     out = _list_problems(matrix, "acc_matrix", lambda row, where: None, n_tasks)
     if not out:
         for i, row in enumerate(matrix):
-            out += _list_problems(row, f"acc_matrix[{i}]", _percent, i + 1,
-                                  f"tasks 0..{i}, after training task {i}")
+            out += _list_problems(
+                row, f"acc_matrix[{i}]", _percent, i + 1, f"tasks 0..{i}, after training task {i}"
+            )
     out += _list_problems(record["acc_seen"], "acc_seen", _percent, n_tasks)
     if record["routing_acc"] is not None:
         out += _list_problems(record["routing_acc"], "routing_acc", _percent_or_none, n_tasks)
@@ -208,16 +276,20 @@ def _summary_problems(record: dict, compare: bool) -> list[str]:
     forgetting and BWT may be null) and, when ``compare`` (the matrix and ``acc_seen``
     are well formed), what :func:`cl_bench.metrics.summarize` makes of them."""
     out = _list_problems(record["acc_task_mean"], "acc_task_mean", number_problem)
-    out += [problem for key in SUMMARY_NUMBERS
-            if not (record[key] is None and key in ("forgetting", "bwt"))
-            and (problem := number_problem(record[key], key)) is not None]
+    out += [
+        problem
+        for key in SUMMARY_NUMBERS
+        if not (record[key] is None and key in ("forgetting", "bwt"))
+        and (problem := number_problem(record[key], key)) is not None
+    ]
     if out or not compare:
         return out
     for key, expected in summarize(record["acc_matrix"], record["acc_seen"]).items():
         value = record[key]
         if isinstance(expected, list):
             wrong = len(value) != len(expected) or any(
-                abs(v - e) > TOLERANCE for v, e in zip(value, expected, strict=False))
+                abs(v - e) > TOLERANCE for v, e in zip(value, expected, strict=False)
+            )
         elif expected is None or value is None:
             wrong = value is not expected
         else:
@@ -241,8 +313,10 @@ def _block_problems(record: dict) -> list[str]:
                     out.append(f"timing.{key} is {value!r}, not {TIMING_OTHER_WORDS[key]}")
             elif (problem := _numbers(value, f"{block}.{key}")) is not None:
                 out.append(problem)
-    if isinstance(record["accounting"].get("added_per_task"), list) and not record[
-            "accounting"]["added_per_task"]:
+    if (
+        isinstance(record["accounting"].get("added_per_task"), list)
+        and not record["accounting"]["added_per_task"]
+    ):
         out.append("accounting.added_per_task is empty")
     return out
 
@@ -263,8 +337,12 @@ def _other_numbers_problems(record: dict) -> list[str]:
     """The numbers the layered checks do not look at (the resolved config, protocol,
     memory, extra keys) are finite too: a run whose config says ``lr: Infinity`` is not
     a result, whatever its accuracy."""
-    return [p for key, value in record.items() if key not in LAYERED
-            for p in _finite_problems(value, key)]
+    return [
+        p
+        for key, value in record.items()
+        if key not in LAYERED
+        for p in _finite_problems(value, key)
+    ]
 
 
 def problems(record: object, path: Path | None = None) -> list[str]:
@@ -277,16 +355,18 @@ def problems(record: object, path: Path | None = None) -> list[str]:
     """
     if not isinstance(record, dict):
         kind = {list: "a JSON list", str: "a JSON string", type(None): "JSON null"}.get(
-            type(record), "a JSON number or boolean")
+            type(record), "a JSON number or boolean"
+        )
         return [f"{kind}, not a result record (a JSON object)"]
     if "schema_version" not in record:
-        return [f"no schema_version (this cl-bench writes {SCHEMA_VERSION}): not a result "
-                "record"]
+        return [f"no schema_version (this cl-bench writes {SCHEMA_VERSION}): not a result record"]
     version = record["schema_version"]
     if version not in READABLE_VERSIONS or isinstance(version, bool):
         readable = ", ".join(map(str, READABLE_VERSIONS))
-        return [f"schema_version is {version!r}, not one this cl-bench reads ({readable}; "
-                f"it writes {SCHEMA_VERSION})"]
+        return [
+            f"schema_version is {version!r}, not one this cl-bench reads ({readable}; "
+            f"it writes {SCHEMA_VERSION})"
+        ]
     missing = [key for key in REQUIRED if key not in record]
     if missing:
         return [f"missing key{'s' * (len(missing) > 1)}: {', '.join(missing)}"]

@@ -99,15 +99,20 @@ class Result:
         """A record :mod:`cl_bench.engine.runner` returned for results folder ``out``, with the
         path it was written to."""
         result = cls.from_dict(record)
-        return dataclasses.replace(result, path=run_path(
-            Path(out), result.scenario, result.method, result.seed, result.config))
+        return dataclasses.replace(
+            result,
+            path=run_path(Path(out), result.scenario, result.method, result.seed, result.config),
+        )
 
     @classmethod
     def _build(cls, record: dict, path: Path | None) -> Result:
         """Only ever called with a record :func:`cl_bench.store.record_check.problems` passed."""
         names = {f.name for f in dataclasses.fields(cls)} - {"config_hash", "path"}
-        return cls(**{name: record.get(name) for name in names},
-                   config_hash=config_hash(record["config"]), path=path)
+        return cls(
+            **{name: record.get(name) for name in names},
+            config_hash=config_hash(record["config"]),
+            path=path,
+        )
 
     def staleness(self) -> list[str]:
         """What differs between the code and packages that made this result and those
@@ -207,7 +212,7 @@ class Result:
     def seen_classes(self) -> list[int]:
         """Classes seen after each task."""
         sizes = [len(t) for t in self.tasks]
-        return [sum(sizes[:i + 1]) for i in range(len(sizes))]
+        return [sum(sizes[: i + 1]) for i in range(len(sizes))]
 
     def row(self, root: str | Path | None = None) -> dict[str, Any]:
         """The flat row of the report's runs table (and :func:`cl_bench.load_results`);
@@ -215,18 +220,29 @@ class Result:
         local folder."""
         file = self.path if root is None or self.path is None else self.path.relative_to(root)
         return {
-            "scenario": self.scenario, "method": self.method, "seed": self.seed,
-            "config": self.config_hash, "protocol": self.protocol_name,
-            "backbone": self.backbone, "weights": self.weights_kind, "device": self.device,
+            "scenario": self.scenario,
+            "method": self.method,
+            "seed": self.seed,
+            "config": self.config_hash,
+            "protocol": self.protocol_name,
+            "backbone": self.backbone,
+            "weights": self.weights_kind,
+            "device": self.device,
             "protocol_label": ", ".join(self.protocol_label),
-            "protocol_settings": "; ".join(f"{k}={v}" for k, v in
-                                           self.protocol_settings.items()),
-            "protocol_meanings": self.protocol_meanings, "test_shuffle": self.test_shuffle,
-            "avg_acc": self.avg_acc, "last_acc": self.last_acc, "forgetting": self.forgetting,
-            "added_params": self.added_params, "stored_params": self.stored_params,
-            "gflops": self.gflops, "train_s": self.train_s,
-            "acc_seen": self.acc_seen, "acc_matrix": self.acc_matrix,
-            "seen_classes": self.seen_classes, "flat_config": flatten(self.config),
+            "protocol_settings": "; ".join(f"{k}={v}" for k, v in self.protocol_settings.items()),
+            "protocol_meanings": self.protocol_meanings,
+            "test_shuffle": self.test_shuffle,
+            "avg_acc": self.avg_acc,
+            "last_acc": self.last_acc,
+            "forgetting": self.forgetting,
+            "added_params": self.added_params,
+            "stored_params": self.stored_params,
+            "gflops": self.gflops,
+            "train_s": self.train_s,
+            "acc_seen": self.acc_seen,
+            "acc_matrix": self.acc_matrix,
+            "seen_classes": self.seen_classes,
+            "flat_config": flatten(self.config),
             "packages": recorded(self.env),
             "stale": "; ".join(self.staleness()),
             "file": None if file is None else str(file),

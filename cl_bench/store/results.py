@@ -107,9 +107,11 @@ def is_done(path: Path) -> bool:
 def write_atomic(path: Path, data: dict) -> None:
     """Write JSON so that readers see the old file or the whole new one, never a
     partial one."""
+
     def dump(f) -> None:
         json.dump(data, f, indent=1, sort_keys=False)
         f.write("\n")
+
     replace_atomically(path, dump)
 
 
@@ -120,8 +122,11 @@ def load(path: Path) -> dict:
 def find(out: Path, pattern: str = "*.json") -> list[Path]:
     """Result files (or, with ``pattern``, the files beside them) of every run in ``out``;
     the ``_*`` folders of grids and job logs are skipped."""
-    return sorted(p for p in (Path(out) / "runs").glob(f"*/*/{pattern}")
-                  if not p.parent.parent.name.startswith("_"))
+    return sorted(
+        p
+        for p in (Path(out) / "runs").glob(f"*/*/{pattern}")
+        if not p.parent.parent.name.startswith("_")
+    )
 
 
 def lock_path(path: Path) -> Path:
@@ -139,8 +144,12 @@ def checkpoint_path(path: Path) -> Path:
 
 def whoami() -> dict:
     """Who holds a lock or failed: enough to find the process or the SLURM job."""
-    return {"host": socket.gethostname(), "pid": os.getpid(),
-            "job": os.environ.get("SLURM_JOB_ID"), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "job": os.environ.get("SLURM_JOB_ID"),
+        "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
 
 
 def held_by(holder: dict | None) -> str:
@@ -227,12 +236,20 @@ def error_line(exc: BaseException) -> str:
 
 def write_failure(path: Path, exc: BaseException) -> None:
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    write_atomic(failure_path(path), {
-        "status": "failed", "result": Path(path).name,
-        "error": {"type": type(exc).__name__, "message": str(exc), "last_line": error_line(exc),
-                  "traceback_tail": tb.splitlines()[-TRACEBACK_TAIL:]},
-        **whoami(),
-    })
+    write_atomic(
+        failure_path(path),
+        {
+            "status": "failed",
+            "result": Path(path).name,
+            "error": {
+                "type": type(exc).__name__,
+                "message": str(exc),
+                "last_line": error_line(exc),
+                "traceback_tail": tb.splitlines()[-TRACEBACK_TAIL:],
+            },
+            **whoami(),
+        },
+    )
 
 
 def read_failure(path: Path) -> dict | None:
@@ -295,20 +312,29 @@ def check_run_files(out: Path, paths: list[Path]) -> None:
     out = Path(out)
     folders = {grid_path(out, paths).parent} | {
         out.joinpath(*p.relative_to(out).parts[:depth])
-        for p in paths for depth in range(1, len(p.relative_to(out).parts))}
+        for p in paths
+        for depth in range(1, len(p.relative_to(out).parts))
+    }
     for folder in sorted(folders):
         if os.path.lexists(folder) and not folder.is_dir():
-            raise UserError(f"{folder} is a file, but cl-bench keeps results in a folder of "
-                            "that name. Remove or rename the file, or choose another --out.")
+            raise UserError(
+                f"{folder} is a file, but cl-bench keeps results in a folder of "
+                "that name. Remove or rename the file, or choose another --out."
+            )
     for path in paths:
-        for role, target in (("result", path), ("lock file", lock_path(path)),
-                             ("failure record", failure_path(path)),
-                             ("checkpoint", checkpoint_path(path))):
+        for role, target in (
+            ("result", path),
+            ("lock file", lock_path(path)),
+            ("failure record", failure_path(path)),
+            ("checkpoint", checkpoint_path(path)),
+        ):
             if os.path.lexists(target) and not target.is_file():
                 kind = "a folder" if target.is_dir() else "not a regular file"
-                raise UserError(f"{target} is {kind}, but it is where cl-bench keeps the "
-                                f"{role} of the run {path.name}. Remove or rename it, then run "
-                                "the command again.")
+                raise UserError(
+                    f"{target} is {kind}, but it is where cl-bench keeps the "
+                    f"{role} of the run {path.name}. Remove or rename it, then run "
+                    "the command again."
+                )
 
 
 def refuse_invalid(record: dict, path: Path) -> None:
@@ -318,11 +344,13 @@ def refuse_invalid(record: dict, path: Path) -> None:
 
     found = problems(record, path)
     if found:
-        raise UserError(f"The run of {record.get('method')} seed {record.get('seed')} finished "
-                        f"but its record is not a valid result ({reason(found)}), so it was "
-                        "not saved; the failure is recorded in the run's .failed file. A "
-                        "non-finite number usually means training diverged: lower the "
-                        "learning rate.")
+        raise UserError(
+            f"The run of {record.get('method')} seed {record.get('seed')} finished "
+            f"but its record is not a valid result ({reason(found)}), so it was "
+            "not saved; the failure is recorded in the run's .failed file. A "
+            "non-finite number usually means training diverged: lower the "
+            "learning rate."
+        )
 
 
 def grid_path(out: Path, paths: Iterable[Path]) -> Path:
@@ -336,8 +364,13 @@ def write_grid(out: Path, paths: list[Path]) -> None:
     move); the same command plans the same grid and finds its file in place."""
     target = grid_path(out, paths)
     if not target.exists():
-        write_atomic(target, {"schema_version": SCHEMA_VERSION,
-                              "runs": sorted(str(Path(p).relative_to(out)) for p in paths)})
+        write_atomic(
+            target,
+            {
+                "schema_version": SCHEMA_VERSION,
+                "runs": sorted(str(Path(p).relative_to(out)) for p in paths),
+            },
+        )
 
 
 def planned(out: Path) -> list[Path]:

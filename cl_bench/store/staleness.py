@@ -33,8 +33,11 @@ def stale_reasons(record: Mapping) -> list[str]:
         more = f" and {len(edited) - SHOWN} more" if len(edited) > SHOWN else ""
         out.append(f"code changed: {', '.join(edited[:SHOWN])}{more}")
     then, now = recorded(record.get("env") or {}), dependency_versions()
-    moved = [f"{name} {then[name]} -> {now[name]}" for name in sorted(set(then) & set(now))
-             if then[name] != now[name]]
+    moved = [
+        f"{name} {then[name]} -> {now[name]}"
+        for name in sorted(set(then) & set(now))
+        if then[name] != now[name]
+    ]
     if moved:
         out.append(f"packages changed: {', '.join(moved)}")
     return out

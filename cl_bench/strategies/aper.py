@@ -40,11 +40,25 @@ class Aper(FirstSessionTemplate):
     AUTO = {"vit": "adapter", "cnn": "bn"}  # the official variants per backbone kind
     uses_frozen = True
 
-    def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
-                 device: torch.device, plugins: list, evaluator) -> None:
+    def __init__(
+        self,
+        *,
+        params: dict,
+        backbone: Backbone,
+        n_classes: int,
+        device: torch.device,
+        plugins: list,
+        evaluator,
+    ) -> None:
         model = AperNet(backbone, self.variant(params, backbone), params)
-        super().__init__(params=params, backbone=backbone, model=model, device=device,
-                         plugins=plugins, evaluator=evaluator)
+        super().__init__(
+            params=params,
+            backbone=backbone,
+            model=model,
+            device=device,
+            plugins=plugins,
+            evaluator=evaluator,
+        )
 
     def fit(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """The rows of the task's classes: their mean phi. ``x`` and ``y`` are on the host

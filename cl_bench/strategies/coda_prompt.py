@@ -90,8 +90,9 @@ class CodaNet(PromptModel):
 
     head_init = "torch"  # the official code's nn.Linear head
 
-    def __init__(self, vit: PromptedViT, normalize: Normalize, n_classes: int,
-                 params: dict) -> None:
+    def __init__(
+        self, vit: PromptedViT, normalize: Normalize, n_classes: int, params: dict
+    ) -> None:
         super().__init__(vit, normalize, n_classes, params)
         n_layers, pool, length = len(params["layers"]), params["pool_size"], params["length"]
         # zero until their task: each task's slice is set by Gram-Schmidt when it starts
@@ -107,9 +108,11 @@ class CodaNet(PromptModel):
             self.n_tasks = math.ceil(len(self.current) / len(classes))
         per = self.p.shape[1] // self.n_tasks
         if per == 0 or task >= self.n_tasks:
-            raise UserError(f"coda-prompt: task {task + 1} does not fit {self.n_tasks} tasks of "
-                            f"{per} components; set coda-prompt.n_tasks to the number of tasks "
-                            f"(at most pool_size {self.p.shape[1]}).")
+            raise UserError(
+                f"coda-prompt: task {task + 1} does not fit {self.n_tasks} tasks of "
+                f"{per} components; set coda-prompt.n_tasks to the number of tasks "
+                f"(at most pool_size {self.p.shape[1]})."
+            )
         s, f = self.span = (task * per, (task + 1) * per)
         rule = official_rows if self.params.get("gram_schmidt") == "official" else orthonormal_rows
         with torch.no_grad():
@@ -131,8 +134,9 @@ class CodaNet(PromptModel):
             prompt = torch.einsum("bm,mld->bld", attention_weights(q, a[i], k[i]), p[i])
             prefixes[layer] = (prompt[:, :half], prompt[:, half:])
             if self.training and mu > 0:
-                penalty = penalty + mu * (ortho_penalty(k[i]) + ortho_penalty(a[i])
-                                          + ortho_penalty(p[i].flatten(1)))
+                penalty = penalty + mu * (
+                    ortho_penalty(k[i]) + ortho_penalty(a[i]) + ortho_penalty(p[i].flatten(1))
+                )
         if self.training:
             self.regularizer = penalty
         return self.vit(x, prefixes=prefixes).cls
@@ -149,12 +153,16 @@ class CodaPrompt(PromptStrategy):
         super().check_params(params, backbone)
         length, pool, dim = params["length"], params["pool_size"], backbone.dim
         if length % 2 or pool > dim:
-            raise UserError(f"coda-prompt needs an even length and pool_size <= the ViT width "
-                            f"{dim} (orthogonal keys); got length {length}, pool_size {pool}.")
+            raise UserError(
+                f"coda-prompt needs an even length and pool_size <= the ViT width "
+                f"{dim} (orthogonal keys); got length {length}, pool_size {pool}."
+            )
         if params["n_tasks"] > pool:
-            raise UserError(f"coda-prompt: {params['n_tasks']} tasks do not fit pool_size "
-                            f"{pool} (at least one component per task); raise "
-                            "coda-prompt.pool_size or use fewer tasks.")
+            raise UserError(
+                f"coda-prompt: {params['n_tasks']} tasks do not fit pool_size "
+                f"{pool} (at least one component per task); raise "
+                "coda-prompt.pool_size or use fewer tasks."
+            )
 
     def build_optimizer(self, model: torch.nn.Module):
         """``scheduler: coda_cosine`` is the official per-epoch schedule (see
@@ -163,8 +171,7 @@ class CodaPrompt(PromptStrategy):
             return super().build_optimizer(model)
         opt, _ = make_optimizer({**self.params, "scheduler": "constant"}, model.parameters())
         epochs = self.params["epochs"]
-        return opt, torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda e: coda_cosine_factor(e, epochs))
+        return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda e: coda_cosine_factor(e, epochs))
 
 
 def coda_cosine_factor(epoch: int, epochs: int) -> float:

@@ -56,13 +56,13 @@ def gather_e_prompts(pool: torch.Tensor, idx: torch.Tensor, reshape_bug: bool) -
 class DualPromptNet(PromptModel):
     """G-prompt, E-prompt pool with keys, and head on the frozen ViT."""
 
-    def __init__(self, vit: PromptedViT, normalize: Normalize, n_classes: int,
-                 params: dict) -> None:
+    def __init__(
+        self, vit: PromptedViT, normalize: Normalize, n_classes: int, params: dict
+    ) -> None:
         super().__init__(vit, normalize, n_classes, params)
         p = params
         self.g = uniform_parameter(len(p["g_layers"]), 2, p["g_length"], vit.dim)
-        self.e = uniform_parameter(len(p["e_layers"]), 2, p["pool_size"], p["e_length"],
-                                   vit.dim)
+        self.e = uniform_parameter(len(p["e_layers"]), 2, p["pool_size"], p["e_length"], vit.dim)
         self.keys = PromptKeys(p["pool_size"], vit.dim)
 
     def begin_task(self, task: int, classes: list[int]) -> None:
@@ -82,8 +82,10 @@ class DualPromptNet(PromptModel):
         else:
             self.routing = idx[:, 0]
         e = gather_e_prompts(self.e, idx, p["reshape_bug"])
-        prefixes = {layer: (self.g[i, 0].expand(b, -1, -1), self.g[i, 1].expand(b, -1, -1))
-                    for i, layer in enumerate(p["g_layers"])}
+        prefixes = {
+            layer: (self.g[i, 0].expand(b, -1, -1), self.g[i, 1].expand(b, -1, -1))
+            for i, layer in enumerate(p["g_layers"])
+        }
         prefixes |= {layer: (e[i, :, 0], e[i, :, 1]) for i, layer in enumerate(p["e_layers"])}
         return self.vit(x, prefixes=prefixes).cls
 
@@ -102,5 +104,7 @@ class DualPrompt(PromptStrategy):
     def check_params(cls, params: dict, backbone: Backbone) -> None:
         super().check_params(params, backbone)
         if set(params["g_layers"]) & set(params["e_layers"]):
-            raise UserError(f"dualprompt: g_layers {params['g_layers']} and e_layers "
-                            f"{params['e_layers']} must not share a block.")
+            raise UserError(
+                f"dualprompt: g_layers {params['g_layers']} and e_layers "
+                f"{params['e_layers']} must not share a block."
+            )

@@ -42,8 +42,9 @@ from cl_bench.strategies.blocks.adapter_template import AdapterModel, AdapterStr
 from cl_bench.strategies.blocks.heads import CosineClassifier, class_means
 
 
-def complete_prototypes(protos: torch.Tensor, task_of_class: torch.Tensor,
-                        offset: int) -> torch.Tensor:
+def complete_prototypes(
+    protos: torch.Tensor, task_of_class: torch.Tensor, offset: int
+) -> torch.Tensor:
     """Semantic-guided completion (module docstring) of ``protos`` (C, S, d): rows
     of classes of task i (``task_of_class``, -1 for unseen rows) in the adapter
     subspaces of later tasks, from the real prototypes. ``offset``: 1 when
@@ -60,8 +61,9 @@ def complete_prototypes(protos: torch.Tensor, task_of_class: torch.Tensor,
     return out
 
 
-def subspace_weights(task_of_class: torch.Tensor, n_subspaces: int, alpha: float, beta: float,
-                     offset: int) -> torch.Tensor:
+def subspace_weights(
+    task_of_class: torch.Tensor, n_subspaces: int, alpha: float, beta: float, offset: int
+) -> torch.Tensor:
     """(C, S): w_ik of the module docstring for every class row (zero for unseen rows)."""
     newest = int(task_of_class.max()) if task_of_class.numel() else 0
     other = alpha / newest if newest > 0 else 0.0
@@ -78,8 +80,9 @@ class EaseNet(AdapterModel):
     """Adapter sets, the completed prototypes (``protos``, C x S x d) and, while a
     task trains, its proxy classifier."""
 
-    def __init__(self, vit: PromptedViT, normalize: Normalize, n_classes: int,
-                 params: dict) -> None:
+    def __init__(
+        self, vit: PromptedViT, normalize: Normalize, n_classes: int, params: dict
+    ) -> None:
         super().__init__(vit, normalize, n_classes, params)
         self.offset = int(params["use_init_ptm"])
         self.register_buffer("protos", torch.zeros(0, self.offset, vit.dim))
@@ -117,13 +120,22 @@ class EaseNet(AdapterModel):
         """Images in [0, 1] -> logits over all classes (-inf where not allowed)."""
         x = self.normalize(x)
         if self.training:
-            return self.spread(self.proxy(self.cls(x, self.sets[-1])),
-                               self.cached("current", x.device))
+            return self.spread(
+                self.proxy(self.cls(x, self.sets[-1])), self.cached("current", x.device)
+            )
         p = self.params
-        cos = torch.einsum("bsd,csd->bcs", F.normalize(self.subspaces(x).float(), dim=-1),
-                           F.normalize(self.protos, dim=-1))
-        w = self.cached("weights", x.device, lambda: subspace_weights(
-            self.task_of_class, self.n_subspaces, p["alpha"], p["beta"], self.offset))
+        cos = torch.einsum(
+            "bsd,csd->bcs",
+            F.normalize(self.subspaces(x).float(), dim=-1),
+            F.normalize(self.protos, dim=-1),
+        )
+        w = self.cached(
+            "weights",
+            x.device,
+            lambda: subspace_weights(
+                self.task_of_class, self.n_subspaces, p["alpha"], p["beta"], self.offset
+            ),
+        )
         seen = self.cached("seen", x.device)
         return self.spread((cos * w).sum(-1)[:, seen], seen)
 
@@ -131,17 +143,18 @@ class EaseNet(AdapterModel):
     def set_prototypes(self, dataset, device: torch.device, precision: str) -> None:
         """Class means of the current task's classes in every subspace, then the
         completion of the old classes in the new subspace(s)."""
+
         def embed(x: torch.Tensor) -> torch.Tensor:
             with autocast(device, precision):
                 return self.subspaces(self.normalize(x)).flatten(1).float()
 
         classes, means = class_means(dataset, embed, device, self.params["eval_batch_size"])
-        protos = torch.zeros(len(self.task_of_class), self.n_subspaces, self.vit.dim,
-                             device=self.protos.device)
-        protos[:self.protos.shape[0], :self.protos.shape[1]] = self.protos
+        protos = torch.zeros(
+            len(self.task_of_class), self.n_subspaces, self.vit.dim, device=self.protos.device
+        )
+        protos[: self.protos.shape[0], : self.protos.shape[1]] = self.protos
         protos[classes.to(protos.device)] = means.view(len(classes), self.n_subspaces, -1)
-        self.protos = complete_prototypes(protos, self.task_of_class.to(protos.device),
-                                          self.offset)
+        self.protos = complete_prototypes(protos, self.task_of_class.to(protos.device), self.offset)
 
 
 class Ease(AdapterStrategy):

@@ -62,13 +62,20 @@ class TrainableEWCPlugin(Stateful, EWCPlugin):
 
     stores = ("importances", "saved_params")
 
-    def __init__(self, ewc_lambda: float, mode: str, decay_factor: float | None,
-                 importance_max: float | None, precision: str = "fp32") -> None:
+    def __init__(
+        self,
+        ewc_lambda: float,
+        mode: str,
+        decay_factor: float | None,
+        importance_max: float | None,
+        precision: str = "fp32",
+    ) -> None:
         super().__init__(ewc_lambda, mode=mode, decay_factor=decay_factor)
         self.importance_max, self.precision = importance_max, precision
 
-    def compute_importances(self, model, criterion, optimizer, dataset, device, batch_size,
-                            num_workers: int = 0) -> dict:
+    def compute_importances(
+        self, model, criterion, optimizer, dataset, device, batch_size, num_workers: int = 0
+    ) -> dict:
         """F_t of the trainable parameters: the mean over ``dataset``'s minibatches (in
         eval mode) of each squared minibatch-mean gradient, clamped at
         ``importance_max``. The forward runs under ``self.precision``'s autocast, the
@@ -78,8 +85,7 @@ class TrainableEWCPlugin(Stateful, EWCPlugin):
         model.eval()
         trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
         sums = {name: torch.zeros_like(p) for name, p in trainable}
-        loader = method_loader(dataset, batch_size, collate_fn=getattr(dataset, "collate_fn",
-                                                                       None))
+        loader = method_loader(dataset, batch_size, collate_fn=getattr(dataset, "collate_fn", None))
         for x, y, *_ in loader:
             x, y = x.to(device), y.to(device)
             optimizer.zero_grad()
@@ -106,35 +112,69 @@ class TrainableEWCPlugin(Stateful, EWCPlugin):
 
     def stored_bytes(self) -> int:
         """Bytes held in importances and anchors (all tasks kept)."""
-        return sum(d.data.numel() * d.data.element_size()
-                   for store in (self.importances, self.saved_params)
-                   for per_task in store.values() for d in per_task.values())
+        return sum(
+            d.data.numel() * d.data.element_size()
+            for store in (self.importances, self.saved_params)
+            for per_task in store.values()
+            for d in per_task.values()
+        )
 
     def checkpoint_state(self) -> dict:
         """Importances and anchors per task as plain tensors (a per-task checkpoint)."""
-        return {store: {t: {name: d.data for name, d in per_task.items()}
-                        for t, per_task in getattr(self, store).items()}
-                for store in self.stores}
+        return {
+            store: {
+                t: {name: d.data for name, d in per_task.items()}
+                for t, per_task in getattr(self, store).items()
+            }
+            for store in self.stores
+        }
 
     def restore_state(self, state: dict) -> None:
         for store in self.stores:
-            setattr(self, store, defaultdict(dict, {
-                t: {name: ParamData(name, init_tensor=value, device=value.device)
-                    for name, value in per_task.items()}
-                for t, per_task in state[store].items()}))
+            setattr(
+                self,
+                store,
+                defaultdict(
+                    dict,
+                    {
+                        t: {
+                            name: ParamData(name, init_tensor=value, device=value.device)
+                            for name, value in per_task.items()
+                        }
+                        for t, per_task in state[store].items()
+                    },
+                ),
+            )
 
 
 class EWC(FinetuneTemplate):
     """Fine-tuning of a private backbone copy + head, with the EWC penalty."""
 
-    def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
-                 device: torch.device, plugins: list, evaluator) -> None:
+    def __init__(
+        self,
+        *,
+        params: dict,
+        backbone: Backbone,
+        n_classes: int,
+        device: torch.device,
+        plugins: list,
+        evaluator,
+    ) -> None:
         online = params["mode"] == "online"
-        self.ewc = TrainableEWCPlugin(params["ewc_lambda"], mode=params["mode"],
-                                      decay_factor=params["decay_factor"] if online else None,
-                                      importance_max=params["importance_max"],
-                                      precision=backbone.precision)
+        self.ewc = TrainableEWCPlugin(
+            params["ewc_lambda"],
+            mode=params["mode"],
+            decay_factor=params["decay_factor"] if online else None,
+            importance_max=params["importance_max"],
+            precision=backbone.precision,
+        )
         # first, so that the Fisher pass after each task is inside the Recorder's
         # training time (its after_training_exp runs after this plugin's)
-        super().__init__(params=params, backbone=backbone, n_classes=n_classes, device=device,
-                         plugins=[self.ewc, *plugins], evaluator=evaluator)
+        super().__init__(
+            params=params,
+            backbone=backbone,
+            n_classes=n_classes,
+            device=device,
+            plugins=[self.ewc, *plugins],
+            evaluator=evaluator,
+        )

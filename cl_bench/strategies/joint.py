@@ -27,8 +27,12 @@ class Joint(FinetuneTemplate, JointTraining):
     experiences, then ``eval`` per seen-classes test experience.
     """
 
-    spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=True, schedule=Schedule.JOINT,
-                      protocol=(EVAL_BATCH_SIZE,))
+    spec = MethodSpec(
+        inputs=Inputs.IMAGES,
+        trains_backbone=True,
+        schedule=Schedule.JOINT,
+        protocol=(EVAL_BATCH_SIZE,),
+    )
 
     def model_adaptation(self, model=None):
         """Training: unmask every class; evaluation: only the evaluated classes."""

@@ -39,8 +39,9 @@ from cl_bench.strategies.blocks.prompt_template import (
 class L2PNet(PromptModel):
     """Prompt pool + keys + head on the frozen ViT."""
 
-    def __init__(self, vit: PromptedViT, normalize: Normalize, n_classes: int,
-                 params: dict) -> None:
+    def __init__(
+        self, vit: PromptedViT, normalize: Normalize, n_classes: int, params: dict
+    ) -> None:
         super().__init__(vit, normalize, n_classes, params)
         self.prompts = uniform_parameter(params["pool_size"], params["length"], vit.dim)
         self.keys = PromptKeys(params["pool_size"], vit.dim)
@@ -66,5 +67,7 @@ class L2P(PromptStrategy):
         prompt tokens enter the first block, so gradients flow through every block, each
         over the longer sequence; the last block runs on the [CLS] and prompt rows."""
         prompts = params["top_k"] * params["length"]
-        return [prompt_pool(params, work),
-                backward_pass(work, params, 0, prompts, read_rows=1 + prompts)]
+        return [
+            prompt_pool(params, work),
+            backward_pass(work, params, 0, prompts, read_rows=1 + prompts),
+        ]

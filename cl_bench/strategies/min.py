@@ -62,12 +62,12 @@ class MinNet(AdapterModel):
     the norm copies, the random projection, the analytic classifier, the prototypes and
     the mixing weights; the training head while a task trains."""
 
-    def __init__(self, vit: PromptedViT, normalize: Normalize, n_classes: int,
-                 params: dict) -> None:
+    def __init__(
+        self, vit: PromptedViT, normalize: Normalize, n_classes: int, params: dict
+    ) -> None:
         super().__init__(vit, normalize, n_classes, params)
         d, m = vit.dim, params["buffer_size"]
-        self.layers = nn.ModuleList([NoiseLayer(d, params["hidden_dim"])
-                                     for _ in range(vit.depth)])
+        self.layers = nn.ModuleList([NoiseLayer(d, params["hidden_dim"]) for _ in range(vit.depth)])
         self.norms = norm_copies(vit.vit)
         self.register_buffer("projection", linear_draw(d, m, torch.float64))
         self.analytic = RecursiveRidge(m, params["gamma"])
@@ -101,8 +101,9 @@ class MinNet(AdapterModel):
         if self.task == 0:
             self.layers.requires_grad_(True)
             self.norms.requires_grad_(True)
-        self.head = zero_linear(self.params["buffer_size"], len(self.order),
-                                bias=self.task == 0).to(device)
+        self.head = zero_linear(
+            self.params["buffer_size"], len(self.order), bias=self.task == 0
+        ).to(device)
 
     def end_task(self, prototype: torch.Tensor) -> None:
         """Keep the task's prototype; the training head is not kept."""
@@ -179,14 +180,18 @@ class Min(AdapterStrategy):
         every block's output, so gradients flow through every block after the first."""
         m, h = params["buffer_size"], params["hidden_dim"]
         per_set = work.blocks * 2 * (h * h + h) * FLOAT
-        return [Allocation(f"the least-squares R ({m}^2 float64)", m * m * DOUBLE,
-                           "buffer_size"),
-                Allocation(f"the random projection ({work.dim} x {m} float64) and the "
-                           "classifier", (work.dim + work.n_classes) * m * DOUBLE,
-                           "buffer_size"),
-                Allocation(f"{work.n_tasks} noise set(s) of width {h}",
-                           work.n_tasks * per_set, "hidden_dim"),
-                backward_pass(work, params, 1)]
+        return [
+            Allocation(f"the least-squares R ({m}^2 float64)", m * m * DOUBLE, "buffer_size"),
+            Allocation(
+                f"the random projection ({work.dim} x {m} float64) and the classifier",
+                (work.dim + work.n_classes) * m * DOUBLE,
+                "buffer_size",
+            ),
+            Allocation(
+                f"{work.n_tasks} noise set(s) of width {h}", work.n_tasks * per_set, "hidden_dim"
+            ),
+            backward_pass(work, params, 1),
+        ]
 
     def build_optimizer(self, model: MinNet):
         """One SGD over what trains on this task (official get_optimizer over the
@@ -199,8 +204,12 @@ class Min(AdapterStrategy):
             first = model.task == 0
             self.train_epochs = self.params["init_epochs" if first else "epochs"]
             if not first:
-                model.fit(self.experience.dataset.train(), self.params["fit_epochs"],
-                          self.device, self.precision)
+                model.fit(
+                    self.experience.dataset.train(),
+                    self.params["fit_epochs"],
+                    self.device,
+                    self.precision,
+                )
             model.add_noise()
         return model
 

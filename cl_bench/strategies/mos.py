@@ -57,16 +57,18 @@ def merge_step(current: nn.Module, anchor: list[torch.Tensor], momentum: float) 
         param.mul_(1 - momentum).add_(target.to(param.device), alpha=momentum)
 
 
-def orthogonality_loss(features: torch.Tensor, means: torch.Tensor,
-                       temperature: float) -> torch.Tensor:
+def orthogonality_loss(
+    features: torch.Tensor, means: torch.Tensor, temperature: float
+) -> torch.Tensor:
     """CE(M M^T / temperature, identity) over M = [means; features]: every row apart
     from the old class means and from the batch's other features."""
     m = torch.cat([means.to(features), features])
     return F.cross_entropy(m @ m.T / temperature, torch.arange(len(m), device=m.device))
 
 
-def self_refine(feats: torch.Tensor, start: torch.Tensor, classify, task_of_column: torch.Tensor,
-                max_iter: int) -> tuple[torch.Tensor, torch.Tensor]:
+def self_refine(
+    feats: torch.Tensor, start: torch.Tensor, classify, task_of_column: torch.Tensor, max_iter: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Self-refined adapter retrieval. ``feats`` (B, T, d): the [CLS] under every set;
     ``start`` (B,): the initial guess; ``classify``: (n, d) -> (n, S) logits whose column
     j belongs to task ``task_of_column[j]``. Returns the logits of the last classification
@@ -91,8 +93,9 @@ class MosNet(AdapterModel):
     """The adapter sets (the last one trained), the head, the class statistics and
     the initial-guess prototypes."""
 
-    def __init__(self, vit: PromptedViT, normalize: Normalize, n_classes: int,
-                 params: dict) -> None:
+    def __init__(
+        self, vit: PromptedViT, normalize: Normalize, n_classes: int, params: dict
+    ) -> None:
         super().__init__(vit, normalize, n_classes, params)
         d = vit.dim
         self.head = nn.Linear(d, n_classes)  # timm's fresh head: trunc normal, std 0.02
@@ -113,8 +116,9 @@ class MosNet(AdapterModel):
             self.sets.requires_grad_(False)
             self.sets.append(copy.deepcopy(self.sets[-1]).requires_grad_(True))
         earlier = self.sets[:task]
-        self.anchor = [p.detach() for p in merge(earlier, [1 / task] * task).parameters()] \
-            if task else []
+        self.anchor = (
+            [p.detach() for p in merge(earlier, [1 / task] * task).parameters()] if task else []
+        )
 
     def prepare_restore(self, state: dict[str, torch.Tensor]) -> None:
         super().prepare_restore(state)
@@ -128,9 +132,12 @@ class MosNet(AdapterModel):
     def old_means(self) -> torch.Tensor:
         """The stored means of the classes of earlier tasks (read at every training
         step: selected once per task)."""
-        return self.cached("old_means", self.means.device,
-                           lambda: self.means[self.task_of_class[:len(self.means)] >= 0],
-                           self.means)
+        return self.cached(
+            "old_means",
+            self.means.device,
+            lambda: self.means[self.task_of_class[: len(self.means)] >= 0],
+            self.means,
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Images in [0, 1] -> logits over all classes (-inf where not allowed)."""
@@ -141,12 +148,15 @@ class MosNet(AdapterModel):
             return self.spread(self.head(self.features)[:, current], current)
         feats = torch.stack([self.cls(x, s) for s in self.sets], dim=1).float()
         seen = self.cached("seen", x.device)
-        task_of = self.cached("task_of_seen", x.device,
-                              lambda: self.task_of_class[self.seen])
+        task_of = self.cached("task_of_seen", x.device, lambda: self.task_of_class[self.seen])
         guess = F.normalize(feats[:, 0], dim=-1) @ F.normalize(self.protos[seen], dim=-1).T
-        logits, self.route = self_refine(feats, task_of[guess.argmax(1)],
-                                         lambda f: self.head(f)[:, seen].float(), task_of,
-                                         self.params["retrieval_iters"])
+        logits, self.route = self_refine(
+            feats,
+            task_of[guess.argmax(1)],
+            lambda f: self.head(f)[:, seen].float(),
+            task_of,
+            self.params["retrieval_iters"],
+        )
         if self.params["ensemble"]:
             logits = logits.softmax(1) + (len(self.sets) * guess).softmax(1)
         return self.spread(logits, seen)
@@ -168,12 +178,11 @@ class MosNet(AdapterModel):
         feats, firsts, labels = torch.cat(feats), torch.cat(firsts), torch.cat(labels)
         rows, classes = len(self.task_of_class), self.current.tolist()
         protos = self.protos.new_zeros(rows, self.vit.dim)
-        protos[:len(self.protos)] = self.protos
+        protos[: len(self.protos)] = self.protos
         for c in classes:
             if (labels == c).any():
                 protos[c] = firsts[labels == c].mean(0)
-        self.means, self.covs = class_gaussians(feats, labels, classes, self.means, self.covs,
-                                                rows)
+        self.means, self.covs = class_gaussians(feats, labels, classes, self.means, self.covs, rows)
         self.protos = protos
 
 
@@ -181,11 +190,26 @@ def align_classifier(model: MosNet, params: dict) -> None:
     """Classifier alignment: the head alone, trained on Gaussian samples of every seen
     class (SGD, momentum 0.9, cosine over ``ca_epochs``, one step per class-sized chunk)."""
     seen = model.seen.to(model.means.device)
-    opt, sched = make_optimizer(dict(params, lr=params["ca_lr"], optimizer="sgd",
-                                     scheduler="cosine", epochs=params["ca_epochs"],
-                                     eta_min=0.0), model.head.parameters())
-    align_on_samples(model.means[seen], model.covs[seen], params["batch_size"] * params[
-        "ca_samples"], params["ca_epochs"], opt, sched, lambda x: model.head(x)[:, seen])
+    opt, sched = make_optimizer(
+        dict(
+            params,
+            lr=params["ca_lr"],
+            optimizer="sgd",
+            scheduler="cosine",
+            epochs=params["ca_epochs"],
+            eta_min=0.0,
+        ),
+        model.head.parameters(),
+    )
+    align_on_samples(
+        model.means[seen],
+        model.covs[seen],
+        params["batch_size"] * params["ca_samples"],
+        params["ca_epochs"],
+        opt,
+        sched,
+        lambda x: model.head(x)[:, seen],
+    )
 
 
 class Mos(AdapterStrategy):
@@ -201,23 +225,29 @@ class Mos(AdapterStrategy):
         d, n = work.dim, work.n_classes
         per_class = d * d if params["ca_storage"] == "covariance" else d
         drawn = params["batch_size"] * params["ca_samples"] * n * d * FLOAT
-        return [*super().memory(params, work),
-                Allocation("the class statistics", n * per_class * FLOAT, "ca_storage"),
-                Allocation("the classifier alignment's samples", drawn, "ca_samples")]
+        return [
+            *super().memory(params, work),
+            Allocation("the class statistics", n * per_class * FLOAT, "ca_storage"),
+            Allocation("the classifier alignment's samples", drawn, "ca_samples"),
+        ]
 
     def build_optimizer(self, model: MosNet):
         """Adapters at ``lr``, the head at ``lr x head_lr_ratio`` (official get_optimizer)."""
         p = self.params
-        return make_optimizer(p, [{"params": list(model.sets.parameters())},
-                                  {"params": list(model.head.parameters()),
-                                   "lr": p["lr"] * p["head_lr_ratio"]}])
+        return make_optimizer(
+            p,
+            [
+                {"params": list(model.sets.parameters())},
+                {"params": list(model.head.parameters()), "lr": p["lr"] * p["head_lr_ratio"]},
+            ],
+        )
 
     def criterion(self) -> torch.Tensor:
         loss = self._criterion(self.mb_output, self.mb_y)
         if self.is_training:
             loss = loss + self.params["reg"] * orthogonality_loss(
-                self.model.features.float(), self.model.old_means(),
-                self.params["orth_temperature"])
+                self.model.features.float(), self.model.old_means(), self.params["orth_temperature"]
+            )
         return loss
 
     def _after_update(self, **kwargs) -> None:

@@ -79,12 +79,26 @@ class RanPAC(FirstSessionTemplate):
     uses_frozen = False
     state_attrs = ("ridges",)
 
-    def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
-                 device: torch.device, plugins: list, evaluator) -> None:
+    def __init__(
+        self,
+        *,
+        params: dict,
+        backbone: Backbone,
+        n_classes: int,
+        device: torch.device,
+        plugins: list,
+        evaluator,
+    ) -> None:
         self.ridges: list[float] = []
         model = RanpacNet(backbone, self.variant(params, backbone), params)
-        super().__init__(params=params, backbone=backbone, model=model, device=device,
-                         plugins=plugins, evaluator=evaluator)
+        super().__init__(
+            params=params,
+            backbone=backbone,
+            model=model,
+            device=device,
+            plugins=plugins,
+            evaluator=evaluator,
+        )
 
     @classmethod
     def memory(cls, params: dict, work: Workload) -> list[Allocation]:
@@ -93,12 +107,16 @@ class RanPAC(FirstSessionTemplate):
         features (float64)."""
         width = params["M"] or work.dim
         task = -(-work.train_images // work.n_tasks)
-        return [*super().memory(params, work),
-                Allocation(f"the Gram matrix and its ridge solve (3 x {width}^2 float64)",
-                           3 * width * width * 8, "M"),
-                Allocation("the random projection W_rand", work.dim * params["M"] * FLOAT,
-                           "M"),
-                Allocation("a task's projected features", task * width * 8, "M")]
+        return [
+            *super().memory(params, work),
+            Allocation(
+                f"the Gram matrix and its ridge solve (3 x {width}^2 float64)",
+                3 * width * width * 8,
+                "M",
+            ),
+            Allocation("the random projection W_rand", work.dim * params["M"] * FLOAT, "M"),
+            Allocation("a task's projected features", task * width * 8, "M"),
+        ]
 
     def fit(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """Accumulate the task's statistics, choose lambda on the task (at or above
@@ -111,8 +129,11 @@ class RanPAC(FirstSessionTemplate):
         net.G += h.T @ h
         net.C += h.T @ onehot
         order = split_order(len(y), torch.initial_seed(), len(self.ridges))
-        lam = choose_ridge(h[order.to(h.device)], onehot[order.to(h.device)],
-                           precision=self.params.get("ridge_search", "float64"),
-                           floor=resolution(net.G))
+        lam = choose_ridge(
+            h[order.to(h.device)],
+            onehot[order.to(h.device)],
+            precision=self.params.get("ridge_search", "float64"),
+            floor=resolution(net.G),
+        )
         self.ridges.append(lam)
         net.W_o = solve_ridge(net.G, net.C, lam).T.contiguous()

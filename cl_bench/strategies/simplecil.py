@@ -19,18 +19,37 @@ from cl_bench.strategies.blocks.heads import CosineClassifier, set_prototypes
 class SimpleCIL(Method, Resumable, SupervisedTemplate):
     """Prototype classifier over frozen-feature experiences."""
 
-    spec = MethodSpec(inputs=Inputs.FEATURES, trains_backbone=False, schedule=Schedule.PER_TASK,
-                      protocol=(EVAL_BATCH_SIZE,))
+    spec = MethodSpec(
+        inputs=Inputs.FEATURES,
+        trains_backbone=False,
+        schedule=Schedule.PER_TASK,
+        protocol=(EVAL_BATCH_SIZE,),
+    )
 
-    def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
-                 device: torch.device, plugins: list, evaluator) -> None:
+    def __init__(
+        self,
+        *,
+        params: dict,
+        backbone: Backbone,
+        n_classes: int,
+        device: torch.device,
+        plugins: list,
+        evaluator,
+    ) -> None:
         self.params = params
         dim = backbone.dim
         model = CosineClassifier(dim, learn_scale=False).requires_grad_(False)
-        super().__init__(model=model, optimizer=torch.optim.SGD([model.sigma], lr=0.0),
-                         criterion=nn.CrossEntropyLoss(), train_mb_size=params["batch_size"],
-                         train_epochs=0, eval_mb_size=params["eval_batch_size"], device=device,
-                         plugins=plugins, evaluator=evaluator)
+        super().__init__(
+            model=model,
+            optimizer=torch.optim.SGD([model.sigma], lr=0.0),
+            criterion=nn.CrossEntropyLoss(),
+            train_mb_size=params["batch_size"],
+            train_epochs=0,
+            eval_mb_size=params["eval_batch_size"],
+            device=device,
+            plugins=plugins,
+            evaluator=evaluator,
+        )
 
     def model_adaptation(self, model=None):
         return (self.model if model is None else model).to(self.device)

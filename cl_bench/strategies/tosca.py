@@ -36,8 +36,9 @@ class ToscaNet(Regrows, nn.Module):
     logits. ``routing`` holds the chosen module per sample of the last batch.
     """
 
-    def __init__(self, dim: int, mlp_ratio: int, se_ratio: int, flow: str, selection: str,
-                 init: str) -> None:
+    def __init__(
+        self, dim: int, mlp_ratio: int, se_ratio: int, flow: str, selection: str, init: str
+    ) -> None:
         super().__init__()
         self.dim, self.mlp_ratio, self.se_ratio, self.flow = dim, mlp_ratio, se_ratio, flow
         self.selection, self.init = selection, init
@@ -80,6 +81,7 @@ class ToscaNet(Regrows, nn.Module):
 
         def one(state: dict, inputs: torch.Tensor) -> torch.Tensor:
             return functional_call(template, state, (inputs,))
+
         return vmap(one, in_dims=(0, None))(self._stacked[1], x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -105,15 +107,34 @@ def add_l1_gradient(params, l1: float) -> None:
 class Tosca(PerTaskTemplate):
     """TOSCA as an Avalanche strategy over frozen-feature experiences."""
 
-    spec = MethodSpec(inputs=Inputs.FEATURES, trains_backbone=False, schedule=Schedule.PER_TASK,
-                      protocol=(SELECTION, AUGMENT_VIEWS, EVAL_BATCH_SIZE))
+    spec = MethodSpec(
+        inputs=Inputs.FEATURES,
+        trains_backbone=False,
+        schedule=Schedule.PER_TASK,
+        protocol=(SELECTION, AUGMENT_VIEWS, EVAL_BATCH_SIZE),
+    )
 
-    def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
-                 device: torch.device, plugins: list, evaluator) -> None:
-        model = ToscaNet(backbone.dim, params["mlp_ratio"], params["se_ratio"], params["flow"],
-                         params["selection"], params["init"])
-        super().__init__(params=params, model=model, device=device, plugins=plugins,
-                         evaluator=evaluator)
+    def __init__(
+        self,
+        *,
+        params: dict,
+        backbone: Backbone,
+        n_classes: int,
+        device: torch.device,
+        plugins: list,
+        evaluator,
+    ) -> None:
+        model = ToscaNet(
+            backbone.dim,
+            params["mlp_ratio"],
+            params["se_ratio"],
+            params["flow"],
+            params["selection"],
+            params["init"],
+        )
+        super().__init__(
+            params=params, model=model, device=device, plugins=plugins, evaluator=evaluator
+        )
 
     @classmethod
     def check_params(cls, params: dict, backbone: Backbone) -> None:
@@ -126,7 +147,8 @@ class Tosca(PerTaskTemplate):
                     f"tosca.{key} = {params[key]} leaves LuCA's {layer} with no unit: its "
                     f"width is the feature width over the ratio, {backbone.dim} // "
                     f"{params[key]} = 0 on {backbone.name}. Set --set tosca.{key} to at most "
-                    f"{backbone.dim} (the paper uses 16).")
+                    f"{backbone.dim} (the paper uses 16)."
+                )
 
     @classmethod
     def memory(cls, params: dict, work: Workload) -> list[Allocation]:
@@ -134,11 +156,19 @@ class Tosca(PerTaskTemplate):
         other cached features), and one LuCA per task."""
         d = work.dim
         luca = 2 * d * (d // params["mlp_ratio"]) + 2 * d * (d // params["se_ratio"])
-        return [Allocation(f"{params['augment_views']} augmented views of every training "
-                           "feature", params["augment_views"] * work.train_images * d * 2,
-                           "augment_views", host=True),
-                Allocation("one LuCA module per task", work.n_tasks * luca * FLOAT,
-                           "mlp_ratio or the task count")]
+        return [
+            Allocation(
+                f"{params['augment_views']} augmented views of every training feature",
+                params["augment_views"] * work.train_images * d * 2,
+                "augment_views",
+                host=True,
+            ),
+            Allocation(
+                "one LuCA module per task",
+                work.n_tasks * luca * FLOAT,
+                "mlp_ratio or the task count",
+            ),
+        ]
 
     def model_adaptation(self, model=None):
         model = self.model if model is None else model
@@ -146,21 +176,39 @@ class Tosca(PerTaskTemplate):
             model.add_task(max(self.experience.dataset.targets.uniques) + 1)
         return model.to(self.device)
 
-    def make_train_dataloader(self, num_workers=0, shuffle=True, pin_memory=None,
-                              persistent_workers=False, drop_last=False, **kwargs) -> None:
+    def make_train_dataloader(
+        self,
+        num_workers=0,
+        shuffle=True,
+        pin_memory=None,
+        persistent_workers=False,
+        drop_last=False,
+        **kwargs,
+    ) -> None:
         """Avalanche's task-balanced loader, its batches gathered from the experience's
         features read once (:mod:`~cl_bench.strategies.blocks.gathered_batches`); with
         ``augment_views`` an epoch's samples are that epoch's views, read per epoch by
         Avalanche's own loader."""
         if self.params.get(AUGMENT_VIEWS.key) or num_workers:
             return super().make_train_dataloader(
-                num_workers=num_workers, shuffle=shuffle, pin_memory=pin_memory,
-                persistent_workers=persistent_workers, drop_last=drop_last, **kwargs)
+                num_workers=num_workers,
+                shuffle=shuffle,
+                pin_memory=pin_memory,
+                persistent_workers=persistent_workers,
+                drop_last=drop_last,
+                **kwargs,
+            )
         args = self._obtain_common_dataloader_parameters(
-            batch_size=self.train_mb_size, num_workers=0, shuffle=shuffle,
-            pin_memory=pin_memory, persistent_workers=persistent_workers, drop_last=drop_last)
-        self.dataloader = GatheredTaskBalancedLoader(self.adapted_dataset,
-                                                     oversample_small_groups=True, **args)
+            batch_size=self.train_mb_size,
+            num_workers=0,
+            shuffle=shuffle,
+            pin_memory=pin_memory,
+            persistent_workers=persistent_workers,
+            drop_last=drop_last,
+        )
+        self.dataloader = GatheredTaskBalancedLoader(
+            self.adapted_dataset, oversample_small_groups=True, **args
+        )
 
     def routing(self) -> torch.Tensor | None:
         """The lowest-entropy module per sample of the last evaluated batch."""
@@ -188,6 +236,7 @@ class Tosca(PerTaskTemplate):
 
     def _after_training_exp(self, **kwargs) -> None:
         self.model.eval()
-        set_prototypes(self.model.classifier, self.experience.dataset.eval(), self.model.embed,
-                       self.device)
+        set_prototypes(
+            self.model.classifier, self.experience.dataset.eval(), self.model.embed, self.device
+        )
         super()._after_training_exp(**kwargs)

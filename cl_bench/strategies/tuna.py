@@ -81,8 +81,9 @@ def entropy(logits: torch.Tensor) -> torch.Tensor:
     return -(p * torch.log(p + ENTROPY_EPS)).sum(-1)
 
 
-def combine(task_logits: torch.Tensor, universal_logits: torch.Tensor
-            ) -> tuple[torch.Tensor, torch.Tensor]:
+def combine(
+    task_logits: torch.Tensor, universal_logits: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``task_logits`` (T, B, C) under every task set, ``universal_logits`` (B, C):
     the summed probabilities of the lowest-entropy task set and the universal set,
     and the chosen set per image."""
@@ -121,8 +122,9 @@ class TunaNet(AdapterModel):
     """The task sets (the last one trained), the universal set, the per-task cosine
     classifier blocks and the class statistics."""
 
-    def __init__(self, vit: PromptedViT, normalize: Normalize, n_classes: int,
-                 params: dict) -> None:
+    def __init__(
+        self, vit: PromptedViT, normalize: Normalize, n_classes: int, params: dict
+    ) -> None:
         super().__init__(vit, normalize, n_classes, params)
         d = vit.dim
         self.head = nn.ParameterList()  # W_k, one (classes of task k, d) block per task
@@ -133,8 +135,9 @@ class TunaNet(AdapterModel):
         self.route: torch.Tensor | None = None  # the chosen task set per image
 
     def new_set(self) -> AdapterSet:
-        return AdapterSet(self.vit.dim, self.params["ffn"], range(self.vit.depth),
-                          dropout=self.params["dropout"])
+        return AdapterSet(
+            self.vit.dim, self.params["ffn"], range(self.vit.depth), dropout=self.params["dropout"]
+        )
 
     def begin_task(self, task: int, classes: list[int]) -> None:
         """Freeze the earlier sets, go on training a copy of the last one, add the task's
@@ -196,9 +199,14 @@ class TunaNet(AdapterModel):
             with autocast(device, precision):
                 feats.append(self.cls(self.normalize(x.to(device)), self.sets[-1]).float())
             labels.append(y.to(device))
-        self.means, self.covs = class_gaussians(torch.cat(feats), torch.cat(labels),
-                                                self.current.tolist(), self.means, self.covs,
-                                                len(self.task_of_class))
+        self.means, self.covs = class_gaussians(
+            torch.cat(feats),
+            torch.cat(labels),
+            self.current.tolist(),
+            self.means,
+            self.covs,
+            len(self.task_of_class),
+        )
 
 
 def align_classifier(model: TunaNet, params: dict) -> None:
@@ -211,11 +219,26 @@ def align_classifier(model: TunaNet, params: dict) -> None:
         task_of = model.task_of_class.to(order.device)[order]
         scale = decay_factors(task_of, model.task, params["decay_bug"])
         means = (means.double() * scale[:, None]).float()
-    opt, sched = make_optimizer(dict(params, lr=params["ca_lr"], optimizer="sgd",
-                                     scheduler="cosine", epochs=params["ca_tmax"],
-                                     eta_min=0.0), model.head.parameters())
-    align_on_samples(means, model.covs[order], params["batch_size"] * params["ca_samples"],
-                     params["ca_epochs"], opt, sched, lambda x: params["scale"] * model.cosine(x))
+    opt, sched = make_optimizer(
+        dict(
+            params,
+            lr=params["ca_lr"],
+            optimizer="sgd",
+            scheduler="cosine",
+            epochs=params["ca_tmax"],
+            eta_min=0.0,
+        ),
+        model.head.parameters(),
+    )
+    align_on_samples(
+        means,
+        model.covs[order],
+        params["batch_size"] * params["ca_samples"],
+        params["ca_epochs"],
+        opt,
+        sched,
+        lambda x: params["scale"] * model.cosine(x),
+    )
 
 
 class Tuna(AdapterStrategy):
@@ -231,17 +254,20 @@ class Tuna(AdapterStrategy):
         d, n = work.dim, work.n_classes
         per_class = d * d if params["ca_storage"] == "covariance" else d
         drawn = params["batch_size"] * params["ca_samples"] * n * d * FLOAT
-        return [adapter_sets(work, params["ffn"], work.n_tasks + 1, "ffn"),
-                Allocation("the class statistics", n * per_class * FLOAT, "ca_storage"),
-                Allocation("the classifier alignment's samples", drawn, "ca_samples"),
-                backward_pass(work, params, 1)]
+        return [
+            adapter_sets(work, params["ffn"], work.n_tasks + 1, "ffn"),
+            Allocation("the class statistics", n * per_class * FLOAT, "ca_storage"),
+            Allocation("the classifier alignment's samples", drawn, "ca_samples"),
+            backward_pass(work, params, 1),
+        ]
 
     def build_optimizer(self, model: TunaNet):
         """Every trainable adapter weight and every classifier block, one SGD (official
         get_optimizer: the adapters and the whole fc)."""
         adapters = [p for p in model.sets.parameters() if p.requires_grad]
-        return make_optimizer(self.params, [{"params": adapters},
-                                            {"params": list(model.head.parameters())}])
+        return make_optimizer(
+            self.params, [{"params": adapters}, {"params": list(model.head.parameters())}]
+        )
 
     def criterion(self) -> torch.Tensor:
         p, out = self.params, self.mb_output
@@ -255,7 +281,8 @@ class Tuna(AdapterStrategy):
             # the earlier sets are frozen unless orth_old_grad (then their up-projections
             # learn from this term, as in the official code)
             loss = loss + p["reg"] * math.exp(-(task + 1)) * orthogonality(
-                self.model.sets[task], list(self.model.sets[:task]))
+                self.model.sets[task], list(self.model.sets[:task])
+            )
         return loss
 
     def routing(self) -> torch.Tensor | None:

@@ -49,8 +49,9 @@ def trainable(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: t.detach().clone() for name, t in model.named_parameters() if t.requires_grad}
 
 
-def load_split(tree: Path, split: str, per_class: int, size: int
-               ) -> tuple[list[torch.Tensor], list[int]]:
+def load_split(
+    tree: Path, split: str, per_class: int, size: int
+) -> tuple[list[torch.Tensor], list[int]]:
     """The first ``per_class`` images of every class folder, test-transformed."""
     tf = eval_transform(True, size)
     images, labels = [], []
@@ -98,22 +99,28 @@ class Capture(SupervisedPlugin):
         self.out["losses"][-1].append(strategy.loss.item())
         self.out["ortho"][-1].append(float(strategy.model.regularizer))
         if self.task == 0 and self.steps == 1:
-            self.out["after"]["step 1"] = {"params": trainable(strategy.model),
-                                           "logits": self.logits(strategy.model)}
+            self.out["after"]["step 1"] = {
+                "params": trainable(strategy.model),
+                "logits": self.logits(strategy.model),
+            }
 
     def after_training_exp(self, strategy, **kwargs) -> None:
-        self.out["after"][f"task {self.task + 1}"] = {"params": trainable(strategy.model),
-                                                      "logits": self.logits(strategy.model)}
+        self.out["after"][f"task {self.task + 1}"] = {
+            "params": trainable(strategy.model),
+            "logits": self.logits(strategy.model),
+        }
 
 
 def recording_draws(store: list) -> None:
     """Wrap both Gram-Schmidt rules so that the Gaussian draw of each call is kept."""
+
     def wrap(original):
         def wrapped(old: torch.Tensor, count: int) -> torch.Tensor:
             state = torch.random.get_rng_state()
             store.append(torch.randn(count, old.shape[1], dtype=old.dtype))
             torch.random.set_rng_state(state)  # the same draw is made again inside
             return original(old, count)
+
         return wrapped
 
     coda_prompt.orthonormal_rows = wrap(coda_prompt.orthonormal_rows)
@@ -123,8 +130,7 @@ def recording_draws(store: list) -> None:
 def main(out: Path, weights: str, tree: Path, size: int, seed: int, setting: dict) -> None:
     torch.set_num_threads(1)
     card = load_method("coda-prompt")
-    params = {**card.params, **{k: v for k, v in setting.items()
-                               if k in card.params}}
+    params = {**card.params, **{k: v for k, v in setting.items() if k in card.params}}
     backbone = load_backbone("vit_tiny_patch16_224", weights, size)
     backbone.precision = "fp32"
     train, ytr = load_split(tree, "train", setting["train_per_class"], size)
@@ -136,25 +142,46 @@ def main(out: Path, weights: str, tree: Path, size: int, seed: int, setting: dic
     train_x, train_y = torch.stack(train)[perm], torch.tensor(ytr)[perm]
     test_x, test_y = torch.stack(test), torch.tensor(yte)
     per_task = setting["increment"]
-    stream = build_stream(train_x, train_y, test_x, test_y, order,
-                          [per_task] * (n_classes // per_task), test_shuffle=False, seed=seed)
+    stream = build_stream(
+        train_x,
+        train_y,
+        test_x,
+        test_y,
+        order,
+        [per_task] * (n_classes // per_task),
+        test_shuffle=False,
+        seed=seed,
+    )
     torch.manual_seed(seed)
     capture = Capture(test_x, test_y)
     draws: list[torch.Tensor] = []
     recording_draws(draws)
-    strategy = coda_prompt.CodaPrompt(params=params, backbone=backbone, n_classes=n_classes,
-                                      device=torch.device("cpu"), plugins=[capture],
-                                      evaluator=quiet_evaluator())
+    strategy = coda_prompt.CodaPrompt(
+        params=params,
+        backbone=backbone,
+        n_classes=n_classes,
+        device=torch.device("cpu"),
+        plugins=[capture],
+        evaluator=quiet_evaluator(),
+    )
     for task in range(setting["tasks"]):
         strategy.train(stream.train[task], shuffle=False, num_workers=0)
     # begin_task draws per task: for each of p, k, a, one draw per layer
     n = len(params["layers"])
-    per_call = [{name: draws[(3 * task + j) * n:(3 * task + j + 1) * n]
-                 for j, name in enumerate(NAMES)} for task in range(setting["tasks"])]
+    per_call = [
+        {name: draws[(3 * task + j) * n : (3 * task + j + 1) * n] for j, name in enumerate(NAMES)}
+        for task in range(setting["tasks"])
+    ]
     result = {**capture.out, "draws": per_call, "test": (test_x, test_y), "params": params}
     torch.save(result, out)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]),
-         json.loads(sys.argv[6]))
+    main(
+        Path(sys.argv[1]),
+        sys.argv[2],
+        Path(sys.argv[3]),
+        int(sys.argv[4]),
+        int(sys.argv[5]),
+        json.loads(sys.argv[6]),
+    )

@@ -45,8 +45,12 @@ def stacked(learner) -> dict[str, torch.Tensor]:
     """PILOT's trainable tensors under cl-bench's names."""
     net = learner._network
     layers = net.prompt.e_layers
-    out = {name: torch.stack([getattr(net.prompt, f"e_{name}_{layer}").detach().clone()
-                              for layer in layers]) for name in ("p", "k", "a")}
+    out = {
+        name: torch.stack(
+            [getattr(net.prompt, f"e_{name}_{layer}").detach().clone() for layer in layers]
+        )
+        for name in ("p", "k", "a")
+    }
     out["head.weight"] = net.fc.weight.detach().clone()
     out["head.bias"] = net.fc.bias.detach().clone()
     return out
@@ -115,13 +119,21 @@ def main(ours_path: Path, out_path: Path) -> None:
     increment = int(ours["batches"][0][0][1].max()) + 1
     n_tasks = n_classes // increment
     args = {
-        "model_name": "coda_prompt", "backbone_type": "vit_tiny_patch16_224_coda_prompt",
-        "pretrained": False, "nb_classes": n_classes, "nb_tasks": n_tasks,
+        "model_name": "coda_prompt",
+        "backbone_type": "vit_tiny_patch16_224_coda_prompt",
+        "pretrained": False,
+        "nb_classes": n_classes,
+        "nb_tasks": n_tasks,
         "prompt_param": [params["pool_size"], params["length"], params["ortho_mu"]],
-        "batch_size": params["batch_size"], "init_lr": params["lr"],
-        "weight_decay": params["weight_decay"], "min_lr": 1e-5,
-        "optimizer": params["optimizer"], "scheduler": "cosine",
-        "tuned_epoch": params["epochs"], "memory_size": 0, "device": [torch.device("cpu")],
+        "batch_size": params["batch_size"],
+        "init_lr": params["lr"],
+        "weight_decay": params["weight_decay"],
+        "min_lr": 1e-5,
+        "optimizer": params["optimizer"],
+        "scheduler": "cosine",
+        "tuned_epoch": params["epochs"],
+        "memory_size": 0,
+        "device": [torch.device("cpu")],
     }
     assert params["scheduler"] == "coda_cosine" and params["layers"] == [0, 1, 2, 3, 4]
     n_layers = len(params["layers"])
@@ -151,6 +163,7 @@ def main(ours_path: Path, out_path: Path) -> None:
         def hook(opt, *_):
             if learner._cur_task == 0 and "step 1" not in out["after"]:
                 out["after"]["step 1"] = {"params": stacked(learner), "logits": logits()}
+
         optimizer.register_step_post_hook(hook)
         return optimizer
 
@@ -172,16 +185,16 @@ def main(ours_path: Path, out_path: Path) -> None:
             with replayed(ours["draws"][task], PILOT_ORDER["task"], n_layers):
                 learner._network.prompt.process_task_count()
             rows = slice(task * per, (task + 1) * per)
-            gram.append({k: v[:, rows].clone() for k, v in stacked(learner).items()
-                         if k in ("p", "k", "a")})
+            gram.append(
+                {k: v[:, rows].clone() for k, v in stacked(learner).items() if k in ("p", "k", "a")}
+            )
             if not own:
                 load_components(learner, ours["init"][task], rows)
         learner._total_classes = learner._known_classes + increment
         losses: list[float] = []
         seen = test_y < learner._total_classes  # PILOT's every-5th-epoch test accuracy
         with recorded_losses(losses):
-            learner._train([(None, x, y) for x, y in batches],
-                           [(None, test_x[seen], test_y[seen])])
+            learner._train([(None, x, y) for x, y in batches], [(None, test_x[seen], test_y[seen])])
         out["losses"].append(losses)
         out.setdefault("ortho", []).append(ortho[:])
         ortho.clear()

@@ -61,8 +61,11 @@ def task_experiences(data: dict) -> list:
         for split, out in (("train", train), ("test", test)):
             y = data[f"{split}_y"]
             idx = torch.nonzero(torch.isin(y, torch.tensor(labels))).squeeze(1)
-            out.append(tensor_dataset(scaled(data[f"{split}_x"][idx]), y[idx], task_labels=0,
-                                      targets=y[idx]))
+            out.append(
+                tensor_dataset(
+                    scaled(data[f"{split}_x"][idx]), y[idx], task_labels=0, targets=y[idx]
+                )
+            )
     bench = with_classes_timeline(benchmark_from_datasets(train=train, test=test))
     return list(bench.train_stream)
 
@@ -80,15 +83,18 @@ def logits_of(model: nn.Module, x: torch.Tensor, columns: list[int], batch: int)
     is put back in training mode after."""
     was_training = model.training
     model.eval()
-    out = torch.cat([model(x[i:i + batch])[:, columns] for i in range(0, len(x), batch)])
+    out = torch.cat([model(x[i : i + batch])[:, columns] for i in range(0, len(x), batch)])
     model.train(was_training)
     return out
 
 
 def trainable(model: nn.Module) -> dict[str, torch.Tensor]:
     """Trainable tensors under cl-bench's names (the head's rows as ``head.*``)."""
-    return {k.replace(HEAD, "head."): p.detach().clone()
-            for k, p in model.named_parameters() if p.requires_grad}
+    return {
+        k.replace(HEAD, "head."): p.detach().clone()
+        for k, p in model.named_parameters()
+        if p.requires_grad
+    }
 
 
 class Recorder(SupervisedPlugin):
@@ -115,8 +121,10 @@ class Recorder(SupervisedPlugin):
     def after_update(self, strategy, **kwargs) -> None:
         if self.first is None:
             x, _, labels = seen_test(self.data, 1)
-            self.first = {"params": trainable(strategy.model),
-                          "logits": logits_of(strategy.model, x, labels, self.eval_batch)}
+            self.first = {
+                "params": trainable(strategy.model),
+                "logits": logits_of(strategy.model, x, labels, self.eval_batch),
+            }
 
 
 def build_model(payload: dict, n_out: int) -> nn.Module:
@@ -129,19 +137,22 @@ def build_model(payload: dict, n_out: int) -> nn.Module:
     class Net(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.backbone = timm.create_model("tf_efficientnet_lite0", pretrained=False,
-                                              num_classes=0)
+            self.backbone = timm.create_model(
+                "tf_efficientnet_lite0", pretrained=False, num_classes=0
+            )
             self.backbone.load_state_dict(payload["backbone"], strict=True)
             self.backbone.to(memory_format=torch.channels_last)
-            self.head = IncrementalClassifier(self.backbone.num_features,
-                                              initial_out_features=n_out)
+            self.head = IncrementalClassifier(
+                self.backbone.num_features, initial_out_features=n_out
+            )
             self.mean = torch.tensor(payload["mean"]).view(1, 3, 1, 1)
             self.std = torch.tensor(payload["std"]).view(1, 3, 1, 1)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             x = ((x - self.mean) / self.std).contiguous(memory_format=torch.channels_last)
-            return self.head(self.backbone.forward_head(self.backbone.forward_features(x),
-                                                        pre_logits=True))
+            return self.head(
+                self.backbone.forward_head(self.backbone.forward_features(x), pre_logits=True)
+            )
 
     return Net()
 
@@ -152,18 +163,30 @@ def build_strategy(payload: dict, method: str, model: nn.Module, plugins: list):
 
     p = payload["params"]
     if p.get("optimizer", "sgd") == "adam":  # as cl-bench's contract/optimizer.py builds it
-        optimizer = torch.optim.Adam(model.parameters(), lr=p["lr"],
-                                     weight_decay=p["weight_decay"])
+        optimizer = torch.optim.Adam(model.parameters(), lr=p["lr"], weight_decay=p["weight_decay"])
     else:
-        optimizer = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"],
-                                    weight_decay=p["weight_decay"])
-    common = dict(train_mb_size=p["batch_size"], train_epochs=p["epochs"],
-                  eval_mb_size=p["eval_batch_size"], device="cpu", plugins=plugins,
-                  evaluator=EvaluationPlugin(loggers=[]))
+        optimizer = torch.optim.SGD(
+            model.parameters(), lr=p["lr"], momentum=p["momentum"], weight_decay=p["weight_decay"]
+        )
+    common = dict(
+        train_mb_size=p["batch_size"],
+        train_epochs=p["epochs"],
+        eval_mb_size=p["eval_batch_size"],
+        device="cpu",
+        plugins=plugins,
+        evaluator=EvaluationPlugin(loggers=[]),
+    )
     if method == "naive":
         return Naive(model, optimizer, nn.CrossEntropyLoss(), **common)
-    return EWC(model, optimizer, nn.CrossEntropyLoss(), ewc_lambda=p["ewc_lambda"],
-               mode="online", decay_factor=p["decay_factor"], **common)
+    return EWC(
+        model,
+        optimizer,
+        nn.CrossEntropyLoss(),
+        ewc_lambda=p["ewc_lambda"],
+        mode="online",
+        decay_factor=p["decay_factor"],
+        **common,
+    )
 
 
 class Reorder(SupervisedPlugin):
@@ -210,16 +233,22 @@ def step(payload: dict) -> dict:
     recorder = Recorder(data, batch)
     strategy = build_strategy(payload, "ewc", model, [recorder])
     out = {"after_task": [], "importances": None}
-    for t, exp in enumerate(task_experiences(data)[:payload["step_tasks"]]):
-        strategy.train(exp, shuffle=False, num_workers=0,
-                       reset_optimizer_state=payload["reset_optimizer_state"])
+    for t, exp in enumerate(task_experiences(data)[: payload["step_tasks"]]):
+        strategy.train(
+            exp,
+            shuffle=False,
+            num_workers=0,
+            reset_optimizer_state=payload["reset_optimizer_state"],
+        )
         x, _, labels = seen_test(data, t + 1)
-        out["after_task"].append({"params": trainable(model),
-                                  "logits": logits_of(model, x, labels, batch)})
+        out["after_task"].append(
+            {"params": trainable(model), "logits": logits_of(model, x, labels, batch)}
+        )
         if t == 0:
             ewc = next(p for p in strategy.plugins if hasattr(p, "importances"))
-            out["importances"] = {k.replace(HEAD, "head."): v.data.clone()
-                                  for k, v in ewc.importances[0].items()}
+            out["importances"] = {
+                k.replace(HEAD, "head."): v.data.clone() for k, v in ewc.importances[0].items()
+            }
     out.update(first=recorder.first, total=recorder.total, ce=recorder.ce)
     return out
 
@@ -233,8 +262,12 @@ def paired(payload: dict, method: str) -> dict:
     strategy = build_strategy(payload, method, model, [Reorder(payload["perms"])])
     logits = []
     for t, exp in enumerate(task_experiences(data)):
-        strategy.train(exp, shuffle=False, num_workers=0,
-                       reset_optimizer_state=payload["reset_optimizer_state"])
+        strategy.train(
+            exp,
+            shuffle=False,
+            num_workers=0,
+            reset_optimizer_state=payload["reset_optimizer_state"],
+        )
         x, _, labels = seen_test(data, t + 1)
         logits.append(logits_of(model, x, labels, batch))
     return {"logits": logits, "params": trainable(model)}

@@ -54,15 +54,20 @@ def ref_name(name: str) -> str:
     if p[0] == "projection":
         return "buffer.weight"
     if p[0] == "layers":
-        return f"backbone.noise_maker.{p[1]}." + {"mlp": f"MLP.{p[-1]}", "down": "w_down",
-                                                   "up": "w_up"}[p[2]]
+        return (
+            f"backbone.noise_maker.{p[1]}."
+            + {"mlp": f"MLP.{p[-1]}", "down": "w_down", "up": "w_up"}[p[2]]
+        )
     if p[0] == "sets":
         task, block, part, what = p[1:]
         return f"backbone.noise_maker.{block}.{'mu' if part == 'mu' else 'sigmma'}.{task}.{what}"
     if p[0] == "norms":
         i = int(p[1])
-        return (f"backbone.norm.{p[2]}" if i == 2 * DEPTH
-                else f"backbone.blocks.{i // 2}.norm{i % 2 + 1}.{p[2]}")
+        return (
+            f"backbone.norm.{p[2]}"
+            if i == 2 * DEPTH
+            else f"backbone.blocks.{i // 2}.norm{i % 2 + 1}.{p[2]}"
+        )
     raise KeyError(name)
 
 
@@ -90,8 +95,7 @@ def tensor(net: torch.nn.Module, dotted: str) -> torch.Tensor:
 
 
 def trainable(net: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {ours_name(n): p.detach().clone() for n, p in net.named_parameters()
-            if p.requires_grad}
+    return {ours_name(n): p.detach().clone() for n, p in net.named_parameters() if p.requires_grad}
 
 
 class Images(Dataset):
@@ -173,8 +177,11 @@ def main(spec_path: str, out_path: str) -> None:
         net = learner._network.eval()
         with torch.no_grad():
             logits = torch.cat([net(x)["logits"] for x in inputs[t]["test"]["x"].split(48)])
-        out["points"][f"task {t + 1}"] = {"params": out.pop("params"), "loss": losses[-1],
-                                          "logits": logits}
+        out["points"][f"task {t + 1}"] = {
+            "params": out.pop("params"),
+            "loss": losses[-1],
+            "logits": logits,
+        }
     torch.save(out, out_path)
 
 

@@ -22,8 +22,10 @@ _build = OnSharedViT.__init__
 @functools.wraps(_build)  # Avalanche reads the constructors' signatures
 def _traced(self, **kwargs) -> None:
     _build(self, **kwargs)
-    torch.save({name: p.detach().clone() for name, p in self.model.named_parameters()},
-               os.environ["PARITY_INIT_OUT"])
+    torch.save(
+        {name: p.detach().clone() for name, p in self.model.named_parameters()},
+        os.environ["PARITY_INIT_OUT"],
+    )
 
 
 if __name__ == "__main__":

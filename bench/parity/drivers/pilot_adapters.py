@@ -98,11 +98,18 @@ def evaluate(learner, per_batch: int = 1) -> tuple[torch.Tensor, np.ndarray, np.
         y_pred, y_true = learner._eval_cnn(learner.test_loader)
     finally:
         torch.topk = real_topk
-    return torch.cat(seen[per_batch - 1::per_batch]), y_pred[:, 0], y_true
+    return torch.cat(seen[per_batch - 1 :: per_batch]), y_pred[:, 0], y_true
 
 
-def step_check(learner, data_manager, step: dict, trainable=trainable,
-               load_trainable=load_trainable, hooked=None, evaluate=evaluate) -> dict:
+def step_check(
+    learner,
+    data_manager,
+    step: dict,
+    trainable=trainable,
+    load_trainable=load_trainable,
+    hooked=None,
+    evaluate=evaluate,
+) -> dict:
     """The step check (module docstring): ``trainable(learner)`` the tensors recorded,
     ``load_trainable(learner, tensors)`` loads a task's exported ones, the generator is
     seeded before every training forward of ``hooked`` (default the learner's
@@ -111,8 +118,7 @@ def step_check(learner, data_manager, step: dict, trainable=trainable,
     init = torch.load(step["init"], weights_only=True)
     perm = torch.load(step["perm"], weights_only=True)
     real_loader, real_get = module.DataLoader, data_manager.get_dataset
-    state = {"training": False, "forwards": 0, "steps": 0, "loss": None,
-             "step_loss": None}
+    state = {"training": False, "forwards": 0, "steps": 0, "loss": None, "step_loss": None}
     points, sums, train_labels = {}, [], []
 
     def loader(dataset, batch_size, shuffle=False, num_workers=0, **kwargs):
@@ -172,6 +178,7 @@ def step_check(learner, data_manager, step: dict, trainable=trainable,
         def align(*args, **kwargs):
             torch.manual_seed(step["seed"])
             return real_align(*args, **kwargs)
+
         learner.classifer_align = align
 
     module.DataLoader = loader
@@ -184,19 +191,27 @@ def step_check(learner, data_manager, step: dict, trainable=trainable,
         for task in range(step["tasks"]):
             learner.incremental_train(data_manager)
             logits, _, true = evaluate(learner)
-            points[f"task {task + 1}"] = {"params": trainable(learner),
-                                          "loss": state["step_loss"], "logits": logits}
+            points[f"task {task + 1}"] = {
+                "params": trainable(learner),
+                "loss": state["step_loss"],
+                "logits": logits,
+            }
             test_labels.append(torch.as_tensor(true))
             learner.after_task()
     finally:
         torch.Tensor.backward = real_backward
-    return {"points": points, "batch_sums": sums, "train_labels": train_labels,
-            "test_labels": test_labels}
+    return {
+        "points": points,
+        "batch_sums": sums,
+        "train_labels": train_labels,
+        "test_labels": test_labels,
+    }
 
 
 def main(spec_path: str, out_path: str) -> None:
     import trainer
     from utils import factory
+
     with open(spec_path) as f:
         spec = json.load(f)
     args, step = spec["args"], spec["step"]
@@ -204,8 +219,9 @@ def main(spec_path: str, out_path: str) -> None:
     iParity.train_trsf = iParity.test_trsf
     trainer._set_random(args["seed"])
     trainer._set_device(args)
-    data_manager = DataManager(args["dataset"], args["shuffle"], args["seed"],
-                               args["init_cls"], args["increment"], args)
+    data_manager = DataManager(
+        args["dataset"], args["shuffle"], args["seed"], args["init_cls"], args["increment"], args
+    )
     args["nb_classes"], args["nb_tasks"] = data_manager.nb_classes, data_manager.nb_tasks
     learner = factory.get_model(args["model_name"], args)
     torch.save(step_check(learner, data_manager, step), out_path)

@@ -43,8 +43,9 @@ def run(spec: dict) -> dict:
     iParity.class_order = list(spec["order"])
     trainer._set_random(args["seed"])
     trainer._set_device(args)
-    data = DataManager(args["dataset"], False, args["seed"], args["init_cls"],
-                       args["increment"], args)
+    data = DataManager(
+        args["dataset"], False, args["seed"], args["init_cls"], args["increment"], args
+    )
     args["nb_classes"], args["nb_tasks"] = data.nb_classes, data.nb_tasks
     model = factory.get_model(args["model_name"], args)
     curve, matrix = [], []
@@ -54,8 +55,7 @@ def run(spec: dict) -> dict:
         top1 = y_pred[:, 0]
         curve.append(float((top1 == y_true).mean() * 100))
         bounds = np.cumsum([0] + [data.get_task_size(t) for t in range(model._cur_task + 1)])
-        tasks = [(y_true >= lo) & (y_true < hi) for lo, hi in zip(bounds, bounds[1:],
-                                                                   strict=False)]
+        tasks = [(y_true >= lo) & (y_true < hi) for lo, hi in zip(bounds, bounds[1:], strict=False)]
         matrix.append([float((top1[m] == y_true[m]).mean() * 100) for m in tasks])
         model.after_task()
     return {"curve": curve, "acc_matrix": matrix}
@@ -150,8 +150,7 @@ def step(spec: dict) -> dict:
     inputs = torch.load(spec["inputs"], weights_only=True)
     init = torch.load(spec["init"], weights_only=True)
     tasks = spec.get("tasks", 2)
-    args = dict(spec["args"], seed=0, device=[-1], nb_classes=spec["n_classes"],
-                nb_tasks=tasks)
+    args = dict(spec["args"], seed=0, device=[-1], nb_classes=spec["n_classes"], nb_tasks=tasks)
     trainer._set_random(0)
     trainer._set_device(args)
     learner = factory.get_model(args["model_name"], args)
@@ -168,10 +167,15 @@ def step(spec: dict) -> dict:
     def init_train(train_loader, test_loader, optimizer, scheduler):
         def after_first(opt, *_):
             if not rec.out["step 1"]:
-                rec.out["step 1"] = {"params": rec.trainable(), "loss": list(rec.losses),
-                                     "logits": rec.logits(0)}
+                rec.out["step 1"] = {
+                    "params": rec.trainable(),
+                    "loss": list(rec.losses),
+                    "logits": rec.logits(0),
+                }
+
         optimizer.register_step_post_hook(after_first)
         original_init_train(train_loader, test_loader, optimizer, scheduler)
+
     learner._init_train = init_train
 
     for task in range(tasks):
@@ -184,13 +188,14 @@ def step(spec: dict) -> dict:
             assert not missing, f"exported tensors PILOT does not have: {missing}"
             learner._network.load_state_dict({**state, **init})
             trained = set(rec.trainable())
-            assert trained == set(init), ("PILOT trains other tensors than cl-bench exported: "
-                                          f"{sorted(trained ^ set(init))}")
+            assert trained == set(init), (
+                f"PILOT trains other tensors than cl-bench exported: {sorted(trained ^ set(init))}"
+            )
         train = Fixed(inputs[f"train_x{task}"], inputs[f"train_y{task}"])
         learner.train_dataset = train
         loader = Batches(train, spec["batches"])
         order = inputs[f"fit_order{task}"].tolist()
-        fit_loader = Batches(train, [[order[i:i + 256] for i in range(0, len(order), 256)]])
+        fit_loader = Batches(train, [[order[i : i + 256] for i in range(0, len(order), 256)]])
         test_loader = DataLoader(Fixed(*test[task]), batch_size=256, shuffle=False)
         rec.ridge_losses = []
         rec.losses = []
@@ -201,8 +206,9 @@ def step(spec: dict) -> dict:
         if task == 1:
             rec.out["task 2"]["params"] = adapters(learner)
         key = f"task {task + 1}"
-        rec.out[key].update(logits=rec.logits(task), loss=list(rec.losses),
-                            ridge_losses=list(rec.ridge_losses))
+        rec.out[key].update(
+            logits=rec.logits(task), loss=list(rec.losses), ridge_losses=list(rec.ridge_losses)
+        )
         rec.out[key]["state"] = classifier_state(learner, spec.get("states", True))
         learner.after_task()
     return rec.out
@@ -240,8 +246,11 @@ def adapters(learner) -> dict[str, torch.Tensor]:
     """The adapted tensors after task 2 (nothing trains there), named as in task 1 (the
     APER dual-branch network holds the adapted ViT as ``backbones.1``)."""
     net = learner._network
-    return {n.replace("backbones.1.", "backbone."): p.detach().clone()
-            for n, p in net.named_parameters() if "adaptmlp" in n}
+    return {
+        n.replace("backbones.1.", "backbone."): p.detach().clone()
+        for n, p in net.named_parameters()
+        if "adaptmlp" in n
+    }
 
 
 def classifier_state(learner, states: bool = True) -> dict[str, torch.Tensor]:

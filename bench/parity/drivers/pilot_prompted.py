@@ -53,10 +53,12 @@ def pilot_tensors(backbone) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         out["e"] = (backbone.e_prompt.prompt, None)
         out["keys.keys"] = (backbone.e_prompt.prompt_key, None)
         return out
-    slots = backbone.pos_embed[0, 1:1 + backbone.prompt.length * backbone.prompt.top_k]
+    slots = backbone.pos_embed[0, 1 : 1 + backbone.prompt.length * backbone.prompt.top_k]
     if not torch.equal(slots, slots[:1].expand_as(slots)):
-        raise SystemExit("L2P's prompt position slots differ; the parity loader fills them "
-                         "with the [CLS] entry (bench/parity/patch_pilot.py)")
+        raise SystemExit(
+            "L2P's prompt position slots differ; the parity loader fills them "
+            "with the [CLS] entry (bench/parity/patch_pilot.py)"
+        )
     out["prompts"] = (backbone.prompt.prompt, slots[0].detach().clone())
     out["keys.keys"] = (backbone.prompt.prompt_key, None)
     return out
@@ -89,8 +91,12 @@ def test_logits(learner, batches) -> torch.Tensor:
     was_training = network.backbone.training
     network.eval()
     with torch.no_grad():
-        logits = torch.cat([network(x, task_id=learner._cur_task)["logits"]
-                            [:, :learner._total_classes] for x, _ in batches])
+        logits = torch.cat(
+            [
+                network(x, task_id=learner._cur_task)["logits"][:, : learner._total_classes]
+                for x, _ in batches
+            ]
+        )
     network.backbone.train(was_training)
     return logits
 
@@ -126,8 +132,11 @@ def step(config: str, overrides: str, init: str, batches: str, out: str) -> None
 
     def after_first_step(optimizer, *_):
         if "step 1" not in record:
-            record["step 1"] = {"params": ours(learner, layout), "losses": list(losses),
-                                "logits": test_logits(learner, current["test"])}
+            record["step 1"] = {
+                "params": ours(learner, layout),
+                "losses": list(losses),
+                "logits": test_logits(learner, current["test"]),
+            }
 
     make_optimizer = learner.get_optimizer
 
@@ -144,8 +153,11 @@ def step(config: str, overrides: str, init: str, batches: str, out: str) -> None
         learner._total_classes = learner._known_classes + len(current["classes"])
         train = [(None, x, y) for x, y in current["train"]]
         learner._train(train, [(None, x, y) for x, y in current["test"]])
-        record[f"task {t + 1}"] = {"params": ours(learner, layout), "losses": list(losses),
-                                   "logits": test_logits(learner, current["test"])}
+        record[f"task {t + 1}"] = {
+            "params": ours(learner, layout),
+            "losses": list(losses),
+            "logits": test_logits(learner, current["test"]),
+        }
         learner.after_task()
     torch.Tensor.backward = backward
     torch.save(record, out)
@@ -166,8 +178,12 @@ def run(config: str, overrides: str, init: str, out: str) -> None:
 
     def eval_task(self):
         cnn, nme = evaluate(self)
-        curve.append({"top1": float(cnn["top1"]), "grouped": {k: float(v) for k, v in
-                                                               cnn["grouped"].items()}})
+        curve.append(
+            {
+                "top1": float(cnn["top1"]),
+                "grouped": {k: float(v) for k, v in cnn["grouped"].items()},
+            }
+        )
         return cnn, nme
 
     factory.get_model = trainer.factory.get_model = get_model

@@ -64,8 +64,11 @@ class StepRecords(SupervisedPlugin):
         with torch.no_grad():
             logits = torch.cat([model(x) for x, *_ in DataLoader(self.first_test, batch_size=48)])
         model.train()
-        self.out["step 1"] = {"params": trainable(model), "loss": [strategy.loss.item()],
-                              "logits": logits}
+        self.out["step 1"] = {
+            "params": trainable(model),
+            "loss": [strategy.loss.item()],
+            "logits": logits,
+        }
 
     def before_eval(self, strategy, **kwargs) -> None:
         self.logits.clear()
@@ -77,15 +80,24 @@ class StepRecords(SupervisedPlugin):
 
     def after_eval(self, strategy, **kwargs) -> None:
         t = len(self.out["losses"])
-        self.out[f"task {t}"] = {"params": trainable(strategy.model),
-                                 "loss": self.out["losses"][t - 1],
-                                 "logits": torch.cat(self.logits),
-                                 "labels": torch.cat(self.labels)}
+        self.out[f"task {t}"] = {
+            "params": trainable(strategy.model),
+            "loss": self.out["losses"][t - 1],
+            "logits": torch.cat(self.logits),
+            "labels": torch.cat(self.labels),
+        }
 
 
-def run(tree: Path, weights: Path, size: int, order: list[int], sizes: list[int],
-        settings: dict, orders: list[list[list[str]]], seed: int = 0
-        ) -> tuple[dict, list[dict]]:
+def run(
+    tree: Path,
+    weights: Path,
+    size: int,
+    order: list[int],
+    sizes: list[int],
+    settings: dict,
+    orders: list[list[list[str]]],
+    seed: int = 0,
+) -> tuple[dict, list[dict]]:
     """(records, initial tensors per task) of cl-bench's TOSCA on the first two tasks;
     ``orders[task][epoch]``: the batches' images, as paths relative to ``tree``;
     ``seed`` seeds the initial tensors as a run's seed does (``run_one``). Features go
@@ -99,15 +111,29 @@ def run(tree: Path, weights: Path, size: int, order: list[int], sizes: list[int]
         card.override(key, str(value))
     card.check()
     resolve_for_backbone(card, backbone)
-    store = FeatureStore(torch.device("cpu"), precision="fp32", progress=False, use_disk=True,
-                         batch_size=32)
-    stream = build_stream(store.get(backbone, data, "train"), data.train_y,
-                          store.get(backbone, data, "test"), data.test_y, order, sizes,
-                          test_shuffle=False, seed=0)
+    store = FeatureStore(
+        torch.device("cpu"), precision="fp32", progress=False, use_disk=True, batch_size=32
+    )
+    stream = build_stream(
+        store.get(backbone, data, "train"),
+        data.train_y,
+        store.get(backbone, data, "test"),
+        data.test_y,
+        order,
+        sizes,
+        test_shuffle=False,
+        seed=0,
+    )
     seed_everything(seed)
     records = StepRecords(stream.seen_test[0].dataset)
-    strategy = Tosca(params=card.params, backbone=backbone, n_classes=data.n_classes,
-                     device=torch.device("cpu"), plugins=[records], evaluator=quiet_evaluator())
+    strategy = Tosca(
+        params=card.params,
+        backbone=backbone,
+        n_classes=data.n_classes,
+        device=torch.device("cpu"),
+        plugins=[records],
+        evaluator=quiet_evaluator(),
+    )
     task_of = stream.task_of_label[remap_labels(data.train_y, order)]
     rel = [os.path.relpath(p, tree) for p in data.train_x.paths]
 
@@ -115,8 +141,14 @@ def run(tree: Path, weights: Path, size: int, order: list[int], sizes: list[int]
         t = strategy.clock.train_exp_counter
         index = {rel[i]: j for j, i in enumerate(torch.nonzero(task_of == t).flatten().tolist())}
         ds = strategy.adapted_dataset
-        strategy.dataloader = DataLoader(ds, collate_fn=ds.collate_fn, batch_sampler=FixedBatches(
-            [[index[p] for p in epoch] for epoch in orders[t]], card.params["batch_size"]))
+        strategy.dataloader = DataLoader(
+            ds,
+            collate_fn=ds.collate_fn,
+            batch_sampler=FixedBatches(
+                [[index[p] for p in epoch] for epoch in orders[t]], card.params["batch_size"]
+            ),
+        )
+
     strategy.make_train_dataloader = fixed_loader
     for t in range(2):
         strategy.train(stream.train[t], eval_streams=[])

@@ -39,7 +39,7 @@ PREFIX = "backbone.tosca."
 
 def ours(name: str) -> str:
     """``backbone.tosca.mlp.0.weight`` -> ``adapter.0.weight``."""
-    head, _, rest = name[len(PREFIX):].partition(".")
+    head, _, rest = name[len(PREFIX) :].partition(".")
     return f"{NAMES[head]}.{rest}"
 
 
@@ -62,7 +62,7 @@ class FixedBatches:
         order = self.orders[self.epoch]
         self.epoch += 1
         for start in range(0, len(order), self.size):
-            yield order[start:start + self.size]
+            yield order[start : start + self.size]
 
 
 class Stop(Exception):
@@ -97,7 +97,8 @@ def step_hooks(mt, spec: dict, out: dict) -> None:
         batches = FixedBatches([[index[p] for p in epoch] for epoch in orders[t]], size)
         self.train_loader = DataLoader(self.train_dataset, batch_sampler=batches)
         self.train_loader_for_protonet = DataLoader(
-            self.train_loader_for_protonet.dataset, batch_size=size, shuffle=False)
+            self.train_loader_for_protonet.dataset, batch_size=size, shuffle=False
+        )
         tosca = self._network.backbone.tosca
         tosca.load_state_dict({theirs(n): v for n, v in init[t]["luca"].items()})
         if "classifier.weight" in init[t]:
@@ -128,9 +129,12 @@ def step_hooks(mt, spec: dict, out: dict) -> None:
         test_logits.clear()
         result = eval_task(self)
         t = self._cur_task
-        out[f"task {t + 1}"] = {"params": snapshot(self), "loss": out["losses"][t],
-                                "logits": torch.cat(test_logits),
-                                "labels": torch.as_tensor(self.test_loader.dataset.labels)}
+        out[f"task {t + 1}"] = {
+            "params": snapshot(self),
+            "loss": out["losses"][t],
+            "logits": torch.cat(test_logits),
+            "labels": torch.as_tensor(self.test_loader.dataset.labels),
+        }
         if t == 1:
             raise Stop
         return result
@@ -173,8 +177,15 @@ def main(spec_path: str, out_path: str) -> None:
         step_hooks(mt, spec, out)
     else:
         seed_hooks(mt, out)
-    args = dict(spec["config"], dataset="parity", shuffle=False, model_name="tosca",
-                backbone_type="parity_vit_tiny", device=[-1], seed=[spec["seed"]])
+    args = dict(
+        spec["config"],
+        dataset="parity",
+        shuffle=False,
+        model_name="tosca",
+        backbone_type="parity_vit_tiny",
+        device=[-1],
+        seed=[spec["seed"]],
+    )
     try:
         trainer.train(args)
     except Stop:

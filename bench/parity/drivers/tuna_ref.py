@@ -63,12 +63,24 @@ DIM, HEADS = 192, 3
 
 def tiny_backbone(args, pretrained=False):
     """The authors' adapter ViT at ViT-Tiny size with the parity weights."""
-    config = SimpleNamespace(ffn_adapt=True, ffn_option="parallel", d_model=DIM,
-                             _device=args["device"][0])
+    config = SimpleNamespace(
+        ffn_adapt=True, ffn_option="parallel", d_model=DIM, _device=args["device"][0]
+    )
     model = vit_tuna.VisionTransformer(
-        img_size=int(os.environ["PARITY_IMG_SIZE"]), patch_size=16, embed_dim=DIM, depth=12,
-        num_heads=HEADS, mlp_ratio=4, qkv_bias=True, norm_layer=partial(nn.LayerNorm, eps=1e-6),
-        num_classes=0, global_pool=False, drop_path_rate=0.0, tuning_config=config, r=args["r"])
+        img_size=int(os.environ["PARITY_IMG_SIZE"]),
+        patch_size=16,
+        embed_dim=DIM,
+        depth=12,
+        num_heads=HEADS,
+        mlp_ratio=4,
+        qkv_bias=True,
+        norm_layer=partial(nn.LayerNorm, eps=1e-6),
+        num_classes=0,
+        global_pool=False,
+        drop_path_rate=0.0,
+        tuning_config=config,
+        r=args["r"],
+    )
     state = torch.load(os.environ["PARITY_WEIGHTS"], map_location="cpu", weights_only=True)
     for key in list(state):
         if "qkv." in key:
@@ -89,6 +101,7 @@ def tiny_backbone(args, pretrained=False):
 def loader(real):
     def make(dataset, batch_size, shuffle=False, num_workers=0, **kwargs):
         return real(dataset, batch_size=batch_size, shuffle=False, num_workers=0)
+
     return make
 
 
@@ -131,8 +144,9 @@ def evaluate(learner) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
 
 def step_check(learner, data_manager, step: dict) -> dict:
     """pilot_adapters.py's step check on TUNA's tensors (module docstring)."""
-    return pilot_adapters.step_check(learner, data_manager, step, trainable, load_init,
-                                     learner._network.backbone, evaluate)
+    return pilot_adapters.step_check(
+        learner, data_manager, step, trainable, load_init, learner._network.backbone, evaluate
+    )
 
 
 def read_merged(learner) -> None:
@@ -144,6 +158,7 @@ def read_merged(learner) -> None:
         if not train and adapter_id == len(backbone.adapter_list) and learner._cur_task > 0:
             adapter_id += 1
         return real(x, adapter_id=adapter_id, train=train, fc_only=fc_only)
+
     backbone.forward = forward
 
 
@@ -156,8 +171,9 @@ def main(spec_path: str, out_path: str) -> None:
     torch.manual_seed(args["seed"])
     np.random.seed(args["seed"])
     args["device"] = [torch.device("cpu")]
-    data_manager = DataManager(args["dataset"], args["shuffle"], args["seed"],
-                               args["init_cls"], args["increment"], args)
+    data_manager = DataManager(
+        args["dataset"], args["shuffle"], args["seed"], args["init_cls"], args["increment"], args
+    )
     args["nb_classes"], args["nb_tasks"] = data_manager.nb_classes, data_manager.nb_tasks
     inc_net.get_backbone = tiny_backbone
     tuna_module.num_workers = 0

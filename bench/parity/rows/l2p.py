@@ -8,19 +8,27 @@ from pathlib import Path
 from bench.parity import prompted
 
 METHOD = "l2p"
-REFERENCE = {**prompted.PILOT,
-             "what": "models/l2p.py Learner (backbone/prompt.py Prompt, backbone/vit_l2p.py)"}
+REFERENCE = {
+    **prompted.PILOT,
+    "what": "models/l2p.py Learner (backbone/prompt.py Prompt, backbone/vit_l2p.py)",
+}
 PAIRING = "paired"
-PAIRING_WHY = ("one seed fixes the same randomness on both sides: the paired runs are the "
-               "step check's machinery for all three tasks at the row's epochs, lr and batch, "
-               "with cl-bench's initial prompt pool, keys and head (drawn after "
-               "torch.manual_seed(seed)) loaded into PILOT, one batch order drawn from the "
-               "seed read by both sides, no augmentation, the step check's attention "
-               "arithmetic and its zero [CLS] position entry")
+PAIRING_WHY = (
+    "one seed fixes the same randomness on both sides: the paired runs are the "
+    "step check's machinery for all three tasks at the row's epochs, lr and batch, "
+    "with cl-bench's initial prompt pool, keys and head (drawn after "
+    "torch.manual_seed(seed)) loaded into PILOT, one batch order drawn from the "
+    "seed read by both sides, no augmentation, the step check's attention "
+    "arithmetic and its zero [CLS] position entry"
+)
 ROW = prompted.Row(
-    method=METHOD, config="parity_l2p.json", size=64,
+    method=METHOD,
+    config="parity_l2p.json",
+    size=64,
     ours={"epochs": 5, "lr": 0.02, "batch_size": 16, "eval_batch_size": 16},
-    pilot={"tuned_epoch": 5, "init_lr": 0.02, "batch_size": 16}, step_cls_pos_zero=True)
+    pilot={"tuned_epoch": 5, "init_lr": 0.02, "batch_size": 16},
+    step_cls_pos_zero=True,
+)
 SETTING = ROW.setting()
 CLASS_ORDER = prompted.CLASS_ORDER
 SEEDS = list(range(1, 11))
@@ -50,7 +58,8 @@ OWN_WHY = (
     "with the batch order shared (the paired runs) the two sides train the same model on "
     "every seed, three tasks long, so the spread lies in each side's own loader shuffles and "
     "crops (both define RandomResizedCrop scale 0.05-1 and flip, applied by different code), "
-    "and 10 seeds do not tell two high seeds from chance.")
+    "and 10 seeds do not tell two high seeds from chance."
+)
 NOTES = [
     "Own-randomness runs: each task right after training on it (`own.*.new_task`), lowest "
     "over the 10 seeds "

@@ -27,13 +27,15 @@ from bench.parity import adapter_rows as shared
 from bench.parity.rows.ease import BOUND, BOUND_WHY
 
 METHOD = "mos"
-REFERENCE = {"repo": shared.REFERENCE_REPO, "commit": shared.REFERENCE_COMMIT,
-             "what": "models/mos.py Learner (MOS) on backbone/vit_mos.py as ViT-Tiny, "
-                     "merge rule patched to the paper's (PARITY_MOS_MERGE=paper)"}
+REFERENCE = {
+    "repo": shared.REFERENCE_REPO,
+    "commit": shared.REFERENCE_COMMIT,
+    "what": "models/mos.py Learner (MOS) on backbone/vit_mos.py as ViT-Tiny, "
+    "merge rule patched to the paper's (PARITY_MOS_MERGE=paper)",
+}
 PAIRING = "paired"
 PAIRING_WHY = shared.PAIRED_WHY
-SETTING = {**shared.setting(METHOD),
-           "reference_merge": "PARITY_MOS_MERGE=paper"}
+SETTING = {**shared.setting(METHOD), "reference_merge": "PARITY_MOS_MERGE=paper"}
 CLASS_ORDER = shared.CLASS_ORDER
 SEEDS = shared.SEEDS
 NOTES = [
@@ -56,15 +58,22 @@ def prepare(copy: Path) -> None:
 def official_gap(diff: dict) -> str:
     numbers = "; ".join(
         f"{point}: param {param:.2g}, loss {loss:.2g}, logit {logit:.2g}"
-        for point, param, loss, logit in zip(diff["after"], diff["max_abs_param"],
-                                             diff["max_abs_loss"], diff["max_abs_logit"],
-                                             strict=True))
-    return ("MOS merge rule: PILOT as published merges the adapter toward the mean of the "
-            "earlier adapters inside every forward (once per block, in place, also at "
-            "test time on the stored adapters and while the class statistics are taken); "
-            "cl-bench merges once after every optimizer step (the paper) and has no card "
-            "switch for the official rule (methods/mos.yaml). Against PILOT as published: "
-            f"{numbers}")
+        for point, param, loss, logit in zip(
+            diff["after"],
+            diff["max_abs_param"],
+            diff["max_abs_loss"],
+            diff["max_abs_logit"],
+            strict=True,
+        )
+    )
+    return (
+        "MOS merge rule: PILOT as published merges the adapter toward the mean of the "
+        "earlier adapters inside every forward (once per block, in place, also at "
+        "test time on the stored adapters and while the class statistics are taken); "
+        "cl-bench merges once after every optimizer step (the paper) and has no card "
+        "switch for the official rule (methods/mos.yaml). Against PILOT as published: "
+        f"{numbers}"
+    )
 
 
 def step(copy: Path, work: Path) -> dict:
@@ -73,8 +82,12 @@ def step(copy: Path, work: Path) -> dict:
     spec = shared.step_specs(copy, METHOD, work, seed, ours)
     paper = shared.run_pilot(copy, work, spec, "mos_step_paper", PAPER)
     official = shared.run_pilot(copy, work, spec, "mos_step_official")
-    return {**shared.differences(ours, paper), "bound": BOUND, "bound_why": BOUND_WHY,
-            "kept": [official_gap(shared.differences(ours, official))]}
+    return {
+        **shared.differences(ours, paper),
+        "bound": BOUND,
+        "bound_why": BOUND_WHY,
+        "kept": [official_gap(shared.differences(ours, official))],
+    }
 
 
 def run_seed(copy: Path, work: Path, seed: int) -> dict:

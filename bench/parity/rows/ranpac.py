@@ -30,29 +30,36 @@ from bench.parity import first_session_rows as fs
 from cl_bench.strategies.blocks.ridge import CANDIDATES
 
 METHOD = "ranpac"
-REFERENCE = {**fs.PILOT, "what": "models/ranpac.py Learner (backbone parity_vit_tiny_adapter, "
-                                 "patch_pa.py)"}
+REFERENCE = {
+    **fs.PILOT,
+    "what": "models/ranpac.py Learner (backbone parity_vit_tiny_adapter, patch_pa.py)",
+}
 PAIRING = "paired"
-PAIRING_WHY = ("one seed fixes the same randomness on both sides, all there is: cl-bench's "
-               "initial adapters, adaptation head and W_rand (drawn after "
-               "torch.manual_seed(seed)) are loaded into PILOT, the first task's batch order "
-               "(one permutation per epoch) and every task's lambda split (cl-bench's "
-               "split_order for the seed) are drawn from the seed and read by both sides; "
-               "no augmentation (the eval transform on both sides) and adapter dropout 0, so "
-               "nothing else is drawn")
+PAIRING_WHY = (
+    "one seed fixes the same randomness on both sides, all there is: cl-bench's "
+    "initial adapters, adaptation head and W_rand (drawn after "
+    "torch.manual_seed(seed)) are loaded into PILOT, the first task's batch order "
+    "(one permutation per epoch) and every task's lambda split (cl-bench's "
+    "split_order for the seed) are drawn from the seed and read by both sides; "
+    "no augmentation (the eval transform on both sides) and adapter dropout 0, so "
+    "nothing else is drawn"
+)
 M = 2000
 TASKS = 5
-SETTING = {**fs.SETTING, "method": f"adapt: adapter, {fs.EPOCHS} epochs (card: 20), M {M} "
-                                   "(card: 10,000), else the card's defaults (lr 0.01, batch "
-                                   "48); adapter dropout 0 on both sides",
-           "paired": "the step check's machinery for all five tasks: fixed tensors (eval "
-                     "transform: no augmentation), cl-bench's initial tensors and W_rand in "
-                     "PILOT, the seed's batch order and lambda splits on both sides; PILOT "
-                     "with PARITY_RANPAC_LINEAR=1 (the official logits), PARITY_FLOAT64=1 "
-                     "(float64 projection, G, Q and solve, as cl-bench) and PARITY_RIDGES "
-                     "(cl-bench's lambda per task, searched with ranpac.ridge_search=float32, "
-                     "the official search arithmetic); PILOT's features rounded through fp16 "
-                     "as cl-bench's feature store keeps them"}
+SETTING = {
+    **fs.SETTING,
+    "method": f"adapt: adapter, {fs.EPOCHS} epochs (card: 20), M {M} "
+    "(card: 10,000), else the card's defaults (lr 0.01, batch "
+    "48); adapter dropout 0 on both sides",
+    "paired": "the step check's machinery for all five tasks: fixed tensors (eval "
+    "transform: no augmentation), cl-bench's initial tensors and W_rand in "
+    "PILOT, the seed's batch order and lambda splits on both sides; PILOT "
+    "with PARITY_RANPAC_LINEAR=1 (the official logits), PARITY_FLOAT64=1 "
+    "(float64 projection, G, Q and solve, as cl-bench) and PARITY_RIDGES "
+    "(cl-bench's lambda per task, searched with ranpac.ridge_search=float32, "
+    "the official search arithmetic); PILOT's features rounded through fp16 "
+    "as cl-bench's feature store keeps them",
+}
 CLASS_ORDER = fs.CLASS_ORDER
 SEEDS = fs.SEEDS
 LINEAR = {"PARITY_RANPAC_LINEAR": "1"}
@@ -107,16 +114,16 @@ def wrand(work: Path) -> dict:
 
 def step(copy: Path, work: Path) -> dict:
     params = fs.card_params(METHOD, lr=0.1, M=M)
-    exact = fs.step_check(METHOD, copy, work, {**wrand(work), **LINEAR, "PARITY_FLOAT64": "1"},
-                          params)
+    exact = fs.step_check(
+        METHOD, copy, work, {**wrand(work), **LINEAR, "PARITY_FLOAT64": "1"}, params
+    )
     as_is = fs.step_check(METHOD, copy, work, {**wrand(work), **LINEAR}, params, "-float32")
     return {**fs.summary(METHOD, exact, work), "kept": kept(exact, as_is)}
 
 
 def search(check: dict, key: str) -> tuple[list[float], list[float]]:
     k = ["step 1", "task 1", "task 2"].index(key)
-    return (check["ours"][key]["ridge_losses"],
-            fs.pilot_ridge_losses(check["reference"][key], k))
+    return (check["ours"][key]["ridge_losses"], fs.pilot_ridge_losses(check["reference"][key], k))
 
 
 def chosen(losses: list[float]) -> float:
@@ -137,7 +144,8 @@ def kept(exact: dict, as_is: dict) -> list[str]:
             f"PILOT float32 {chosen(ref32):g}, cl-bench ridge_search=float32 {chosen(ours32):g}; "
             f"validation losses at lambda <= 1e-2: cl-bench "
             f"{min(ours[i] for i in small):.4g}..{max(ours[i] for i in small):.4g}, PILOT "
-            f"float32 {min(ref32[i] for i in small):.4g}..{max(ref32[i] for i in small):.4g}")
+            f"float32 {min(ref32[i] for i in small):.4g}..{max(ref32[i] for i in small):.4g}"
+        )
     logits = torch.as_tensor(as_is["reference"]["task 2"]["logits"]).double()
     sigma = float(as_is["reference"]["task 2"]["state"]["fc.sigma"])
     gap = fs.max_abs(exact["ours"]["task 2"]["logits"], logits / sigma)
@@ -168,8 +176,11 @@ def kept(exact: dict, as_is: dict) -> list[str]:
     ]
 
 
-TRAIN = {"epochs": fs.EPOCHS, "M": M,  # the end-to-end setting, else the card's defaults
-         "ridge_search": "float32"}
+TRAIN = {
+    "epochs": fs.EPOCHS,
+    "M": M,  # the end-to-end setting, else the card's defaults
+    "ridge_search": "float32",
+}
 
 
 def run_seed(copy: Path, work: Path, seed: int) -> dict:
@@ -180,16 +191,28 @@ def run_seed(copy: Path, work: Path, seed: int) -> dict:
     run, init, _ = fs.ours_step(METHOD, work, params, seed, TASKS)
     keys = [f"task {t + 1}" for t in range(TASKS)]
     lambdas = [run[k]["ridge"] for k in keys]
-    env = {"PARITY_WRAND": str(work / f"step-wrand{fs.tag_of(seed, TASKS)}.pt"), **LINEAR,
-           "PARITY_FLOAT64": "1", "PARITY_RIDGES": ",".join(repr(lam) for lam in lambdas)}
+    env = {
+        "PARITY_WRAND": str(work / f"step-wrand{fs.tag_of(seed, TASKS)}.pt"),
+        **LINEAR,
+        "PARITY_FLOAT64": "1",
+        "PARITY_RIDGES": ",".join(repr(lam) for lam in lambdas),
+    }
     ref = fs.pilot_step(METHOD, copy, work, env, params, init, seed=seed, tasks=TASKS)
     labels = fs.test_labels(work, params["epochs"], seed, TASKS)
     ours = [run[k]["logits"] for k in keys]
-    theirs = [torch.as_tensor(ref[k]["logits"]).double() / float(ref[k]["state"]["fc.sigma"])
-              for k in keys]
-    return {"ours": fs.accuracies(ours, labels), "reference": fs.accuracies(theirs, labels),
-            "lambdas": {"used": lambdas,
-                        "ours_float64": [chosen(run[k]["ridge_losses"]) for k in keys],
-                        "reference_float64": [chosen(fs.pilot_ridge_losses(ref[k], t + 1))
-                                              for t, k in enumerate(keys)]},
-            "max_abs_logit": max(fs.max_abs(a, b) for a, b in zip(ours, theirs, strict=True))}
+    theirs = [
+        torch.as_tensor(ref[k]["logits"]).double() / float(ref[k]["state"]["fc.sigma"])
+        for k in keys
+    ]
+    return {
+        "ours": fs.accuracies(ours, labels),
+        "reference": fs.accuracies(theirs, labels),
+        "lambdas": {
+            "used": lambdas,
+            "ours_float64": [chosen(run[k]["ridge_losses"]) for k in keys],
+            "reference_float64": [
+                chosen(fs.pilot_ridge_losses(ref[k], t + 1)) for t, k in enumerate(keys)
+            ],
+        },
+        "max_abs_logit": max(fs.max_abs(a, b) for a, b in zip(ours, theirs, strict=True)),
+    }

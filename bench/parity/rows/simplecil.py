@@ -10,14 +10,18 @@ from bench.parity import first_session_rows as fs
 METHOD = "simplecil"
 REFERENCE = {**fs.PILOT, "what": "models/simplecil.py Learner (backbone parity_vit_tiny)"}
 PAIRING = "paired"
-PAIRING_WHY = ("nothing is random after the class order: the prototypes of a frozen "
-               "backbone are a function of the data, so a seed fixes the same (no) "
-               "randomness on both sides")
+PAIRING_WHY = (
+    "nothing is random after the class order: the prototypes of a frozen "
+    "backbone are a function of the data, so a seed fixes the same (no) "
+    "randomness on both sides"
+)
 SETTING = {**fs.SETTING, "method": "nothing trained; class-mean prototypes, cosine"}
 CLASS_ORDER = fs.CLASS_ORDER
 SEEDS = fs.SEEDS
-STEP_NONE_WHY = ("SimpleCIL trains nothing: no optimizer step, no trainable tensor; its "
-                 "prototypes and logits are compared end to end (every seed, both sides)")
+STEP_NONE_WHY = (
+    "SimpleCIL trains nothing: no optimizer step, no trainable tensor; its "
+    "prototypes and logits are compared end to end (every seed, both sides)"
+)
 
 
 def prepare(copy: Path) -> None:

@@ -43,26 +43,32 @@ from bench.parity import adapter_rows as shared
 from bench.parity.rows import ParityError
 
 METHOD = "tuna"
-REFERENCE = {"repo": "Ngahoang2005/ICCV2025-TUNA",
-             "commit": "8e1c3ec2a0ba6903a34cd8e1c44203b7504eca32",
-             "what": "models/tuna.py Learner on backbone/vit_tuna.py as ViT-Tiny "
-                     "(bench/parity/drivers/tuna_ref.py)"}
+REFERENCE = {
+    "repo": "Ngahoang2005/ICCV2025-TUNA",
+    "commit": "8e1c3ec2a0ba6903a34cd8e1c44203b7504eca32",
+    "what": "models/tuna.py Learner on backbone/vit_tuna.py as ViT-Tiny "
+    "(bench/parity/drivers/tuna_ref.py)",
+}
 PAIRING = "paired"
-PAIRING_WHY = ("one seed fixes the same randomness on both sides: the end-to-end runs use "
-               "the step check's machinery, so cl-bench's initial adapters and classifier "
-               "blocks (drawn after seed_everything(seed)) go into the authors' code, both "
-               "sides read one batch order per task drawn from the seed, seed the generator "
-               "alike before every training forward (the same dropout masks) and before "
-               "each alignment (the same Gaussian draws), with augmentation off")
+PAIRING_WHY = (
+    "one seed fixes the same randomness on both sides: the end-to-end runs use "
+    "the step check's machinery, so cl-bench's initial adapters and classifier "
+    "blocks (drawn after seed_everything(seed)) go into the authors' code, both "
+    "sides read one batch order per task drawn from the seed, seed the generator "
+    "alike before every training forward (the same dropout masks) and before "
+    "each alignment (the same Gaussian draws), with augmentation off"
+)
 DRIVER = shared.ROOT / "bench" / "parity" / "drivers" / "tuna_ref.py"
 STEP = {**shared.STEP, "lr": 0.05}
 PAPER_SWITCHES = {"universal": "last", "orth_old_grad": True, "decay_bug": True}
 CLASS_ORDER = shared.CLASS_ORDER
 SEEDS = shared.SEEDS
 TASKS = 3
-SETTING = {**shared.setting(METHOD, STEP),
-           "method": "methods/tuna.yaml defaults (exps/tuna_imgr.json) with "
-                     f"{PAPER_SWITCHES} (--protocol paper)"}
+SETTING = {
+    **shared.setting(METHOD, STEP),
+    "method": "methods/tuna.yaml defaults (exps/tuna_imgr.json) with "
+    f"{PAPER_SWITCHES} (--protocol paper)",
+}
 NOTES = [
     "per_seed.*.learnt: top-1 on the newest task's test images right after training on it, "
     "predicted among all seen classes (chance 1/2, 1/4, 1/6 after tasks 1, 2, 3)",
@@ -80,17 +86,20 @@ NOTES = [
     "code), not in what the method computes; which of these it is was not isolated",
 ]
 BOUND = 1e-5
-BOUND_WHY = ("float32 round-off: the same functions through different kernels and "
-             "summation orders (timm 1.0's fused attention on one qkv matrix vs the "
-             "authors' split q/k/v and bmm; F.cross_entropy vs the authors' exp/log "
-             "CosFace; a float64 Cholesky factor vs a float32 MultivariateNormal), "
-             "through 2 x 4 SGD steps at lr 0.05 with momentum, 30 alignment epochs "
-             "and the scale 20 of the softmaxes)")
+BOUND_WHY = (
+    "float32 round-off: the same functions through different kernels and "
+    "summation orders (timm 1.0's fused attention on one qkv matrix vs the "
+    "authors' split q/k/v and bmm; F.cross_entropy vs the authors' exp/log "
+    "CosFace; a float64 Cholesky factor vs a float32 MultivariateNormal), "
+    "through 2 x 4 SGD steps at lr 0.05 with momentum, 30 alignment epochs "
+    "and the scale 20 of the softmaxes)"
+)
 
 
 def prepare(copy: Path) -> None:
     """The dataset and input-size edits of patch_pilot.py (module docstring)."""
     from bench.parity.patch_pilot import EDITS, apply_edits
+
     edits = [e for e in EDITS if e[0] in ("utils/data.py", "utils/data_manager.py")]
     try:
         apply_edits(copy, edits)
@@ -102,15 +111,28 @@ def card_settings(train: dict, merged: bool = False) -> dict:
     """cl-bench's card settings at ``train``'s epochs, lr and batch, with the paper
     switches (``merged``: the default universal adapter instead of the live one)."""
     switches = dict(PAPER_SWITCHES, universal="merged") if merged else PAPER_SWITCHES
-    return {"epochs": train["epochs"], "lr": train["lr"], "batch_size": train["batch"],
-            "eval_batch_size": train["batch"], **switches}
+    return {
+        "epochs": train["epochs"],
+        "lr": train["lr"],
+        "batch_size": train["batch"],
+        "eval_batch_size": train["batch"],
+        **switches,
+    }
 
 
 def reference_args(copy: Path, seed: int, train: dict) -> dict:
     """The authors' exps/tuna_imgr.json at ``train``'s epochs, lr and batch."""
     args = json.loads((copy / "exps" / "tuna_imgr.json").read_text())
-    args.update(dataset="parity", shuffle=False, init_cls=2, increment=2, seed=seed,
-                tuned_epoch=train["epochs"], init_lr=train["lr"], batch_size=train["batch"])
+    args.update(
+        dataset="parity",
+        shuffle=False,
+        init_cls=2,
+        increment=2,
+        seed=seed,
+        tuned_epoch=train["epochs"],
+        init_lr=train["lr"],
+        batch_size=train["batch"],
+    )
     return args
 
 
@@ -145,6 +167,7 @@ def test_outputs(model, experience) -> tuple[torch.Tensor, torch.Tensor]:
     after one task the cosine logits under adapter 0 (``_eval_cnn1``; cl-bench's
     output there, p_0 + p_0, has the same argmax), later the combined output."""
     from torch.utils.data import DataLoader
+
     model.eval()
     order, outs, labels = model.order, [], []
     for x, y, *_ in DataLoader(experience.dataset.eval(), batch_size=STEP["batch"]):
@@ -160,23 +183,32 @@ def test_outputs(model, experience) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def ours_step(work: Path, seed: int, merged: bool) -> dict:
-    return shared.ours_step(METHOD, work, seed, card_settings(STEP, merged), trainable,
-                            initial, test_outputs)
+    return shared.ours_step(
+        METHOD, work, seed, card_settings(STEP, merged), trainable, initial, test_outputs
+    )
 
 
 def reference_step(copy: Path, work: Path, seed: int, ours: dict, merged: bool) -> dict:
     name = "merged" if merged else "official"
-    spec = shared.step_specs(copy, METHOD, work, seed, ours,
-                             reference_args(copy, seed, STEP), f"tuna_{name}")
-    return shared.run_pilot(copy, work, {**spec, "merged": merged}, f"tuna_step_{name}",
-                            driver=DRIVER)
+    spec = shared.step_specs(
+        copy, METHOD, work, seed, ours, reference_args(copy, seed, STEP), f"tuna_{name}"
+    )
+    return shared.run_pilot(
+        copy, work, {**spec, "merged": merged}, f"tuna_step_{name}", driver=DRIVER
+    )
 
 
 def described(diff: dict) -> str:
-    return "; ".join(f"{point}: param {param:.2g}, loss {loss:.2g}, logit {logit:.2g}"
-                     for point, param, loss, logit in zip(
-                         diff["after"], diff["max_abs_param"], diff["max_abs_loss"],
-                         diff["max_abs_logit"], strict=True))
+    return "; ".join(
+        f"{point}: param {param:.2g}, loss {loss:.2g}, logit {logit:.2g}"
+        for point, param, loss, logit in zip(
+            diff["after"],
+            diff["max_abs_param"],
+            diff["max_abs_loss"],
+            diff["max_abs_logit"],
+            strict=True,
+        )
+    )
 
 
 def step(copy: Path, work: Path) -> dict:
@@ -184,9 +216,16 @@ def step(copy: Path, work: Path) -> dict:
     adapter_rows.py, the drivers, cl-bench's strategy and card), so a re-run of the row
     reuses it."""
     import hashlib
+
     root = shared.ROOT
-    sources = [Path(__file__), Path(shared.__file__), DRIVER, shared.DRIVER,
-               root / "cl_bench" / "strategies" / "tuna.py", root / "methods" / "tuna.yaml"]
+    sources = [
+        Path(__file__),
+        Path(shared.__file__),
+        DRIVER,
+        shared.DRIVER,
+        root / "cl_bench" / "strategies" / "tuna.py",
+        root / "methods" / "tuna.yaml",
+    ]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
     kept = work / f"step_{digest}.json"
     if kept.exists():
@@ -201,8 +240,9 @@ def check_steps(copy: Path, work: Path) -> dict:
     ours = ours_step(work, seed, merged=False)
     official = shared.differences(ours, reference_step(copy, work, seed, ours, merged=False))
     ours_merged = ours_step(work, seed, merged=True)
-    merged = shared.differences(ours_merged, reference_step(copy, work, seed, ours_merged,
-                                                            merged=True))
+    merged = shared.differences(
+        ours_merged, reference_step(copy, work, seed, ours_merged, merged=True)
+    )
     kept = [
         "The authors' code reads the live adapter (the newest task's) where the paper's "
         "universal adapter belongs: tuna.universal=last reproduces it (checked above); "
@@ -215,7 +255,8 @@ def check_steps(copy: Path, work: Path) -> dict:
         "negative task size: tuna.decay_bug=true reproduces it (checked above); the "
         "default uses each class's task.",
         "After the first task the authors rank adapter 0's cosine logits, cl-bench p_0 + "
-        "p_0 (same argmax): the check compares cl-bench's cosine logits there."]
+        "p_0 (same argmax): the check compares cl-bench's cosine logits there.",
+    ]
     return {**official, "bound": BOUND, "bound_why": BOUND_WHY, "kept": kept}
 
 
@@ -226,6 +267,17 @@ def run_seed(copy: Path, work: Path, seed: int) -> dict:
     """Both sides on the step check's machinery at the setting, all three tasks (the
     module docstring): the same randomness on both sides."""
     train = shared.TRAIN[METHOD]
-    return shared.paired_seed(METHOD, copy, work, seed, card_settings(train),
-                              reference_args(copy, seed, train), trainable, initial,
-                              test_outputs, driver=DRIVER, spec={"merged": False}, tasks=TASKS)
+    return shared.paired_seed(
+        METHOD,
+        copy,
+        work,
+        seed,
+        card_settings(train),
+        reference_args(copy, seed, train),
+        trainable,
+        initial,
+        test_outputs,
+        driver=DRIVER,
+        spec={"merged": False},
+        tasks=TASKS,
+    )

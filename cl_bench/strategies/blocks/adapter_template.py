@@ -39,8 +39,9 @@ Normalize = Callable[[torch.Tensor], torch.Tensor]
 class AdapterModel(Regrows, nn.Module):
     """Adapter sets (``sets``, one per task) on a frozen, shared PromptedViT."""
 
-    def __init__(self, vit: PromptedViT, normalize: Normalize, n_classes: int,
-                 params: dict) -> None:
+    def __init__(
+        self, vit: PromptedViT, normalize: Normalize, n_classes: int, params: dict
+    ) -> None:
         super().__init__()
         # Not a submodule: the frozen backbone belongs to the runner and is shared.
         self.__dict__["vit"] = vit
@@ -66,7 +67,7 @@ class AdapterModel(Regrows, nn.Module):
         self.current = torch.tensor(classes, dtype=torch.long)
         rows = max(len(self.task_of_class), max(classes) + 1)
         grown = torch.full((rows,), -1, dtype=torch.long)
-        grown[:len(self.task_of_class)] = self.task_of_class
+        grown[: len(self.task_of_class)] = self.task_of_class
         grown[self.current] = task
         self.task_of_class = grown
 
@@ -78,17 +79,22 @@ class AdapterModel(Regrows, nn.Module):
     @property
     def order(self) -> torch.Tensor:
         """The seen class ids in classifier order: task by task, ascending within one."""
-        return torch.cat([(self.task_of_class == k).nonzero().squeeze(1)
-                          for k in range(self.task + 1)])
+        return torch.cat(
+            [(self.task_of_class == k).nonzero().squeeze(1) for k in range(self.task + 1)]
+        )
 
-    def cached(self, name: str, device: torch.device,
-               make: Callable[[], torch.Tensor] | None = None, *also: object) -> torch.Tensor:
+    def cached(
+        self,
+        name: str,
+        device: torch.device,
+        make: Callable[[], torch.Tensor] | None = None,
+        *also: object,
+    ) -> torch.Tensor:
         """``make()`` (default: the attribute ``name``, e.g. ``current``, ``seen``,
         ``order``) on ``device``, made again only when the task bookkeeping, the number
         of adapter sets or one of ``also`` changed: once per task, not per batch."""
         sources = (self.task_of_class, self.current, len(self.sets), *also)
-        return self.on_device.get(name, device, sources,
-                                  make or (lambda: getattr(self, name)))
+        return self.on_device.get(name, device, sources, make or (lambda: getattr(self, name)))
 
     def spread(self, values: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
         """(B, n_classes) logits: ``values`` (B, len(columns)) in ``columns``, -inf
@@ -113,8 +119,12 @@ class AdapterModel(Regrows, nn.Module):
 class AdapterStrategy(OnSharedViT, AutocastForward, PerTaskTemplate):
     """Avalanche strategy around an :class:`AdapterModel` (module docstring)."""
 
-    spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=False, schedule=Schedule.PER_TASK,
-                      protocol=(EVAL_BATCH_SIZE,))
+    spec = MethodSpec(
+        inputs=Inputs.IMAGES,
+        trains_backbone=False,
+        schedule=Schedule.PER_TASK,
+        protocol=(EVAL_BATCH_SIZE,),
+    )
     model_class: type[AdapterModel] = AdapterModel
     injects = "puts adapters into transformer blocks"
     state_attrs = ("model.task", "model.task_of_class", "model.current")
@@ -124,8 +134,10 @@ class AdapterStrategy(OnSharedViT, AutocastForward, PerTaskTemplate):
         """One adapter set per task, all kept (and run at test time), and what the
         backward pass keeps: the adapters sit beside every block's MLP, so gradients
         flow through every block after the first."""
-        return [adapter_sets(work, params["ffn"], work.n_tasks, "ffn"),
-                backward_pass(work, params, 1)]
+        return [
+            adapter_sets(work, params["ffn"], work.n_tasks, "ffn"),
+            backward_pass(work, params, 1),
+        ]
 
     def model_adaptation(self, model=None):
         model = self.model if model is None else model

@@ -73,8 +73,7 @@ class FinetuneNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = self.head(self.features(x))
-        masked = self.on_device.get("masked", logits.device, (self.active,),
-                                    lambda: ~self.active)
+        masked = self.on_device.get("masked", logits.device, (self.active,), lambda: ~self.active)
         return logits.masked_fill(masked, float("-inf"))
 
 
@@ -89,22 +88,41 @@ class FinetuneTemplate(AutocastForward, PerTaskTemplate):
     """
 
     # trains a private copy: the runner keeps the shared backbone's weights in fp32
-    spec = MethodSpec(inputs=Inputs.IMAGES, trains_backbone=True, schedule=Schedule.PER_TASK,
-                      protocol=(EVAL_BATCH_SIZE,))
+    spec = MethodSpec(
+        inputs=Inputs.IMAGES,
+        trains_backbone=True,
+        schedule=Schedule.PER_TASK,
+        protocol=(EVAL_BATCH_SIZE,),
+    )
     state_attrs = ("model.active",)
 
     @classmethod
     def memory(cls, params: dict, work: Workload) -> list[Allocation]:
         """The optimizer state of the trained copy (the engine counts the copy), and
         what the backward pass keeps: every block, with its weights trained."""
-        return [trained_copy_state(work, params, "optimizer"),
-                backward_pass(work, params, 0, trains_blocks=True)]
+        return [
+            trained_copy_state(work, params, "optimizer"),
+            backward_pass(work, params, 0, trains_blocks=True),
+        ]
 
-    def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
-                 device: torch.device, plugins: list, evaluator) -> None:
+    def __init__(
+        self,
+        *,
+        params: dict,
+        backbone: Backbone,
+        n_classes: int,
+        device: torch.device,
+        plugins: list,
+        evaluator,
+    ) -> None:
         self.precision = backbone.precision
-        super().__init__(params=params, model=FinetuneNet(backbone, n_classes), device=device,
-                         plugins=plugins, evaluator=evaluator)
+        super().__init__(
+            params=params,
+            model=FinetuneNet(backbone, n_classes),
+            device=device,
+            plugins=plugins,
+            evaluator=evaluator,
+        )
 
     def model_adaptation(self, model=None):
         """Before training: unmask the classes of the (adapted) training data."""

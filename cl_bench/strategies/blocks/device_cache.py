@@ -32,14 +32,18 @@ class DeviceCache:
     def __init__(self) -> None:
         self._entries: dict[str, tuple[tuple, torch.Tensor]] = {}
 
-    def get(self, name: str, device: torch.device, sources: tuple,
-            make: Callable[[], torch.Tensor]) -> torch.Tensor:
+    def get(
+        self, name: str, device: torch.device, sources: tuple, make: Callable[[], torch.Tensor]
+    ) -> torch.Tensor:
         """``make()`` on ``device``, made when ``name`` was last made on another device or
         from other ``sources``; otherwise the tensor made then."""
         key = (device, *sources)
         entry = self._entries.get(name)
-        if entry is None or len(entry[0]) != len(key) or not all(
-                _same(a, b) for a, b in zip(entry[0], key, strict=True)):
+        if (
+            entry is None
+            or len(entry[0]) != len(key)
+            or not all(_same(a, b) for a, b in zip(entry[0], key, strict=True))
+        ):
             entry = (key, make().to(device))
             self._entries[name] = entry
         return entry[1]

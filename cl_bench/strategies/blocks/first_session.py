@@ -81,17 +81,30 @@ class FirstSessionTemplate(AutocastForward, PerTaskTemplate):
     whether the frozen features are read beside the adapted ones (APER) or replaced
     by them (RanPAC)."""
 
-    spec = MethodSpec(inputs=Inputs.ADAPTED_FEATURES, trains_backbone=True,
-                      schedule=Schedule.PER_TASK, protocol=(EVAL_BATCH_SIZE,))
+    spec = MethodSpec(
+        inputs=Inputs.ADAPTED_FEATURES,
+        trains_backbone=True,
+        schedule=Schedule.PER_TASK,
+        protocol=(EVAL_BATCH_SIZE,),
+    )
     AUTO: ClassVar[dict[str, str]]
     uses_frozen: ClassVar[bool]
 
-    def __init__(self, *, params: dict, backbone: Backbone, model: FirstSessionNet,
-                 device: torch.device, plugins: list, evaluator) -> None:
+    def __init__(
+        self,
+        *,
+        params: dict,
+        backbone: Backbone,
+        model: FirstSessionNet,
+        device: torch.device,
+        plugins: list,
+        evaluator,
+    ) -> None:
         self.backbone, self.precision = backbone, backbone.precision
         self._adapted: Backbone | None = None
-        super().__init__(params=params, model=model, device=device, plugins=plugins,
-                         evaluator=evaluator)
+        super().__init__(
+            params=params, model=model, device=device, plugins=plugins, evaluator=evaluator
+        )
 
     @classmethod
     def variant(cls, params: dict, backbone: Backbone) -> str:
@@ -114,8 +127,10 @@ class FirstSessionTemplate(AutocastForward, PerTaskTemplate):
         if params["adapt"] == "adapter":
             return [adapter_sets(work, params["ffn"], 1, "ffn"), backward_pass(work, params, 1)]
         if params["adapt"] == "finetune":
-            return [trained_copy_state(work, params, "optimizer"),
-                    backward_pass(work, params, 0, trains_blocks=True)]
+            return [
+                trained_copy_state(work, params, "optimizer"),
+                backward_pass(work, params, 0, trains_blocks=True),
+            ]
         return []
 
     @property
@@ -128,8 +143,7 @@ class FirstSessionTemplate(AutocastForward, PerTaskTemplate):
             return [backbone]
         if self._adapted is None:  # after task 1 (or its restored weights): frozen now
             self.model.adaptation.requires_grad_(False)
-            self._adapted = adapted_backbone(backbone, self.model.variant,
-                                             self.model.adaptation)
+            self._adapted = adapted_backbone(backbone, self.model.variant, self.model.adaptation)
         return [backbone, self._adapted] if self.uses_frozen else [self._adapted]
 
     def build_optimizer(self, model: nn.Module):
@@ -172,8 +186,9 @@ def features_of(backbones: list[Backbone], images: torch.Tensor) -> torch.Tensor
 
 
 @torch.no_grad()
-def gather(dataset, embed, device: torch.device, batch_size: int = 256,
-           in_memory: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def gather(
+    dataset, embed, device: torch.device, batch_size: int = 256, in_memory: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(embed(x), y) over ``dataset`` (items (x, y, t)), in dataset order, on CPU;
     ``in_memory``: its items are features, read with no loader worker."""
     xs, ys = [], []

@@ -51,15 +51,20 @@ def resolve_variant(value: str, kind: str, auto: dict[str, str]) -> str:
 def check_variant(value: str, backbone: Backbone) -> None:
     """Adapters exist for ViT blocks only; batch-norm statistics in a CNN only."""
     if value == "adapter" and backbone.kind != "vit":
-        raise UserError(f'adapt = "adapter" inserts adapters into transformer blocks, but '
-                        f'"{backbone.name}" is a CNN. Use adapt=auto (the method\'s variant '
-                        "for a CNN) or another value its card allows, or a ViT backbone.")
-    if value == "bn" and not any(isinstance(m, nn.modules.batchnorm._BatchNorm)
-                                 for m in backbone.model.modules()):
-        raise UserError(f'adapt = "bn" re-estimates batch-norm statistics, but '
-                        f'"{backbone.name}" has no batch-norm layer (a ViT uses layer norm). '
-                        "Use adapt=auto (the method's variant for a ViT) or another value "
-                        "its card allows.")
+        raise UserError(
+            f'adapt = "adapter" inserts adapters into transformer blocks, but '
+            f'"{backbone.name}" is a CNN. Use adapt=auto (the method\'s variant '
+            "for a CNN) or another value its card allows, or a ViT backbone."
+        )
+    if value == "bn" and not any(
+        isinstance(m, nn.modules.batchnorm._BatchNorm) for m in backbone.model.modules()
+    ):
+        raise UserError(
+            f'adapt = "bn" re-estimates batch-norm statistics, but '
+            f'"{backbone.name}" has no batch-norm layer (a ViT uses layer norm). '
+            "Use adapt=auto (the method's variant for a ViT) or another value "
+            "its card allows."
+        )
 
 
 @contextlib.contextmanager
@@ -81,8 +86,10 @@ class FullWeights(nn.Module):
     def __init__(self, backbone: Backbone) -> None:
         super().__init__()
         shared = backbone.model
-        head = {id(t) for t in (*shared.get_classifier().parameters(),
-                                *shared.get_classifier().buffers())}
+        head = {
+            id(t)
+            for t in (*shared.get_classifier().parameters(), *shared.get_classifier().buffers())
+        }
         self._run = (PreLogits(shared),)  # a tuple: the shared model is not a submodule
         params = [(n, p) for n, p in shared.named_parameters() if id(p) not in head]
         buffers = [(n, b) for n, b in shared.named_buffers() if id(b) not in head]
@@ -92,8 +99,10 @@ class FullWeights(nn.Module):
             self.register_buffer(f"stat{i}", b.detach().clone())
 
     def tensors(self) -> dict[str, torch.Tensor]:
-        own = [*self.weights, *(getattr(self, f"stat{i}") for i in
-                                range(len(self.names) - len(self.weights)))]
+        own = [
+            *self.weights,
+            *(getattr(self, f"stat{i}") for i in range(len(self.names) - len(self.weights))),
+        ]
         return {f"m.{n}": t for n, t in zip(self.names, own, strict=True)}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -113,8 +122,9 @@ class BatchNormStats(nn.Module):
         super().__init__()
         shared = backbone.model
         self._run = (PreLogits(shared),)  # a tuple: the shared model is not a submodule
-        self.names = [n for n, m in shared.named_modules()
-                      if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+        self.names = [
+            n for n, m in shared.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
+        ]
         for i, name in enumerate(self.names):
             layer = shared.get_submodule(name)
             self.register_buffer(f"mean{i}", torch.zeros_like(layer.running_mean))
@@ -193,6 +203,10 @@ def adapted_backbone(frozen: Backbone, variant: str, adaptation: nn.Module) -> B
     ``<backbone>+<variant>``, keyed in the feature cache by its own weights digest. Its
     passes run in torch whatever runs the frozen one's: they substitute tensors through
     ``functional_call``, which a compiled runtime's tracer cannot follow."""
-    return replace(frozen, name=f"{frozen.name}+{variant}", model=_AsModel(adaptation),
-                   weights_digest=weights_digest(frozen, variant, adaptation),
-                   runtime=TORCH_RUNTIME)
+    return replace(
+        frozen,
+        name=f"{frozen.name}+{variant}",
+        model=_AsModel(adaptation),
+        weights_digest=weights_digest(frozen, variant, adaptation),
+        runtime=TORCH_RUNTIME,
+    )

@@ -53,6 +53,11 @@ class GatheredTaskBalancedLoader(TaskBalancedDataLoader):
     def _make_pytorch_loader(self, datasets, batch_sampler) -> DataLoader:
         if self._rows is None:
             self._rows = Rows(datasets, self.loader_kwargs["collate_fn"])
-        return DataLoader(self._rows, batch_sampler=batch_sampler, collate_fn=_as_is,
-                          num_workers=0, pin_memory=bool(self.loader_kwargs.get("pin_memory")),
-                          generator=self.loader_kwargs.get("generator"))
+        return DataLoader(
+            self._rows,
+            batch_sampler=batch_sampler,
+            collate_fn=_as_is,
+            num_workers=0,
+            pin_memory=bool(self.loader_kwargs.get("pin_memory")),
+            generator=self.loader_kwargs.get("generator"),
+        )

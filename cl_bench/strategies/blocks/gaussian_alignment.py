@@ -21,9 +21,14 @@ from cl_bench.errors import UserError
 JITTER = 1e-4  # added to every class covariance (official _compute_mean)
 
 
-def class_gaussians(feats: torch.Tensor, labels: torch.Tensor, classes: list[int],
-                    means: torch.Tensor, covs: torch.Tensor,
-                    rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+def class_gaussians(
+    feats: torch.Tensor,
+    labels: torch.Tensor,
+    classes: list[int],
+    means: torch.Tensor,
+    covs: torch.Tensor,
+    rows: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``means`` (C, d) and ``covs`` (C, d, d), or variances (C, d), grown to ``rows``
     classes, with the mean and covariance (+ ``JITTER`` I) of the features ``feats`` of
     each of ``classes`` (no spread for a class with fewer than 2 images, zeros for one
@@ -32,7 +37,7 @@ def class_gaussians(feats: torch.Tensor, labels: torch.Tensor, classes: list[int
     d = feats.shape[1]
     grown_means = means.new_zeros(rows, d)
     grown_covs = covs.new_zeros(rows, *covs.shape[1:])
-    grown_means[:len(means)], grown_covs[:len(covs)] = means, covs
+    grown_means[: len(means)], grown_covs[: len(covs)] = means, covs
     eye = torch.eye(d, device=feats.device)
     for c in classes:
         f = feats[labels == c]
@@ -58,12 +63,14 @@ def gaussian_factor(cov: torch.Tensor) -> torch.Tensor:
             f"statistics ({e}); the adapted features grew too large or collapsed, most "
             "likely because a learning rate (or its ratio) is set too high; lower it with "
             "--set. Nothing was saved as a result; the failure is recorded in the run's "
-            ".failed file.") from None
+            ".failed file."
+        ) from None
     return factor
 
 
-def sample_features(means: torch.Tensor, factors: torch.Tensor,
-                    n: int) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_features(
+    means: torch.Tensor, factors: torch.Tensor, n: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``n`` samples of N(mean_i, L_i L_i^T) per row i, class by class, with their row
     index as label."""
     z = torch.randn(len(means), n, means.shape[1], device=means.device)
@@ -72,9 +79,15 @@ def sample_features(means: torch.Tensor, factors: torch.Tensor,
     return (means[:, None] + noise).flatten(0, 1), labels
 
 
-def align_on_samples(means: torch.Tensor, covs: torch.Tensor, n: int, epochs: int,
-                     optimizer: torch.optim.Optimizer, scheduler,
-                     logits: Callable[[torch.Tensor], torch.Tensor]) -> None:
+def align_on_samples(
+    means: torch.Tensor,
+    covs: torch.Tensor,
+    n: int,
+    epochs: int,
+    optimizer: torch.optim.Optimizer,
+    scheduler,
+    logits: Callable[[torch.Tensor], torch.Tensor],
+) -> None:
     """Train what ``optimizer`` holds for ``epochs`` epochs on ``n`` samples per row of
     N(means, covs) (labels: row indices; ``logits`` maps features to scores over those
     rows), one step per class-sized chunk of the shuffled samples, the scheduler stepped

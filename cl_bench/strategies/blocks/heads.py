@@ -48,8 +48,12 @@ class CosineClassifier(nn.Module):
 
 
 @torch.no_grad()
-def class_means(dataset, embed: Callable[[torch.Tensor], torch.Tensor], device: torch.device,
-                batch_size: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+def class_means(
+    dataset,
+    embed: Callable[[torch.Tensor], torch.Tensor],
+    device: torch.device,
+    batch_size: int = 256,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(classes, means): the mean of ``embed(x)`` per label over ``dataset``
     (an Avalanche dataset yielding (x, y, t), already in its eval transforms).
 
@@ -64,17 +68,19 @@ def class_means(dataset, embed: Callable[[torch.Tensor], torch.Tensor], device: 
         f = embed(x.to(device)).float()
         present, sizes = torch.unique(y, return_counts=True)
         rows = torch.argsort(y, stable=True).to(f.device)
-        for c, start, n in zip(present.tolist(), (sizes.cumsum(0) - sizes).tolist(),
-                               sizes.tolist(), strict=True):
-            sums[c] = sums.get(c, 0) + f.index_select(0, rows[start:start + n]).sum(0)
+        for c, start, n in zip(
+            present.tolist(), (sizes.cumsum(0) - sizes).tolist(), sizes.tolist(), strict=True
+        ):
+            sums[c] = sums.get(c, 0) + f.index_select(0, rows[start : start + n]).sum(0)
             counts[c] = counts.get(c, 0) + n
     classes = sorted(sums)
     means = torch.stack([sums[c] / counts[c] for c in classes])
     return torch.tensor(classes, dtype=torch.long), means
 
 
-def set_prototypes(classifier: CosineClassifier, dataset, embed: Callable,
-                   device: torch.device) -> None:
+def set_prototypes(
+    classifier: CosineClassifier, dataset, embed: Callable, device: torch.device
+) -> None:
     """Overwrite the rows of the dataset's classes with their class-mean embeddings."""
     classes, means = class_means(dataset, embed, device)
     classifier.grow(int(classes.max()) + 1)

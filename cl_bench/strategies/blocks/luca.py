@@ -18,17 +18,20 @@ from torch import nn
 from cl_bench.contract import ProtocolSetting
 
 SELECTION = ProtocolSetting(
-    "selection", "how TOSCA picks a module at test time: sample, the lowest-entropy module "
+    "selection",
+    "how TOSCA picks a module at test time: sample, the lowest-entropy module "
     "per image (no task identity); batch, one module per test batch by mean entropy "
     "(official code; on ordered test batches this uses that a batch comes from one task)",
-    per_batch=("batch",))
+    per_batch=("batch",),
+)
 
 FLOWS = ("tosca", "tosca_r", "adapter", "calibrator")
 
 
 class LuCA(nn.Module):
-    def __init__(self, dim: int, mlp_ratio: int = 16, se_ratio: int = 16,
-                 flow: str = "tosca") -> None:
+    def __init__(
+        self, dim: int, mlp_ratio: int = 16, se_ratio: int = 16, flow: str = "tosca"
+    ) -> None:
         super().__init__()
         if flow not in FLOWS:
             raise ValueError(f"flow must be one of {FLOWS}, got {flow!r}")
@@ -37,8 +40,11 @@ class LuCA(nn.Module):
         self.adapter = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
         self.norm = nn.LayerNorm(dim)
         self.calibrator = nn.Sequential(
-            nn.Linear(dim, squeeze, bias=False), nn.ReLU(),
-            nn.Linear(squeeze, dim, bias=False), nn.Sigmoid())
+            nn.Linear(dim, squeeze, bias=False),
+            nn.ReLU(),
+            nn.Linear(squeeze, dim, bias=False),
+            nn.Sigmoid(),
+        )
 
     def reset_parameters(self) -> None:
         """Xavier-uniform Linear weights, zero biases, LayerNorm 1/0 (the official

@@ -84,8 +84,9 @@ class NoiseLayer(nn.Module):
         self.register_buffer("down", linear_draw(dim, hidden))
         self.register_buffer("up", linear_draw(hidden, dim))
 
-    def forward(self, y: torch.Tensor, noises: Sequence[TaskNoise],
-                weights: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, y: torch.Tensor, noises: Sequence[TaskNoise], weights: torch.Tensor
+    ) -> torch.Tensor:
         """y' = M(y) + (sum_k w_k noise_k(y A)) B + y (the official order of the sums)."""
         z = y @ self.down.to(y.dtype)
         mixed = None
@@ -121,9 +122,13 @@ def norm_copies(vit: VisionTransformer) -> nn.ModuleList:
 
 
 @contextmanager
-def noised(vit: VisionTransformer, layers: Sequence[NoiseLayer],
-           noises: Sequence[Sequence[TaskNoise]], weights: torch.Tensor,
-           norms: Sequence[nn.Module]) -> Iterator[None]:
+def noised(
+    vit: VisionTransformer,
+    layers: Sequence[NoiseLayer],
+    noises: Sequence[Sequence[TaskNoise]],
+    weights: torch.Tensor,
+    norms: Sequence[nn.Module],
+) -> Iterator[None]:
     """Within the context, ``vit`` runs with the noise after every block (``noises[k][l]``:
     task k's generator in block l, mixed by ``weights[k]``) and the norms of
     :func:`norm_copies` in place of its own."""
@@ -133,8 +138,13 @@ def noised(vit: VisionTransformer, layers: Sequence[NoiseLayer],
         for index, block in enumerate(blocks):
             layer, per_task = layers[index], [task[index] for task in noises]
 
-            def add(_module: nn.Module, _args: tuple, output: torch.Tensor,
-                    layer=layer, per_task=per_task) -> torch.Tensor:
+            def add(
+                _module: nn.Module,
+                _args: tuple,
+                output: torch.Tensor,
+                layer=layer,
+                per_task=per_task,
+            ) -> torch.Tensor:
                 return layer(output, per_task, weights)
 
             stack.callback(block.register_forward_hook(add).remove)

@@ -38,14 +38,30 @@ class PerTaskTemplate(Method, Resumable, SupervisedTemplate):
     (``build_optimizer``; a method with its own schedule overrides it). Nothing of the
     optimizer outlives a task, so a per-task checkpoint need not save it."""
 
-    def __init__(self, *, params: dict, model: nn.Module, device: torch.device,
-                 plugins: list, evaluator, **kwargs) -> None:
+    def __init__(
+        self,
+        *,
+        params: dict,
+        model: nn.Module,
+        device: torch.device,
+        plugins: list,
+        evaluator,
+        **kwargs,
+    ) -> None:
         self.params = params
         optimizer, self.scheduler = self.build_optimizer(model)
-        super().__init__(model=model, optimizer=optimizer, criterion=nn.CrossEntropyLoss(),
-                         train_mb_size=params["batch_size"], train_epochs=params["epochs"],
-                         eval_mb_size=params["eval_batch_size"], device=device,
-                         plugins=plugins, evaluator=evaluator, **kwargs)
+        super().__init__(
+            model=model,
+            optimizer=optimizer,
+            criterion=nn.CrossEntropyLoss(),
+            train_mb_size=params["batch_size"],
+            train_epochs=params["epochs"],
+            eval_mb_size=params["eval_batch_size"],
+            device=device,
+            plugins=plugins,
+            evaluator=evaluator,
+            **kwargs,
+        )
 
     def build_optimizer(self, model: nn.Module):
         """Optimizer and per-epoch schedule over the trainable parameters."""

@@ -35,9 +35,12 @@ from torch import nn
 from cl_bench.contract import ProtocolSetting
 
 BATCHWISE = ProtocolSetting(
-    "batchwise", "whether a prompt method chooses its prompts once per test batch (true, "
+    "batchwise",
+    "whether a prompt method chooses its prompts once per test batch (true, "
     "the official configs) or per image (false)",
-    label=((True, "batchwise"), (False, "per-image prompts")), per_batch=(True,))
+    label=((True, "batchwise"), (False, "per-image prompts")),
+    per_batch=(True,),
+)
 
 
 def uniform_parameter(*shape: int, low: float = -1.0, high: float = 1.0) -> nn.Parameter:
@@ -60,7 +63,7 @@ def majority_vote(idx: torch.Tensor, pool_size: int) -> torch.Tensor:
     """
     ids = torch.arange(pool_size, device=idx.device)
     counts = (idx.reshape(-1, 1) == ids).sum(0)
-    top = torch.sort(counts, descending=True, stable=True).indices[:idx.shape[1]]
+    top = torch.sort(counts, descending=True, stable=True).indices[: idx.shape[1]]
     return top.expand(idx.shape[0], -1).clone()
 
 
@@ -85,8 +88,9 @@ class PromptKeys(nn.Module):
         return cosine(q, self.keys).gather(1, idx).sum() / q.shape[0]
 
 
-def class_mask(n_classes: int, allowed: Sequence[int] | torch.Tensor,
-               device: torch.device | None = None) -> torch.Tensor:
+def class_mask(
+    n_classes: int, allowed: Sequence[int] | torch.Tensor, device: torch.device | None = None
+) -> torch.Tensor:
     """Boolean (n_classes,), True where a logit must be masked (not in ``allowed``)."""
     mask = torch.ones(n_classes, dtype=torch.bool, device=device)
     mask[torch.as_tensor(allowed, dtype=torch.long, device=device)] = False

@@ -52,8 +52,11 @@ def prompt_pool(params: dict, work: Workload) -> Allocation:
     length = max(v for k, v in params.items() if k.endswith("length"))
     layers = max([1, *(len(v) for k, v in params.items() if k.endswith("layers"))])
     pool = params["pool_size"] * length * layers * work.dim * FLOAT
-    return Allocation("the prompt pool and its optimizer state",
-                      pool * (1 + optimizer_moments(params)), "pool_size or the prompt length")
+    return Allocation(
+        "the prompt pool and its optimizer state",
+        pool * (1 + optimizer_moments(params)),
+        "pool_size or the prompt length",
+    )
 
 
 class PromptModel(nn.Module):
@@ -67,8 +70,9 @@ class PromptModel(nn.Module):
 
     head_init = "timm"  # the ViT's own head init (truncated normal, std .02); "torch": nn.Linear's
 
-    def __init__(self, vit: PromptedViT, normalize: Normalize, n_classes: int,
-                 params: dict) -> None:
+    def __init__(
+        self, vit: PromptedViT, normalize: Normalize, n_classes: int, params: dict
+    ) -> None:
         super().__init__()
         # Not a submodule: the frozen backbone belongs to the runner and is shared,
         # so it stays out of this model's parameter counts, state dict and train().
@@ -113,8 +117,12 @@ class PromptStrategy(OnSharedViT, AutocastForward, PerTaskTemplate):
     """Avalanche strategy around a :class:`PromptModel` (see the module docstring)."""
 
     # the runner passes the frozen queries from the feature cache
-    spec = MethodSpec(inputs=Inputs.IMAGES_WITH_QUERY, trains_backbone=False,
-                      schedule=Schedule.PER_TASK, protocol=(EVAL_BATCH_SIZE,))
+    spec = MethodSpec(
+        inputs=Inputs.IMAGES_WITH_QUERY,
+        trains_backbone=False,
+        schedule=Schedule.PER_TASK,
+        protocol=(EVAL_BATCH_SIZE,),
+    )
     model_class: type[PromptModel] = PromptModel
     injects = "injects prompts into transformer blocks"
     state_attrs = ("model.task", "model.current", "model.unseen")
@@ -127,12 +135,16 @@ class PromptStrategy(OnSharedViT, AutocastForward, PerTaskTemplate):
         for key in lists:
             outside = [b for b in params[key] if not (isinstance(b, int) and 0 <= b < depth)]
             if outside or len(set(params[key])) != len(params[key]):
-                raise UserError(f"{cls.__name__}: {key} = {params[key]} must list distinct "
-                                f"block indices 0 to {depth - 1} of {backbone.name}.")
+                raise UserError(
+                    f"{cls.__name__}: {key} = {params[key]} must list distinct "
+                    f"block indices 0 to {depth - 1} of {backbone.name}."
+                )
         if lists and not any(params[key] for key in lists):  # degenerate by construction
-            raise UserError(f"{cls.__name__}: {' and '.join(f'{k} = []' for k in lists)} puts "
-                            "a prompt in no block, so only the head would train. Name at "
-                            f"least one block index (0 to {depth - 1}) in {' or '.join(lists)}.")
+            raise UserError(
+                f"{cls.__name__}: {' and '.join(f'{k} = []' for k in lists)} puts "
+                "a prompt in no block, so only the head would train. Name at "
+                f"least one block index (0 to {depth - 1}) in {' or '.join(lists)}."
+            )
 
     @classmethod
     def memory(cls, params: dict, work: Workload) -> list[Allocation]:

@@ -35,12 +35,17 @@ from __future__ import annotations
 
 import torch
 
-CANDIDATES = tuple(10.0 ** k for k in range(-8, 9))
+CANDIDATES = tuple(10.0**k for k in range(-8, 9))
 FIT_SHARE = 0.8
 
 
-def choose_ridge(h: torch.Tensor, y: torch.Tensor, candidates: tuple[float, ...] = CANDIDATES,
-                 precision: str = "float64", floor: float = 0.0) -> float:
+def choose_ridge(
+    h: torch.Tensor,
+    y: torch.Tensor,
+    candidates: tuple[float, ...] = CANDIDATES,
+    precision: str = "float64",
+    floor: float = 0.0,
+) -> float:
     """The candidate with the least validation MSE (rows: fit part, then validation
     part, as ordered) among those at or above ``floor`` (the :func:`resolution` of the
     G the chosen lambda will be solved with; the largest candidate if none is). With
@@ -65,8 +70,9 @@ def resolution(g: torch.Tensor) -> float:
     return g.shape[0] * torch.finfo(g.dtype).eps * float(torch.linalg.matrix_norm(g))
 
 
-def ridge_losses(h: torch.Tensor, y: torch.Tensor,
-                 candidates: tuple[float, ...] = CANDIDATES) -> list[float]:
+def ridge_losses(
+    h: torch.Tensor, y: torch.Tensor, candidates: tuple[float, ...] = CANDIDATES
+) -> list[float]:
     """The validation MSE of each candidate (what :func:`choose_ridge` minimises; all
     zero when a part is empty), averaged over the rows and the columns of ``y``."""
     n_fit = int(h.shape[0] * FIT_SHARE)
@@ -84,8 +90,9 @@ def ridge_losses(h: torch.Tensor, y: torch.Tensor,
     return [float(((left / (e + lam)) @ right - y_val).pow(2).mean()) for lam in candidates]
 
 
-def ridge_losses_float32(h: torch.Tensor, y: torch.Tensor,
-                         candidates: tuple[float, ...] = CANDIDATES) -> list[float]:
+def ridge_losses_float32(
+    h: torch.Tensor, y: torch.Tensor, candidates: tuple[float, ...] = CANDIDATES
+) -> list[float]:
     """The validation MSE of each candidate as the official code computes it (RanPAC
     ``RanPAC.py`` ``optimise_ridge_parameter`` at commit 012927f; LAMDA-PILOT
     ``models/ranpac.py`` at 2647455): float32, one M x M solve of G_fit + lambda I per
@@ -100,8 +107,10 @@ def ridge_losses_float32(h: torch.Tensor, y: torch.Tensor,
         return [0.0] * len(candidates)
     g, c = fit.T @ fit, fit.T @ y_fit
     eye = torch.eye(g.shape[0], dtype=g.dtype, device=g.device)
-    return [float((val @ torch.linalg.solve(g + lam * eye, c) - y_val).pow(2).mean())
-            for lam in candidates]
+    return [
+        float((val @ torch.linalg.solve(g + lam * eye, c) - y_val).pow(2).mean())
+        for lam in candidates
+    ]
 
 
 def solve_ridge(g: torch.Tensor, c: torch.Tensor, lam: float) -> torch.Tensor:

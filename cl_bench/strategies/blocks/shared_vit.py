@@ -34,16 +34,27 @@ class OnSharedViT:
         check_backbone(cls, cls.__name__, backbone.name, backbone.kind)
         depth = len(backbone.model.blocks)
         if params["checkpoint_blocks"] > depth:
-            raise UserError(f"{cls.__name__}: checkpoint_blocks = "
-                            f"{params['checkpoint_blocks']}, but {backbone.name} has "
-                            f"{depth} blocks; use 0 to {depth} (--set "
-                            f"<method>.checkpoint_blocks=...).")
+            raise UserError(
+                f"{cls.__name__}: checkpoint_blocks = "
+                f"{params['checkpoint_blocks']}, but {backbone.name} has "
+                f"{depth} blocks; use 0 to {depth} (--set "
+                f"<method>.checkpoint_blocks=...)."
+            )
 
-    def __init__(self, *, params: dict, backbone: Backbone, n_classes: int,
-                 device: torch.device, plugins: list, evaluator) -> None:
+    def __init__(
+        self,
+        *,
+        params: dict,
+        backbone: Backbone,
+        n_classes: int,
+        device: torch.device,
+        plugins: list,
+        evaluator,
+    ) -> None:
         self.check_params(params, backbone)
         self.precision = backbone.precision
         vit = PromptedViT(backbone.model, checkpoint_blocks=params["checkpoint_blocks"])
         model = self.model_class(vit, backbone.normalize, n_classes, params)
-        super().__init__(params=params, model=model, device=device, plugins=plugins,
-                         evaluator=evaluator)
+        super().__init__(
+            params=params, model=model, device=device, plugins=plugins, evaluator=evaluator
+        )
