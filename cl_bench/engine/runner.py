@@ -694,17 +694,15 @@ def done_line(name: str, seed: int, record: dict, path: Path) -> str:
     )
 
 
-def execute(
-    req: RunRequest, echo: Callable[[str], None] = print, failed: list[str] | None = None
-) -> list[dict]:
-    """Run every missing method x seed of the request in this process; return its
-    results (a run another process is computing right now is skipped and left out).
-    With ``failed``, a run that meets bad data only while it runs (an image spoiled
-    after the decode check, keeping its size and time) fails alone: its failure is
-    recorded beside its result, it is listed in ``failed`` and the next run starts."""
+def _loaded(req: RunRequest, determinism: bool) -> tuple:
+    """The request checked, its device and precision resolved (and, with
+    ``determinism``, the process's determinism set, before cuBLAS starts), the memory
+    estimate checked before the backbone is on the device, then its data, backbone and
+    feature store loaded: (methods, scenario, device, precision, shared)."""
     methods, scenario = check_request(req)
     device = resolve_device(req.device)
-    make_deterministic(req.threads, req.deterministic, device)  # before cuBLAS starts
+    if determinism:
+        make_deterministic(req.threads, req.deterministic, device)
     precision = resolve_precision(req.precision, device)
     check_memory(
         methods,
@@ -714,14 +712,33 @@ def execute(
         device.type,
         device=device,
         precision=precision,
-    )  # before the backbone is on the device
+    )
     shared = load_shared(req, scenario, methods, device, precision)
-    for line in describe(req, methods, scenario, shared, device_label(device), precision):
-        echo(line)
+    return methods, scenario, device, precision, shared
+
+
+def _planned(req: RunRequest, methods, scenario, precision: str, shared) -> list:
+    """Every method x seed's run with its result path, each path checked to be free for
+    a result file."""
     runs = plan_runs(
         req, methods, scenario, shared.backbone, precision, shared.data, shared.store.device_key
     )
     results.check_run_files(req.out, [r.path for r in runs])
+    return runs
+
+
+def execute(
+    req: RunRequest, echo: Callable[[str], None] = print, failed: list[str] | None = None
+) -> list[dict]:
+    """Run every missing method x seed of the request in this process; return its
+    results (a run another process is computing right now is skipped and left out).
+    With ``failed``, a run that meets bad data only while it runs (an image spoiled
+    after the decode check, keeping its size and time) fails alone: its failure is
+    recorded beside its result, it is listed in ``failed`` and the next run starts."""
+    methods, scenario, device, precision, shared = _loaded(req, determinism=True)
+    for line in describe(req, methods, scenario, shared, device_label(device), precision):
+        echo(line)
+    runs = _planned(req, methods, scenario, precision, shared)
     results.write_grid(req.out, [r.path for r in runs])
     out = []
     for run in runs:
@@ -773,30 +790,5 @@ def preflight(reqs: list[RunRequest]) -> None:
     last one stops the command before the first run writes anything, as it does for a
     single request."""
     for req in reqs:
-        methods, scenario = check_request(req)
-        device = resolve_device(req.device)
-        precision = resolve_precision(req.precision, device)
-        check_memory(
-            methods,
-            scenario,
-            req.backbone,
-            req.image_size,
-            device.type,
-            device=device,
-            precision=precision,
-        )
-        shared = load_shared(req, scenario, methods, device, precision)
-        runs = plan_runs(
-            req, methods, scenario, shared.backbone, precision, shared.data, shared.store.device_key
-        )
-        results.check_run_files(req.out, [r.path for r in runs])
-
-
-def execute_all(
-    reqs: list[RunRequest], echo: Callable[[str], None] = print, failed: list[str] | None = None
-) -> list[dict]:
-    """:func:`execute` for each scenario's request, after :func:`preflight` when
-    there are several."""
-    if len(reqs) > 1:
-        preflight(reqs)
-    return [record for req in reqs for record in execute(req, echo, failed)]
+        methods, scenario, _, precision, shared = _loaded(req, determinism=False)
+        _planned(req, methods, scenario, precision, shared)
