@@ -18,7 +18,7 @@ import json
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from cl_bench import arguments
 from cl_bench.errors import UserError, refuse_long_names
@@ -28,6 +28,24 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from cl_bench.engine.runner import RunRequest
+
+    class _RequestArgs(TypedDict):
+        """What :func:`plan` gives every scenario's :class:`RunRequest` alike."""
+
+        seeds: list[int]
+        protocol: str
+        backbone: str | None
+        weights: str | None
+        image_size: int | None
+        data_root: Path | None
+        download: bool
+        device: str
+        precision: str
+        deterministic: str
+        out: Path
+        sets: list[str]
+        progress: bool
+
 
 __all__ = [
     "RunsFailed",
@@ -123,7 +141,7 @@ def plan(
         raise UserError("--scenario is empty; give at least one, e.g. --scenario fmnist.")
     check_protocol(arguments.text("protocol", protocol, 'protocol="fair"'))
     method_list = [] if methods is None else arguments.methods(methods)
-    common = {
+    common: _RequestArgs = {
         "seeds": seed_list,
         "protocol": protocol,
         "backbone": arguments.text(
@@ -145,7 +163,8 @@ def plan(
     check_determinism_name(common["deterministic"])
     reqs = [RunRequest(methods=method_list, scenario=name, **common) for name in scenarios]
     for req in reqs:  # the default set is the one that runs on the scenario's backbone
-        req.methods = req.methods or default_methods(req.backbone)
+        # RunRequest.__post_init__ has replaced a None backbone by the scenario's
+        req.methods = req.methods or default_methods(cast(str, req.backbone))
     return reqs
 
 

@@ -14,6 +14,7 @@ import numbers
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Literal, overload
 
 from cl_bench.errors import UserError
 from cl_bench.input_checks import check_seeds
@@ -28,6 +29,19 @@ def refuse(name: str, value: object, kind: str, example: str) -> UserError:
     )
 
 
+@overload
+def text(
+    name: str,
+    value: object,
+    example: str,
+    *,
+    optional: Literal[False] = False,
+    path: bool = False,
+) -> str: ...
+@overload
+def text(
+    name: str, value: object, example: str, *, optional: bool, path: bool = False
+) -> str | None: ...
 def text(
     name: str, value: object, example: str, *, optional: bool = False, path: bool = False
 ) -> str | None:
@@ -58,6 +72,10 @@ def whole(name: str, value: object, example: str, *, optional: bool = False) -> 
     return int(value)
 
 
+@overload
+def folder(name: str, value: object, example: str, *, optional: Literal[False] = False) -> Path: ...
+@overload
+def folder(name: str, value: object, example: str, *, optional: bool) -> Path | None: ...
 def folder(name: str, value: object, example: str, *, optional: bool = False) -> Path | None:
     """A path (a string or an os.PathLike), ``~`` expanded, or None where ``optional``
     (an empty string there too: no folder given)."""

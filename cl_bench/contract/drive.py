@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cl_bench.contract.spec import Method, Schedule, spec_of
 
@@ -18,8 +18,8 @@ class Stream(Protocol):
     builds one): ``train[i]``, task i's training experience, and ``seen_test[i]``, the
     test images of every class seen up to task i."""
 
-    train: Sequence
-    seen_test: Sequence
+    train: Sequence[Any]
+    seen_test: Sequence[Any]
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,8 @@ def drive(
     start: int = 0,
     after_task: Callable[[int], None] | None = None,
     evaluate: bool = True,
-    loader_args: dict | None = None,
-    eval_args: dict | None = None,
+    loader_args: dict[str, Any] | None = None,
+    eval_args: dict[str, Any] | None = None,
 ) -> None:
     """Run ``strategy`` over ``stream`` as its ``spec.schedule`` says.
 
@@ -84,7 +84,7 @@ def _drive_adapted(
     start: int,
     after_task: Callable[[int], None] | None,
     evaluate: bool,
-    loader_args: dict,
+    loader_args: dict[str, Any],
 ) -> None:
     """:func:`drive` for an ``ADAPTED_FEATURES`` strategy."""
 

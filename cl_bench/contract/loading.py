@@ -35,10 +35,12 @@ a method that iterates a dataset itself, outside Avalanche's loop, does it throu
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 
 # batches each worker prepares ahead (PyTorch's default, and what Avalanche's loaders,
 # which do not pass the setting on, use): one in the making while one waits is enough
@@ -82,7 +84,7 @@ class Loading:
         workers = (loader_workers() if cuda else 1) if on_disk else 0
         return cls(workers=workers, pin_memory=cuda)
 
-    def dataloader_kwargs(self) -> dict:
+    def dataloader_kwargs(self) -> dict[str, Any]:
         """Keywords of a ``torch.utils.data.DataLoader``: prefetch where there are
         workers (not persistent ones: see the module docstring)."""
         kwargs = {"num_workers": self.workers, "pin_memory": self.pin_memory}
@@ -102,7 +104,7 @@ class Loading:
         while the GPU computes the last one."""
         return self if self.pin_memory else self.in_memory()
 
-    def strategy_kwargs(self) -> dict:
+    def strategy_kwargs(self) -> dict[str, Any]:
         """Keywords of an Avalanche strategy's ``train`` and ``eval`` calls: the loader
         settings Avalanche 0.6's ``make_train_dataloader`` and ``make_eval_dataloader``
         pass on to their loaders (``num_workers``, ``pin_memory``; they drop any other,
@@ -130,8 +132,13 @@ def current_loading() -> Loading:
 
 
 def method_loader(
-    dataset, batch_size: int, shuffle: bool = False, *, in_memory: bool = False, collate_fn=None
-) -> DataLoader:
+    dataset: Dataset[Any],
+    batch_size: int,
+    shuffle: bool = False,
+    *,
+    in_memory: bool = False,
+    collate_fn: Callable[[list[Any]], Any] | None = None,
+) -> DataLoader[Any]:
     """A loader over ``dataset`` for a method's own pass (class statistics, prototypes,
     a fit, importances) with the run's settings; ``in_memory``: the caller knows the
     dataset holds tensors (features), which are read with no worker whatever the run

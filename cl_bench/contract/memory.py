@@ -6,6 +6,7 @@ RAM's), is :mod:`cl_bench.engine.memory`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 FLOAT = 4  # bytes of a float32
 HALF = 2  # bytes of a bfloat16 or float16
@@ -86,7 +87,7 @@ def saved_per_token(work: Workload, trains_blocks: bool) -> int:
 
 def backward_pass(
     work: Workload,
-    params: dict,
+    params: dict[str, Any],
     first: int,
     extra_tokens: int = 0,
     trains_blocks: bool = False,
@@ -119,7 +120,7 @@ def backward_pass(
     )
 
 
-def optimizer_moments(params: dict) -> int:
+def optimizer_moments(params: dict[str, Any]) -> int:
     """Tensors the optimizer keeps per trained parameter, as
     :func:`cl_bench.contract.optimizer.make_optimizer` builds it: Adam's and AdamW's two
     moments, SGD's momentum buffer (none at momentum 0). Gradients are not counted
@@ -130,7 +131,7 @@ def optimizer_moments(params: dict) -> int:
     return 1 if params.get("momentum", 0.9) else 0
 
 
-def trained_copy_state(work: Workload, params: dict, setting: str) -> Allocation:
+def trained_copy_state(work: Workload, params: dict[str, Any], setting: str) -> Allocation:
     """The optimizer state of a trained copy of the whole backbone (fp32)."""
     moments = optimizer_moments(params)
     return Allocation(

@@ -5,7 +5,8 @@ what the shipped strategies and a plain Avalanche strategy's ``contract:`` block
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -14,13 +15,14 @@ from cl_bench.errors import UserError
 
 
 def make_optimizer(
-    params: dict, parameters: Iterable[nn.Parameter] | Iterable[dict]
+    params: dict[str, Any], parameters: Iterable[nn.Parameter] | Iterable[dict[str, Any]]
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler | None]:
     """Optimizer (``optimizer``: sgd | adam | adamw) and per-epoch scheduler
     (``scheduler``: cosine | constant) from a method's resolved params. ``parameters``:
     parameters, or torch's parameter groups (dicts, e.g. with their own ``lr``);
     frozen parameters are left out."""
-    parameters = list(parameters)
+    # which of the two: the first item says (mypy cannot carry the union through list())
+    parameters = cast("Sequence[Any]", list(parameters))
     if parameters and isinstance(parameters[0], dict):
         parameters = [
             dict(g, params=[p for p in g["params"] if p.requires_grad]) for g in parameters
@@ -28,6 +30,7 @@ def make_optimizer(
     else:
         parameters = [p for p in parameters if p.requires_grad]
     name, lr, wd = params["optimizer"], params["lr"], params.get("weight_decay", 0.0)
+    opt: torch.optim.Optimizer
     if name == "sgd":
         opt = torch.optim.SGD(
             parameters, lr=lr, momentum=params.get("momentum", 0.9), weight_decay=wd

@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from avalanche.training.templates import SupervisedTemplate
 from torch import nn
@@ -40,10 +40,16 @@ from cl_bench.contract.protocol import EVAL_BATCH_SIZE
 from cl_bench.contract.spec import BACKBONE_KINDS, Inputs, Method, MethodSpec, Schedule
 from cl_bench.errors import UserError
 
+if TYPE_CHECKING:
+    import torch
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from cl_bench.backbones.base import Backbone
+
 CONTRACT_KEYS = ("inputs", "trains_backbone", "schedule", "model")
 NEEDED_SETTINGS = ("epochs", "batch_size", "optimizer", "lr")
 # under the card's own rules: a bad --set of these is refused before anything runs
-PLAIN_RULES: dict = {
+PLAIN_RULES: dict[str, Any] = {
     "bounds": {
         "epochs": [1, None],
         "batch_size": [1, None],
@@ -57,11 +63,11 @@ PLAIN_RULES: dict = {
 
 
 def driven_class(
-    cls: type,
+    cls: object,
     block: Any,
-    defaults: dict,
+    defaults: dict[str, Any],
     card: Path,
-    load: Callable[[str], Any],
+    load: Callable[[str], object],
     backbones: Any = "any",
 ) -> type:
     """The :class:`Method` subclass of ``cls`` that cl-bench drives, from the card's
@@ -106,7 +112,7 @@ def driven_class(
     return _wrap(cls, spec, factory, block["model"], backbones)
 
 
-def _spec(block: dict, card: Path) -> MethodSpec:
+def _spec(block: dict[str, Any], card: Path) -> MethodSpec:
     try:
         inputs, schedule = Inputs(block["inputs"]), Schedule(block["schedule"])
     except ValueError:
@@ -128,7 +134,7 @@ def _spec(block: dict, card: Path) -> MethodSpec:
     )
 
 
-def _factory(path: Any, card: Path, load: Callable[[str], Any]) -> Callable:
+def _factory(path: Any, card: Path, load: Callable[[str], object]) -> Callable[..., object]:
     if not isinstance(path, str) or path.count(":") != 1:
         raise UserError(f'{card}: contract model must be "package.module:function", not {path!r}.')
     try:
@@ -144,12 +150,25 @@ def _factory(path: Any, card: Path, load: Callable[[str], Any]) -> Callable:
 
 
 @functools.cache
-def _wrap(cls: type, spec: MethodSpec, factory: Callable, where: str, backbones: str) -> type:
+def _wrap(
+    cls: type[SupervisedTemplate],
+    spec: MethodSpec,
+    factory: Callable[..., object],
+    where: str,
+    backbones: str,
+) -> type:
     """One class per (user class, contract, factory): the runner's checks (issubclass,
     spec_of) see the same class at every call."""
 
     def __init__(
-        self, *, params: dict, backbone, n_classes: int, device, plugins: list, evaluator
+        self: Method,
+        *,
+        params: dict[str, Any],
+        backbone: Backbone,
+        n_classes: int,
+        device: torch.device | str,
+        plugins: list[Any],
+        evaluator: EvaluationPlugin,
     ) -> None:
         model = factory(backbone, n_classes, params)
         if not isinstance(model, nn.Module):

@@ -28,7 +28,7 @@ class ProtocolSetting:
     key: str
     meaning: str
     label: Label = "{key}={value}"
-    per_batch: tuple = ()
+    per_batch: tuple[object, ...] = ()
     batch_size: bool = False
 
     def __post_init__(self) -> None:

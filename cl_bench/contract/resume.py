@@ -22,7 +22,7 @@ per-task modules).
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -51,10 +51,10 @@ class Stateful:
 
     state_attrs: tuple[str, ...] = ()
 
-    def checkpoint_state(self) -> dict:
+    def checkpoint_state(self) -> dict[str, Any]:
         return {path: copy.deepcopy(getattr(*_owner(self, path))) for path in self.state_attrs}
 
-    def restore_state(self, state: dict) -> None:
+    def restore_state(self, state: dict[str, Any]) -> None:
         if set(state) != set(self.state_attrs):
             raise KeyError(
                 f"{type(self).__name__}: saved attributes {sorted(state)} are not "
@@ -82,7 +82,13 @@ class Resumable(Stateful):
     ``restore_state(state)`` on a freshly built strategy of the same run. The model's
     tensors in the returned state are the live ones: serialise it before training on."""
 
-    def checkpoint_state(self) -> dict:
+    if TYPE_CHECKING:  # what the Avalanche template it is mixed into holds
+        model: torch.nn.Module
+        clock: Any
+        plugins: list[Any]
+        device: torch.device
+
+    def checkpoint_state(self) -> dict[str, Any]:
         model = self.model
         return {
             "attrs": super().checkpoint_state(),
@@ -94,7 +100,7 @@ class Resumable(Stateful):
             },
         }
 
-    def restore_state(self, state: dict) -> None:
+    def restore_state(self, state: dict[str, Any]) -> None:
         """Raises (KeyError, RuntimeError, ...) when the state does not fit this
         strategy; the strategy is then half-restored and must be built again."""
         model, saved = self.model, state["model"]

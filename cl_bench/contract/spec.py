@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -14,6 +14,8 @@ from cl_bench.contract.protocol import ProtocolSetting
 from cl_bench.errors import UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from cl_bench.backbones.base import Backbone
     from cl_bench.contract.memory import Allocation, Workload
 
@@ -89,18 +91,27 @@ class Method:
     backbones: ClassVar[str] = "any"
     injects: ClassVar[str] = ""
 
+    if TYPE_CHECKING:
+        # the loops of the Avalanche template it is mixed into, which drive() calls
+
+        def train(
+            self, experiences: Any, eval_streams: Sequence[Any] | None = None, **kwargs: Any
+        ) -> Any: ...
+
+        def eval(self, experiences: Any, **kwargs: Any) -> Any: ...
+
     @classmethod
-    def resolve_params(cls, params: dict, backbone: Backbone) -> None:
+    def resolve_params(cls, params: dict[str, Any], backbone: Backbone) -> None:
         """Replace, in ``params``, values that depend on the backbone (``auto``) by
         the value used. Default: none do."""
 
     @classmethod
-    def check_params(cls, params: dict, backbone: Backbone) -> None:
+    def check_params(cls, params: dict[str, Any], backbone: Backbone) -> None:
         """Refuse (``UserError``) settings the backbone makes invalid. Default: the
         method has none; the card's bounds and choices cover its settings."""
 
     @classmethod
-    def memory(cls, params: dict, work: Workload) -> list[Allocation]:
+    def memory(cls, params: dict[str, Any], work: Workload) -> list[Allocation]:
         """The method's own dominant allocations under the resolved ``params`` (lower
         bounds, so that a refusal is never wrong), each naming the key of ``params``
         that scales it. Default: none beyond what every run allocates (the engine
