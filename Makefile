@@ -2,6 +2,7 @@
 #   make run    set up .venv and run `cl-bench run` on the embedded default
 #   make test   set up .venv and run the tests
 #   make docs   set up .venv and build the documentation site into site/ (mkdocs.yml)
+#   make lint   set up .venv and check the code: ruff (lint, formatting) and mypy
 # The environment comes from the lock (requirements/lock.txt): every package of the
 # dependency tree at the version it was resolved at; `python scripts/lock.py refresh`
 # re-resolves it (docs/getting-started.md, "The locked environment").
@@ -10,7 +11,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LOCK   := requirements/lock.txt
 
-.PHONY: run test docs setup
+.PHONY: run test docs lint setup
 
 setup: $(VENV)/.installed
 
@@ -28,3 +29,8 @@ test: setup
 
 docs: setup
 	$(BIN)/mkdocs build --strict
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
