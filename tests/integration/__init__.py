@@ -1,0 +1,1 @@
+"""The integration layer (see tests/__init__.py)."""

@@ -1,0 +1,213 @@
+"""The settings space under hostile values: for every method card and every setting
+(and the scenario's), a value that is non-finite, zero, negative, huge, tiny, of the
+wrong type or one of YAML's own spellings is either refused before anything exists
+(exit 2, one paragraph, no file) or gives what a real value gives: a valid record
+with finite numbers, or, when the value makes training diverge, a ``.failed`` record
+that says so and no result.
+
+Two layers. ``test_every_setting_refuses_or_accepts_a_finite_value`` puts a fixed set
+of hostile spellings into every setting of every card through the checks a run makes
+before it starts (cheap: no data, no training). ``test_hostile_settings_end_to_end``
+lets hypothesis draw (setting, value) pairs, numeric settings twice as often (where
+a hostile value is most often accepted), and runs ``cl-bench run`` on a tiny
+synthetic stream (4 classes, 2 tasks, ViT-Tiny with random weights at 32 px) with
+one epoch, so accepted values are run for real; its examples are bounded and
+derandomized, with no shrinking, so CI runs the same cases every time.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import strategies as st
+
+from cl_bench.cards.card import is_number, non_finite
+from cl_bench.cards.config import load_method, load_scenario, method_names
+from cl_bench.engine.memory import check_memory
+from cl_bench.errors import UserError
+from cl_bench.store import results
+from tests.helpers.cli import invoke
+
+BACKBONE = "vit_tiny_patch16_224"
+VIT = ["--backbone", BACKBONE, "--weights", "random", "--image-size", "32"]
+TINY = "scenario.dataset_args={n_classes: 4, train_per_class: 4, test_per_class: 2}"
+SCENARIO_KEYS = (
+    "init_cls",
+    "increment",
+    "test_shuffle",
+    "dataset_args.n_classes",
+    "dataset_args.train_per_class",
+    "dataset_args.test_per_class",
+    "dataset_args.size",
+    "dataset_args.seed",
+)
+HOSTILE = {
+    "non-finite": [".inf", "-.inf", "+.INF", ".nan", ".NaN", "1.0e+999", "-1e999", "inf", "nan"],
+    "zero": ["0", "0.0", "-0.0", "0x0"],
+    "negative": ["-1", "-1.5", "-1e-300", "-9223372036854775809"],
+    "huge": [
+        "1000000000",
+        "9223372036854775808",
+        "1e30",
+        "1.0e+300",
+        "100000000000000000000000000000",
+    ],
+    "tiny": ["1e-320", "5e-324"],
+    "wrong type": [
+        "abc",
+        "''",
+        "true",
+        "no",
+        "null",
+        "~",
+        "[]",
+        "[1, 2]",
+        "{}",
+        "{a: .nan}",
+        "[.inf]",
+    ],
+    "yaml spelling": ["0x7fffffffffffffff", "0o777", "1_000_000", "190:20:30", "+12", ".5"],
+}
+SPELLINGS = [text for texts in HOSTILE.values() for text in texts]
+DIVERGED = ("diverged", "non-finite", "NaN or inf")  # words of a divergence's failure
+
+
+def method_settings() -> list[tuple[str, str]]:
+    """(method, key) for every setting of every built-in method card."""
+    return [(name, key) for name in method_names() for key in load_method(name).params]
+
+
+CASES = [*method_settings(), *(("scenario", key) for key in SCENARIO_KEYS)]
+NUMERIC = [
+    (owner, key)
+    for owner, key in CASES
+    if owner == "scenario" or is_number(load_method(owner).params[key])
+]  # where a hostile value is most often accepted
+
+
+def set_value(key: str, text: str) -> tuple[str, str]:
+    """(setting, value text) putting ``text`` into ``key``: a dotted scenario key is one
+    key of the mapping it belongs to, which ``--set`` merges."""
+    head, dot, sub = key.partition(".")
+    return (head, f"{{{sub}: {text}}}") if dot else (key, text)
+
+
+def runnable_method(owner: str) -> str:
+    return "simplecil" if owner == "scenario" else owner
+
+
+@pytest.fixture(scope="module")
+def cards() -> dict:
+    """Every method card and the synthetic scenario, loaded once (copied per case)."""
+    return {
+        "scenario": load_scenario("synthetic"),
+        **{name: load_method(name) for name in method_names()},
+    }
+
+
+@pytest.mark.parametrize(("owner", "key"), CASES)
+def test_every_setting_refuses_or_accepts_a_finite_value(cards, owner, key):
+    """Every hostile spelling is refused with one paragraph by the pre-run checks
+    (card rules, backbone checks, memory estimate), or leaves every number finite
+    and every rule of the card satisfied."""
+    for text in SPELLINGS:
+        method = copy.deepcopy(cards[runnable_method(owner)])
+        scenario = copy.deepcopy(cards["scenario"])
+        target = scenario if owner == "scenario" else method
+        item = set_value(key, text)
+        try:
+            target.override(*item)
+            target.check()
+            check_memory([method], scenario, BACKBONE, 32, "cpu")
+        except UserError as e:
+            assert "\n" not in e.paragraph() and e.paragraph(), (item, e)
+            continue
+        assert non_finite(target.params) == [], item
+        assert target.problems() == [], item
+
+
+def hostile_text() -> st.SearchStrategy[str]:
+    """Hostile values as a user would type them: the fixed spellings, any float
+    (inf and nan included) as Python writes it, and integers at or below zero or far
+    above any sane setting."""
+    return st.one_of(
+        st.sampled_from(SPELLINGS),
+        st.floats(allow_nan=True, allow_infinity=True).map(repr),
+        st.integers(max_value=0).map(str),
+        st.integers(min_value=10**9).map(str),
+    )
+
+
+def check_outcome(result, out: Path, item: str) -> None:
+    """Refused before any file exists; or finished with valid, finite records; or
+    failed as a diverged run (a .failed record, no result)."""
+    assert "Traceback" not in result.output, (item, result.output)
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        item,
+        repr(result.exception),
+    )  # CliRunner keeps a bug's exception out of the output
+    if result.exit_code == 2:
+        assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, item
+        assert not out.exists() or list(out.rglob("*")) == [], item
+        return
+    found = sorted(out.glob("runs/*/*/*.json"))
+    if result.exit_code == 0:
+        assert found, (item, result.output)
+        for path in found:
+            assert results.load_valid(path)["status"] == "done", item
+        return
+    assert result.exit_code == 1 and "FAILED" in result.stdout, (item, result.output)
+    assert found == [], item
+    failures = [json.loads(p.read_text()) for p in out.glob("runs/*/*/*.json.failed")]
+    assert failures, item
+    assert all(any(word in f["error"]["message"] for word in DIVERGED) for f in failures), (
+        item,
+        failures,
+    )
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(case=st.one_of(st.sampled_from(NUMERIC), st.sampled_from(CASES)), text=hostile_text())
+def test_hostile_settings_end_to_end(case, text):
+    owner, key = case
+    method = runnable_method(owner)
+    item = "{}.{}={}".format(owner, *set_value(key, text))
+    epochs = ["--set", f"{method}.epochs=1"] if "epochs" in load_method(method).params else []
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out"
+        result = invoke(
+            "run",
+            "--out",
+            str(out),
+            "--scenario",
+            "synthetic",
+            "--no-progress",
+            "--precision",
+            "fp32",
+            *VIT,
+            "--methods",
+            method,
+            "--set",
+            TINY,
+            *epochs,
+            "--set",
+            item,
+        )
+        check_outcome(result, out, item)
+        event(
+            {0: "ran: valid record", 1: "diverged: .failed record", 2: "refused before running"}[
+                result.exit_code
+            ]
+        )  # --hypothesis-show-statistics

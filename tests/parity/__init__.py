@@ -1,0 +1,1 @@
+"""The parity layer (see tests/__init__.py)."""

@@ -1,0 +1,1 @@
+"""The slurm layer (see tests/__init__.py)."""

@@ -1,0 +1,1 @@
+"""The unit layer (see tests/__init__.py)."""
