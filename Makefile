@@ -1,6 +1,7 @@
 # Two entry points, both self-contained on a machine with only Python 3.11:
 #   make run    set up .venv and run `cl-bench run` on the embedded default
 #   make test   set up .venv and run the tests
+#   make test-fast  the unit tests only (tests/unit/, under a minute)
 #   make docs   set up .venv and build the documentation site into site/ (mkdocs.yml)
 #   make lint   set up .venv and check the code: ruff (lint, formatting) and mypy
 # The environment comes from the lock (requirements/lock.txt): every package of the
@@ -11,7 +12,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LOCK   := requirements/lock.txt
 
-.PHONY: run test docs lint setup
+.PHONY: run test test-fast docs lint setup
 
 setup: $(VENV)/.installed
 
@@ -26,6 +27,9 @@ run: setup
 
 test: setup
 	$(BIN)/pytest -q
+
+test-fast: setup
+	$(BIN)/pytest -q tests/unit
 
 docs: setup
 	$(BIN)/mkdocs build --strict
