@@ -1,7 +1,8 @@
 """fp16 training (GPUs without bf16): autocast in float16, the loss scaled for the
 backward, each step through the task's GradScaler, a step with an overflowed gradient
 skipped; fp32 and bf16 train exactly as Avalanche's own backward and step do. All on
-the CPU, which has float16 autocast and a CPU GradScaler."""
+the CPU, which has float16 autocast and a CPU GradScaler (a prompt method on a ViT
+under fp16: tests/integration/test_loss_scale.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,9 @@ from avalanche.training.templates import SupervisedTemplate
 from torch.testing import assert_close
 
 from cl_bench.backbones.base import autocast
-from cl_bench.contract import Bookkeeping, drive
-from cl_bench.engine.environment import seed_everything
+from cl_bench.contract import Bookkeeping
 from cl_bench.strategies.blocks.loss_scale import LossScaling, loss_scaler
-from tests.helpers.strategies import run_tiny, strategy, vit_backbone
-from tests.helpers.streams import small_stream
+from tests.helpers.strategies import run_tiny
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread
 
@@ -119,19 +118,3 @@ def test_fp32_and_bf16_train_bit_for_bit_as_avalanche_does(precision, monkeypatc
     plain = run_tiny(precision, epochs=1)
     for name, value in weights(s).items():
         assert torch.equal(value, plain.model.state_dict()[name]), name
-
-
-def test_a_prompt_method_trains_under_fp16_on_the_vit():
-    """L2P on a random ViT-Tiny at 32 px, every pass under fp16 autocast: each task's
-    steps go through its scaler and the prompts and head move and stay finite."""
-    tiny = vit_backbone("vit_tiny_patch16_224", 192)
-    tiny.precision = "fp16"
-    seed_everything(1993)
-    s = strategy("l2p", tiny, 4, epochs=1, batch_size=8)
-    before = weights(s)
-    drive(s, small_stream())
-    assert isinstance(s.scaler, torch.amp.GradScaler) and s.scaler.get_scale() > 0
-    after = weights(s)
-    for name in ("prompts", "keys.keys", "head.weight"):
-        assert not torch.equal(before[name], after[name]), name
-        assert torch.isfinite(after[name]).all(), name

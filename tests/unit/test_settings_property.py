@@ -1,0 +1,112 @@
+"""The settings space under hostile values: for every method card and every setting
+(and the scenario's), a value that is non-finite, zero, negative, huge, tiny, of the
+wrong type or one of YAML's own spellings is either refused before anything exists
+(exit 2, one paragraph, no file) or gives what a real value gives: a valid record
+with finite numbers, or, when the value makes training diverge, a ``.failed`` record
+that says so and no result.
+
+Two layers. Here, ``test_every_setting_refuses_or_accepts_a_finite_value`` puts a
+fixed set of hostile spellings into every setting of every card through the checks a
+run makes before it starts (cheap: no data, no training). The end-to-end layer is
+tests/integration/test_settings_property.py.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from cl_bench.cards.card import non_finite
+from cl_bench.cards.config import load_method, load_scenario, method_names
+from cl_bench.engine.memory import check_memory
+from cl_bench.errors import UserError
+
+BACKBONE = "vit_tiny_patch16_224"
+SCENARIO_KEYS = (
+    "init_cls",
+    "increment",
+    "test_shuffle",
+    "dataset_args.n_classes",
+    "dataset_args.train_per_class",
+    "dataset_args.test_per_class",
+    "dataset_args.size",
+    "dataset_args.seed",
+)
+HOSTILE = {
+    "non-finite": [".inf", "-.inf", "+.INF", ".nan", ".NaN", "1.0e+999", "-1e999", "inf", "nan"],
+    "zero": ["0", "0.0", "-0.0", "0x0"],
+    "negative": ["-1", "-1.5", "-1e-300", "-9223372036854775809"],
+    "huge": [
+        "1000000000",
+        "9223372036854775808",
+        "1e30",
+        "1.0e+300",
+        "100000000000000000000000000000",
+    ],
+    "tiny": ["1e-320", "5e-324"],
+    "wrong type": [
+        "abc",
+        "''",
+        "true",
+        "no",
+        "null",
+        "~",
+        "[]",
+        "[1, 2]",
+        "{}",
+        "{a: .nan}",
+        "[.inf]",
+    ],
+    "yaml spelling": ["0x7fffffffffffffff", "0o777", "1_000_000", "190:20:30", "+12", ".5"],
+}
+SPELLINGS = [text for texts in HOSTILE.values() for text in texts]
+
+
+def method_settings() -> list[tuple[str, str]]:
+    """(method, key) for every setting of every built-in method card."""
+    return [(name, key) for name in method_names() for key in load_method(name).params]
+
+
+CASES = [*method_settings(), *(("scenario", key) for key in SCENARIO_KEYS)]
+
+
+def set_value(key: str, text: str) -> tuple[str, str]:
+    """(setting, value text) putting ``text`` into ``key``: a dotted scenario key is one
+    key of the mapping it belongs to, which ``--set`` merges."""
+    head, dot, sub = key.partition(".")
+    return (head, f"{{{sub}: {text}}}") if dot else (key, text)
+
+
+def runnable_method(owner: str) -> str:
+    return "simplecil" if owner == "scenario" else owner
+
+
+@pytest.fixture(scope="module")
+def cards() -> dict:
+    """Every method card and the synthetic scenario, loaded once (copied per case)."""
+    return {
+        "scenario": load_scenario("synthetic"),
+        **{name: load_method(name) for name in method_names()},
+    }
+
+
+@pytest.mark.parametrize(("owner", "key"), CASES)
+def test_every_setting_refuses_or_accepts_a_finite_value(cards, owner, key):
+    """Every hostile spelling is refused with one paragraph by the pre-run checks
+    (card rules, backbone checks, memory estimate), or leaves every number finite
+    and every rule of the card satisfied."""
+    for text in SPELLINGS:
+        method = copy.deepcopy(cards[runnable_method(owner)])
+        scenario = copy.deepcopy(cards["scenario"])
+        target = scenario if owner == "scenario" else method
+        item = set_value(key, text)
+        try:
+            target.override(*item)
+            target.check()
+            check_memory([method], scenario, BACKBONE, 32, "cpu")
+        except UserError as e:
+            assert "\n" not in e.paragraph() and e.paragraph(), (item, e)
+            continue
+        assert non_finite(target.params) == [], item
+        assert target.problems() == [], item
