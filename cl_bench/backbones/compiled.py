@@ -8,7 +8,7 @@ is traced from the torch model itself, weights included, so there is one definit
 the backbone; the runtime fuses and schedules its arithmetic (batch norm folded into the
 convolutions).
 
-What is kept equal, and tested (``tests/test_compiled_features.py``): in fp32 the
+What is kept equal, and tested (``tests/integration/test_compiled_features.py``): in fp32 the
 features agree with torch eager fp32 to 1e-4 of the largest feature; a run's features
 are bit-identical across calls and independent of the batch an image is in. In bf16 the
 runtime's bf16 convolutions replace torch's bf16 autocast: both differ from fp32 by

@@ -95,7 +95,7 @@ def cards_option(panel: str | None = None):
 # A switch's metavar. A switch takes no value, so its row in the help shows no type (not
 # Typer's "<bool>"). A panel of switches then spends no columns on types: the names of a
 # long switch and of its negative (--slurm-requeue, --no-slurm-requeue) leave the help
-# text 30 columns or more at 80 (tests/test_help_text.py), which "<bool>" beside them
+# text 30 columns or more at 80 (tests/integration/test_help_text.py), which "<bool>" beside them
 # would not. Typer's `metavar` changes the help only: the option is called as before.
 SWITCH = ""
 

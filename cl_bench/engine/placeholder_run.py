@@ -15,7 +15,7 @@ MOS's initial-guess prototypes), and one sample per task once gave them one clas
 The price is that passes over a task's data (prototypes, EWC's importances) read
 C/T images instead of one. A row carries the fields of a run's ``accounting``
 record, computed by the same :func:`~cl_bench.engine.runner.accounting_block`;
-tests/test_account_matches_run.py holds the two equal for every built-in card.
+tests/integration/test_account_matches_run.py holds the two equal for every built-in card.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Rehearsal-free Continual Learning" (ECCV 2022).
 Prefix tuning: a prompt p = (p_K, p_V) adds learned keys and values to a
 block's self-attention, f_prefix(h) = MSA(h W_Q, [p_K; h W_K], [p_V; h W_V]).
 Here a prompt of length L holds L key tokens and L value tokens (the official
-code's (2, L) layout, which the parameter counts of tests/test_prompt_methods.py assume).
+code's (2, L) layout, which the parameter counts of
+tests/integration/test_prompt_methods.py assume).
 
     G-prompt g_l, l in {0, 1}: shared by all tasks,          L_g = 5
     E-prompts e_{m,l}, l in {2, 3, 4}, m = 1..M, key k_m:    L_e = 5, M = 10
