@@ -8,8 +8,7 @@ import torch
 from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
-from cl_bench.contract import Inputs, Method, MethodSpec, Resumable, Schedule
-from cl_bench.strategies.blocks.heads import class_means
+from cl_bench.contract import Inputs, Method, MethodSpec, Resumable, Schedule, class_means
 
 
 class Means(nn.Module):

@@ -89,7 +89,8 @@ A method that iterates a dataset itself, outside Avalanche's training and evalua
 loops (class statistics, prototypes, a fit), builds that loader with
 ``method_loader``, so it gets the run's loader settings (worker processes for
 images on disk, pinned batches on a GPU: ``cl_bench.contract.loading``), the same
-as Avalanche's loaders get from the engine.
+as Avalanche's loaders get from the engine; ``class_means`` gives the mean embedding
+per class of a dataset through it (prototypes: ``cl_bench.contract.statistics``).
 
 A ``PER_TASK`` strategy that also derives from ``Resumable`` (all shipped ones
 do) is checkpointed after every task, so a killed run resumes at its next task with
@@ -127,6 +128,7 @@ from cl_bench.contract.spec import (
     check_backbone,
     spec_of,
 )
+from cl_bench.contract.statistics import class_means
 
 __all__ = [
     "AUGMENT_VIEWS",
@@ -145,6 +147,7 @@ __all__ = [
     "Stateful",
     "Workload",
     "check_backbone",
+    "class_means",
     "configure_loading",
     "current_loading",
     "drive",

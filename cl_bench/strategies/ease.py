@@ -38,8 +38,9 @@ import torch.nn.functional as F
 
 from cl_bench.backbones.base import autocast
 from cl_bench.backbones.prompted import PromptedViT
+from cl_bench.contract import class_means
 from cl_bench.strategies.blocks.adapter_template import AdapterModel, AdapterStrategy, Normalize
-from cl_bench.strategies.blocks.heads import CosineClassifier, class_means
+from cl_bench.strategies.blocks.heads import CosineClassifier
 
 
 def complete_prototypes(
