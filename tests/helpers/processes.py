@@ -52,7 +52,7 @@ NUMBERS = (
 
 def cl_bench(out: Path, *args: str, kill_after: int | None = None) -> subprocess.CompletedProcess:
     """``cl-bench run --out out ...`` in a fresh process (the feature cache is the
-    session's private one, through the environment)."""
+    test run's private one, through the environment)."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),

@@ -1,6 +1,7 @@
 """No lab notes in what a user reads: the tracked documentation, the bench's manual, figure
 catalogue and measurements, the cards, and the docstrings and comments of cl_bench name no
-working period ("the sixth session", "this session", "Found on the way"). A measurement
+working period (a numbered or "this"/"last" one, or a list of what was found on the way,
+by LAB_NOTES below; a reader sees a date, a CPU model and a commit). A measurement
 is a dated file under bench/results/ (bench/measurements.py); what a text says holds at
 any time.
 
