@@ -6,6 +6,8 @@ The Python API (:mod:`cl_bench.api`, :mod:`cl_bench.store.records`)::
     done = cl_bench.run(["tosca"], scenario="fmnist", settings={"tosca.epochs": 5})
     runs = cl_bench.load_results("results")
     cl_bench.report("results", out="reports/latest")
+    grid = cl_bench.run_grid(["tosca", "l2p"], launcher="local", jobs=2)
+    gate = cl_bench.check("ci")
 
 Its names load on first use (PEP 562), so ``import cl_bench``, done by every CLI call,
 imports neither torch nor Avalanche.
@@ -25,6 +27,8 @@ _LAZY = {
     "run": ("cl_bench.api", "run"),
     "load_results": ("cl_bench.api", "load_results"),
     "report": ("cl_bench.api", "report"),
+    "run_grid": ("cl_bench.api", "run_grid"),
+    "check": ("cl_bench.api", "check"),
     "Result": ("cl_bench.store.records", "Result"),
     "scenario": ("cl_bench.scenarios.avalanche", "scenario"),
 }

@@ -50,7 +50,7 @@ def text(
     if value is None and optional:
         return None
     if path and isinstance(value, os.PathLike):
-        return os.fspath(value)
+        return os.fsdecode(value)  # a str, also for a path of bytes
     if not isinstance(value, str):
         raise refuse(name, value, "a string" + (" or None" if optional else ""), example)
     return value

@@ -1,6 +1,6 @@
 """The method pages, one per card of ``methods/``, and the methods index.
 
-Built-in cards are read by cl-bench's own loader (:func:`cl_bench.cards.config.load_method`:
+Built-in cards are read by cl-bench's own loader (:func:`cl_bench.cards.catalogue.load_method`:
 the card checked whole, its strategy imported); the comments of the card's YAML text
 (:mod:`docs_build.yaml_comments`) explain its defaults and bounds.
 """
@@ -48,9 +48,9 @@ def card_paths(folder: Path) -> list[Path]:
 
 def load_methods(folder: Path | None = None) -> list[Method]:
     """The cards of ``folder`` (default: the built-in ``methods/``). Built-in cards go
-    through :func:`~cl_bench.cards.config.load_method`; another folder's are read as
+    through :func:`~cl_bench.cards.catalogue.load_method`; another folder's are read as
     YAML (cl-bench looks cards up by name, and these names are the built-in ones)."""
-    from cl_bench.cards import config, places
+    from cl_bench.cards import catalogue, places
     from cl_bench.errors import UserError
 
     folder = folder or places.METHODS_DIR
@@ -59,7 +59,7 @@ def load_methods(folder: Path | None = None) -> list[Method]:
     for path in card_paths(folder):
         try:
             if builtin:
-                card = config.load_method(path.stem)
+                card = catalogue.load_method(path.stem)
             else:
                 raw = places.read_yaml(path)
                 card = Card(path.stem, path, raw, copy.deepcopy(raw.get("defaults") or {}))

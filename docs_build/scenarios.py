@@ -1,8 +1,8 @@
 """The scenario pages, one per card of ``benchmarks/`` (scenarios, and suites such as
 ``ci``, which live beside them), and the scenarios index.
 
-Built-in cards are read by cl-bench's own loaders (:func:`cl_bench.cards.config.load_scenario`,
-:func:`cl_bench.commands.accuracy_gate.load_suite`); the class count, image counts and task
+Built-in cards are read by cl-bench's own loaders (:func:`cl_bench.cards.catalogue.load_scenario`,
+:func:`cl_bench.gate.suite.load_suite`); the class count, image counts and task
 split come from the same functions a run and its dry run use.
 """
 
@@ -44,16 +44,16 @@ def load_scenarios(folder: Path | None = None) -> list[Scenario]:
     """The scenario and suite cards of ``folder`` (default: the built-in ``benchmarks/``),
     checked by cl-bench's loaders when built-in; other YAML files there are skipped, as
     cl-bench skips them."""
-    from cl_bench.cards import config, places
-    from cl_bench.commands.accuracy_gate import load_suite
+    from cl_bench.cards import catalogue, places
     from cl_bench.errors import UserError
+    from cl_bench.gate.suite import load_suite
 
     folder = folder or places.BENCHMARKS_DIR
     builtin = folder.resolve() == places.BENCHMARKS_DIR.resolve()
     out = []
     for path in sorted(p for p in folder.glob("*.yaml") if not p.stem.startswith("_")):
         try:
-            kind = config.card_kind(path, "benchmarks")
+            kind = catalogue.card_kind(path, "benchmarks")
             if kind is None:
                 continue
             if kind == "suite":
@@ -61,7 +61,7 @@ def load_scenarios(folder: Path | None = None) -> list[Scenario]:
                 out.append(Scenario(path.stem, path, kind, raw))
                 continue
             if builtin:
-                card = config.load_scenario(path.stem)
+                card = catalogue.load_scenario(path.stem)
             else:
                 raw = places.read_yaml(path)
                 card = Card(

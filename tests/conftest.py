@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from cl_bench.backbones.compiled import SWITCH
-from cl_bench.cards import config
+from cl_bench.cards import catalogue
 from tests.helpers.probe import DRIVER, GRID, PROBE_CARD, PROBE_MODULE, interruptible
 
 LAYERS = ("unit", "integration", "parity", "slurm")
@@ -76,7 +76,7 @@ def probe(tmp_path, monkeypatch) -> Path:
     (home / "cl_probe.py").write_text(PROBE_MODULE)
     (home / "methods" / "probe.yaml").write_text(PROBE_CARD)
     (home / "driver.py").write_text(DRIVER)
-    monkeypatch.setattr(config, "METHODS_DIR", home / "methods")
+    monkeypatch.setattr(catalogue, "METHODS_DIR", home / "methods")
     monkeypatch.syspath_prepend(str(home))
     monkeypatch.setenv(
         "PYTHONPATH", os.pathsep.join(p for p in (str(home), os.environ.get("PYTHONPATH")) if p)

@@ -16,7 +16,7 @@ Other cards come, in this order, from
 
 In such a folder a YAML with ``strategy:`` is a method card, with ``dataset:`` a
 scenario card, with ``runs:`` a suite. A card's name is its file name, and a name
-may come from one source only (:func:`cl_bench.cards.config.card_index` refuses a clash):
+may come from one source only (:func:`cl_bench.cards.catalogue.card_index` refuses a clash):
 result files are keyed by method and scenario name, so two cards of one name would
 share, and skip, each other's runs.
 """

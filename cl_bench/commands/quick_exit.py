@@ -3,7 +3,7 @@
 After importing torch, timm and Avalanche, CPython's own shutdown (clearing every
 module and freeing its objects one by one) is a noticeable share of a short command's
 time, paid by every `cl-bench` process: the default run, each command a test starts,
-each run killed and resumed (bench/figures.yaml, figure i, measures it). Nothing in it
+each run killed and resumed (bench/figures.yaml, figure process-exit, measures it). Nothing in it
 is work of ours: results, checkpoints and feature files are written atomically and
 closed before a command returns. So the entry point does what shutdown does before its
 teardown, in its order (`threading._shutdown`: executors' threads woken and every

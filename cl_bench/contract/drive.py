@@ -16,10 +16,14 @@ if TYPE_CHECKING:
 class Stream(Protocol):
     """What :func:`drive` reads of a stream (:class:`cl_bench.scenarios.stream.Stream`
     builds one): ``train[i]``, task i's training experience, and ``seen_test[i]``, the
-    test images of every class seen up to task i."""
+    test images of every class seen up to task i. Read-only members, so that a stream
+    holding lists (or tuples) of experiences is one."""
 
-    train: Sequence[Any]
-    seen_test: Sequence[Any]
+    @property
+    def train(self) -> Sequence[Any]: ...
+
+    @property
+    def seen_test(self) -> Sequence[Any]: ...
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,15 @@ def make_optimizer(
     (``scheduler``: cosine | constant) from a method's resolved params. ``parameters``:
     parameters, or torch's parameter groups (dicts, e.g. with their own ``lr``);
     frozen parameters are left out."""
-    # which of the two: the first item says (mypy cannot carry the union through list())
+    # which of the two: every item says the same (mypy cannot carry the union through list())
     parameters = cast("Sequence[Any]", list(parameters))
-    if parameters and isinstance(parameters[0], dict):
+    groups = {isinstance(p, dict) for p in parameters}
+    if len(groups) > 1:
+        raise TypeError(
+            "make_optimizer takes parameters or parameter groups (dicts with 'params'), "
+            "not a mix of both; put the loose parameters in a group of their own."
+        )
+    if groups == {True}:
         parameters = [
             dict(g, params=[p for p in g["params"] if p.requires_grad]) for g in parameters
         ]

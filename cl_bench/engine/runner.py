@@ -5,7 +5,7 @@ keys, data, weights, method/backbone fit, a memory estimate beyond the machine's
 is checked before the first run starts, so a bad command writes nothing. Each
 run is computed under its lock
 (:func:`cl_bench.store.results.run_once`), here or in the workers of
-:mod:`cl_bench.commands.launch`, so two invocations never compute the same run at once.
+:mod:`cl_bench.grid.launch`, so two invocations never compute the same run at once.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from cl_bench.backbones import (
 from cl_bench.backbones.base import TORCH_RUNTIME, Backbone
 from cl_bench.backbones.compiled import runtime_for
 from cl_bench.cards.card import Card
-from cl_bench.cards.config import load_method, load_scenario, parse_sets, resolve_backbone
+from cl_bench.cards.catalogue import load_method, load_scenario, parse_sets, resolve_backbone
 from cl_bench.cards.places import CHECKOUT
 from cl_bench.cards.protocol import (
     DEFAULT_PROTOCOL,
@@ -124,7 +124,7 @@ def default_methods(backbone: str) -> list[str]:
     """Methods in the default run: cards marked ``default_run`` that fit the backbone.
     Only those are loaded (imported): a broken card of your own that is not in the
     default run does not stop it."""
-    from cl_bench.cards.config import card_index
+    from cl_bench.cards.catalogue import card_index
     from cl_bench.cards.places import read_yaml
 
     kind = backbone_kind(backbone)

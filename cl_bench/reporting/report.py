@@ -205,7 +205,7 @@ def _differing(configs: list[dict]) -> list[dict]:
 @cache
 def published(method: str, scenario: str) -> tuple[float | None, float | None, str] | None:
     """(avg, last, protocol) from the method card's ``published`` block, or None."""
-    from cl_bench.cards.config import load_method
+    from cl_bench.cards.catalogue import load_method
 
     try:
         block = load_method(method).raw.get("published") or {}

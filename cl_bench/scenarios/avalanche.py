@@ -31,7 +31,7 @@ from avalanche.benchmarks.scenarios.generic_scenario import CLScenario
 
 from cl_bench import arguments
 from cl_bench.backbones import DEFAULT_BACKBONE, backbone_kind, load_backbone
-from cl_bench.cards.config import load_scenario
+from cl_bench.cards.catalogue import load_scenario
 from cl_bench.errors import refuse_long_names
 from cl_bench.input_checks import check_image_size
 from cl_bench.scenarios import load_data, scenario_order

@@ -4,7 +4,7 @@ and how a value reaches a setting through ``--set``."""
 
 from __future__ import annotations
 
-from cl_bench.cards.config import load_method, method_names
+from cl_bench.cards.catalogue import load_method, method_names
 
 BACKBONE = "vit_tiny_patch16_224"
 SCENARIO_KEYS = (

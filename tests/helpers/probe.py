@@ -64,10 +64,10 @@ defaults:
 DRIVER = """import sys
 from pathlib import Path
 
-import cl_bench.cards.config
+import cl_bench.cards.catalogue
 
 if __name__ == "__main__":
-    cl_bench.cards.config.METHODS_DIR = Path(sys.argv[1])
+    cl_bench.cards.catalogue.METHODS_DIR = Path(sys.argv[1])
     from cl_bench.commands.cli import app
     app(sys.argv[2:], prog_name="cl-bench")
 """

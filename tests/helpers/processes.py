@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 from cl_bench.engine import checkpoint
-from cl_bench.engine.checkpoint import KILL_ENV
 from tests.helpers.paths import REPO
 
 VIT_STREAM = [
@@ -52,16 +51,15 @@ NUMBERS = (
 
 def cl_bench(out: Path, *args: str, kill_after: int | None = None) -> subprocess.CompletedProcess:
     """``cl-bench run --out out ...`` in a fresh process (the feature cache is the
-    test run's private one, through the environment)."""
+    test run's private one, through the environment); ``kill_after``: the process
+    SIGKILLs itself once that task's checkpoint is written (:mod:`tests.helpers.killed_run`)."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
     }
-    env.pop(KILL_ENV, None)
-    if kill_after is not None:
-        env[KILL_ENV] = str(kill_after)
+    entry = ["cl_bench"] if kill_after is None else ["tests.helpers.killed_run", str(kill_after)]
     return subprocess.run(
-        [sys.executable, "-m", "cl_bench", "run", "--out", str(out), *args],
+        [sys.executable, "-m", *entry, "run", "--out", str(out), *args],
         env=env,
         capture_output=True,
         text=True,

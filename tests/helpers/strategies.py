@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from cl_bench.backbones.base import Backbone, seeded_init
-from cl_bench.cards.config import load_method
+from cl_bench.cards.catalogue import load_method
 from cl_bench.cards.strategy import import_object
 from cl_bench.contract import Inputs, MethodSpec, Schedule, drive
 from cl_bench.engine.checkpoint import rng_state, set_rng_state

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from cl_bench.cards.config import METHODS_DIR, load_method
+from cl_bench.cards.catalogue import METHODS_DIR, load_method
 from cl_bench.engine.environment import threads
 from tests.helpers.cards import card_variant
 from tests.helpers.cli import invoke

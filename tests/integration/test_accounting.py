@@ -9,7 +9,7 @@ import torch
 
 from cl_bench.accounting.count import counting, stored_params
 from cl_bench.contract import Bookkeeping
-from cl_bench.engine.placeholder_run import account
+from cl_bench.engine.account import account
 from cl_bench.strategies.blocks.luca import LuCA
 
 
@@ -150,7 +150,7 @@ def test_prompt_parameters_allocated_once_and_stored(prompt_methods):
 
 def test_l2p_on_200_classes_of_vit_base_has_199_880_trainable():
     from cl_bench.backbones import load_backbone
-    from cl_bench.cards.config import load_method
+    from cl_bench.cards.catalogue import load_method
     from cl_bench.strategies.l2p import L2P
 
     backbone = load_backbone("vit_base_patch16_224", "random", 32)
@@ -166,7 +166,7 @@ def test_l2p_on_200_classes_of_vit_base_has_199_880_trainable():
 
 
 def test_account_runs_every_loop_a_card_sets_in_epochs_once():
-    from cl_bench.engine.placeholder_run import one_pass
+    from cl_bench.engine.account import one_pass
 
     params = {
         "epochs": 20,

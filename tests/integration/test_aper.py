@@ -11,7 +11,7 @@ import torch
 
 from cl_bench import scenarios
 from cl_bench.backbones import load_backbone
-from cl_bench.cards.config import load_method, load_scenario
+from cl_bench.cards.catalogue import load_method, load_scenario
 from cl_bench.contract import AdaptedStream, drive
 from cl_bench.engine.features import FeatureStore
 from cl_bench.engine.recording import Recorder

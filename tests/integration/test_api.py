@@ -270,3 +270,67 @@ def test_scenario_export():
         ImportError, match="cl_bench.scenario needs the module cl_bench.scenarios.avalanche"
     ):
         cl_bench.scenario  # noqa: B018
+
+
+def test_run_grid_runs_a_local_grid_beside_the_runs_of_run(ran):
+    """A local grid through the API: the finished seed is skipped (the same identity as
+    `cl_bench.run`'s), the missing one runs in a worker process, both come back."""
+    out, done, _ = ran
+    lines: list[str] = []
+    grid = cl_bench.run_grid(
+        ["simplecil"], scenario="synthetic", seeds=[1993, 1994], out=out, jobs=1, echo=lines.append
+    )
+    assert grid.counts() == "2 done" and grid.unfinished == 0
+    assert [(r.method, r.seed) for r in grid.results] == [("simplecil", 1993), ("simplecil", 1994)]
+    assert grid.results[0].path == done[0].path and grid.results[0].acc_matrix == done[0].acc_matrix
+    assert any(line.startswith("  skip synthetic/simplecil seed 1993: finished") for line in lines)
+    assert "running 1 runs in 1 local worker processes, torch threads per worker: 2" in lines
+    with pytest.raises(UserError, match="--jobs must be at least 1"):
+        cl_bench.run_grid(["simplecil"], scenario="synthetic", out=out, jobs=0)
+    with pytest.raises(UserError, match="--launcher local takes --jobs N"):
+        cl_bench.run_grid(["simplecil"], scenario="synthetic", out=out, slurm_time=10)
+
+
+SUITE = """
+runs:
+  - name: api
+    scenario: synthetic
+    methods: [simplecil, tosca]
+    sets: [tosca.epochs=1]
+"""
+
+
+def test_check_runs_the_gate_on_finished_runs(ran, tmp_path):
+    """The gate through the API: a baseline written from the suite's runs (those of
+    `cl_bench.run`, reused), then compared with it, then failed by a raised baseline."""
+    out, done, _ = ran
+    cards, base = tmp_path / "cards", tmp_path / "base.json"
+    cards.mkdir()
+    (cards / "apisuite.yaml").write_text(SUITE)
+    lines: list[str] = []
+    with api.cards([cards]):
+        made = cl_bench.check(
+            "apisuite", out=out, baseline=base, update_baseline=True, echo=lines.append
+        )
+        assert made.written and made.rows == [] and made.baseline == base
+        gate = cl_bench.check("apisuite", out=out, baseline=base, echo=lines.append)
+        assert gate.passed and not gate.improved
+        assert [(r.key, r.metric, r.now, r.status) for r in gate.rows] == [
+            (f"api/{r.method}", m, getattr(r, m), "ok")
+            for r in done
+            for m in ("avg_acc", "last_acc")
+        ]
+        assert "check passed" not in gate.table() and "api/tosca" in gate.table()
+        raised = json.loads(base.read_text())
+        raised["metrics"]["api/tosca"]["last_acc"]["value"] += 5.0
+        base.write_text(json.dumps(raised))
+        failed = cl_bench.check("apisuite", out=out, baseline=base, echo=None)
+        assert [(r.key, r.metric, r.status) for r in failed.failed] == [
+            ("api/tosca", "last_acc", "DROP")
+        ]
+        assert not failed.passed
+        with pytest.raises(UserError, match="tolerance"):
+            cl_bench.check("apisuite", out=out, baseline=base, tolerance=-1.0)
+    assert sum("skip" in line and "finished" in line for line in lines) == 4
+    with pytest.raises(UserError, match='Unknown suite "apisuite"'):
+        cl_bench.check("apisuite", out=out, baseline=base)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cl_bench.cards import config
+from cl_bench.cards import catalogue
 from cl_bench.cards.card import coerce
 from cl_bench.cards.places import ROOT
 from tests.helpers.cli import invoke, refused
@@ -65,7 +65,7 @@ def test_example_method_runs_through_cards(tmp_path):
     assert {k: record[k] for k in MY_METHOD} == MY_METHOD
     assert record["accounting"]["stored_per_task"] == [2560, 5120, 7680, 10240, 12800]
     # the option counts for its command only
-    assert "my-method" not in config.method_names()
+    assert "my-method" not in catalogue.method_names()
 
 
 def test_cards_refused(tmp_path, monkeypatch):
@@ -87,10 +87,10 @@ def test_cards_refused(tmp_path, monkeypatch):
 
     clash = tmp_path / "clash"
     clash.mkdir()
-    shutil.copy(config.METHODS_DIR / "simplecil.yaml", clash)
+    shutil.copy(catalogue.METHODS_DIR / "simplecil.yaml", clash)
     refused(
         invoke("run", "--cards", str(clash), "--methods", "simplecil", *SYN, "--out", str(out)),
-        f'Two method cards are named "simplecil": {config.METHODS_DIR / "simplecil.yaml"}'
+        f'Two method cards are named "simplecil": {catalogue.METHODS_DIR / "simplecil.yaml"}'
         f" (built-in) and {clash / 'simplecil.yaml'} (--cards)",
         out,
     )
@@ -157,8 +157,10 @@ def installed_cards(tmp_path, monkeypatch) -> Path:
     (pkg / "more.py").write_text(
         "from pathlib import Path\n\nCARDS = Path(__file__).parent / 'extra'\n"
     )
-    (pkg / "demo-ncm.yaml").write_text((config.METHODS_DIR / "simplecil.yaml").read_text())
-    (pkg / "extra" / "tiny.yaml").write_text((config.BENCHMARKS_DIR / "synthetic.yaml").read_text())
+    (pkg / "demo-ncm.yaml").write_text((catalogue.METHODS_DIR / "simplecil.yaml").read_text())
+    (pkg / "extra" / "tiny.yaml").write_text(
+        (catalogue.BENCHMARKS_DIR / "synthetic.yaml").read_text()
+    )
     info = site / "demo_cards-0.1.dist-info"
     info.mkdir()
     for name, text in DIST_INFO.items():
@@ -172,7 +174,7 @@ def test_entry_point_and_env_cards_are_listed_with_their_origin(
 ):
     env = tmp_path / "env"
     env.mkdir()
-    (env / "env-ncm.yaml").write_text((config.METHODS_DIR / "simplecil.yaml").read_text())
+    (env / "env-ncm.yaml").write_text((catalogue.METHODS_DIR / "simplecil.yaml").read_text())
     monkeypatch.setenv("CL_BENCH_CARDS", f"{env}{os.pathsep}{env}")  # twice counts once
     methods = invoke("list", "methods")
     assert methods.exit_code == 0, methods.output
@@ -186,7 +188,7 @@ def test_entry_point_and_env_cards_are_listed_with_their_origin(
         f"(entry point demo-path: {installed_cards / 'extra' / 'tiny.yaml'})"
     ) in scenarios
 
-    (env / "demo-ncm.yaml").write_text((config.METHODS_DIR / "simplecil.yaml").read_text())
+    (env / "demo-ncm.yaml").write_text((catalogue.METHODS_DIR / "simplecil.yaml").read_text())
     refused(
         invoke("list", "methods"),
         f'Two method cards are named "demo-ncm": {installed_cards / "demo-ncm.yaml"} '
@@ -286,7 +288,7 @@ def test_wheel_works_outside_the_checkout(tmp_path):
 
     listed = cl_bench("list", "methods")
     assert listed.returncode == 0, listed.stderr
-    assert [ln.split()[0] for ln in listed.stdout.splitlines()] == config.method_names()
+    assert [ln.split()[0] for ln in listed.stdout.splitlines()] == catalogue.method_names()
     assert all(ln.endswith("(built-in)") for ln in listed.stdout.splitlines())
 
     ran = cl_bench("run", "--methods", "simplecil,my-method", "--cards", str(EXAMPLES), *SYN)
@@ -304,9 +306,11 @@ def test_wheel_works_outside_the_checkout(tmp_path):
         [
             venv / "bin" / "python",
             "-c",
-            "from cl_bench.cards import places\nfrom cl_bench.commands import accuracy_gate\n"
-            "path = accuracy_gate.default_baseline('ci', writing=False)\n"
-            "accuracy_gate.read_baseline(path, accuracy_gate.load_suite('ci'))\n"
+            "from cl_bench.cards import places\n"
+            "from cl_bench.gate import baseline as gate_baseline\n"
+            "from cl_bench.gate import suite as gate_suite\n"
+            "path = gate_baseline.default_baseline('ci', writing=False)\n"
+            "gate_baseline.read_baseline(path, gate_suite.load_suite('ci'))\n"
             "print(places.CHECKOUT, path)",
         ],
         cwd=home,

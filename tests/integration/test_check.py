@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from cl_bench.cards import config
-from cl_bench.commands import accuracy_gate
+from cl_bench.cards import catalogue
+from cl_bench.gate import compare as gate_compare
+from cl_bench.gate import suite as gate_suite
 from tests.helpers.cli import invoke
 
 SUITE = """
@@ -28,10 +29,10 @@ runs:
 def suite_dir(tmp_path, monkeypatch):
     bench = tmp_path / "benchmarks"
     bench.mkdir()
-    for name in config.scenario_names():
-        (bench / f"{name}.yaml").write_text((config.BENCHMARKS_DIR / f"{name}.yaml").read_text())
+    for name in catalogue.scenario_names():
+        (bench / f"{name}.yaml").write_text((catalogue.BENCHMARKS_DIR / f"{name}.yaml").read_text())
     (bench / "mini.yaml").write_text(SUITE)
-    monkeypatch.setattr(config, "BENCHMARKS_DIR", bench)
+    monkeypatch.setattr(catalogue, "BENCHMARKS_DIR", bench)
     return tmp_path
 
 
@@ -119,11 +120,11 @@ def test_compare_rules():
             }
         }
     }
-    rows = accuracy_gate.compare(base, {"a/m": {"avg_acc": 49.2, "last_acc": 39.4}}, None)
+    rows = gate_compare.compare(base, {"a/m": {"avg_acc": 49.2, "last_acc": 39.4}}, None)
     assert [r.status for r in rows] == ["ok", "DROP"]
-    rows = accuracy_gate.compare(base, {"a/m": {"avg_acc": 49.2, "last_acc": 39.4}}, 2.0)
+    rows = gate_compare.compare(base, {"a/m": {"avg_acc": 49.2, "last_acc": 39.4}}, 2.0)
     assert [r.status for r in rows] == ["ok", "ok"]
-    rows = accuracy_gate.compare(base, {"b/m": {"avg_acc": 1.0, "last_acc": 1.0}}, None)
+    rows = gate_compare.compare(base, {"b/m": {"avg_acc": 1.0, "last_acc": 1.0}}, None)
     assert {(r.key, r.status) for r in rows} == {("a/m", "MISSING"), ("b/m", "NEW")}
 
 
@@ -139,11 +140,11 @@ def test_a_value_per_cpu_capability():
         }
     }
     now = {"a/m": {"avg_acc": 25.30, "last_acc": 12.6}}
-    rows = accuracy_gate.compare(base, now, 0.0, cpu="AVX2")
+    rows = gate_compare.compare(base, now, 0.0, cpu="AVX2")
     assert [(r.baseline, r.status) for r in rows] == [(25.30, "ok"), (12.6, "ok")]
-    rows = accuracy_gate.compare(base, now, 0.0, cpu="AVX512")
+    rows = gate_compare.compare(base, now, 0.0, cpu="AVX512")
     assert [(r.baseline, r.status) for r in rows] == [(26.21, "DROP"), (12.6, "ok")]
-    assert accuracy_gate.cpu_capability() in {
+    assert gate_compare.cpu_capability() in {
         "DEFAULT",
         "AVX2",
         "AVX512",
@@ -199,7 +200,7 @@ def test_each_side_says_where_it_ran():
         },
     }
     suite = {"runs": [{"name": "a", "precision": "fp32"}, {"name": "b", "precision": "auto"}]}
-    now = accuracy_gate.Measured(
+    now = gate_suite.Measured(
         values={
             "a/m": {"avg_acc": 25.3, "last_acc": 13.0},
             "b/m": {"avg_acc": 80.5, "last_acc": 70.0},
@@ -207,15 +208,15 @@ def test_each_side_says_where_it_ran():
         precision={"a/m": "fp32", "b/m": "bf16"},
         packages={"torch": "2.14.1", "timm": "1.0.31", "numpy": "2.4.6"},
     )
-    rows = accuracy_gate.compare(base, now, None, cpu="AVX2", suite=suite)
+    rows = gate_compare.compare(base, now, None, cpu="AVX2", suite=suite)
     assert [(r.key, r.metric, r.baseline, r.status, r.ran_in) for r in rows] == [
         ("a/m", "avg_acc", 25.3, "ok", "AVX2/fp32"),  # its own by_cpu value
         ("a/m", "last_acc", 12.6, "ok", "AVX512/fp32 -> AVX2/fp32"),
         ("b/m", "avg_acc", 80.0, "ok", "AVX512/? -> AVX2/bf16"),  # suite says auto: unknown
         ("b/m", "last_acc", 70.0, "ok", "AVX512/? -> AVX2/bf16"),
     ]
-    assert "ran in" in accuracy_gate.table(rows).splitlines()[0]
-    notes = accuracy_gate.environment_notes(rows, base, now)
+    assert "ran in" in gate_compare.table(rows).splitlines()[0]
+    notes = gate_compare.environment_notes(rows, base, now)
     assert notes[0].startswith(
         "3 baseline value(s) were measured under another CPU capability "
         "or precision (AVX512/? -> AVX2/bf16; AVX512/fp32 -> AVX2/fp32;"
@@ -224,15 +225,15 @@ def test_each_side_says_where_it_ran():
         "Package versions differ from the baseline's (baseline / now, "
         "in sorted order): timm 0.6.12 / 1.0.31."
     )
-    same = accuracy_gate.Measured(
+    same = gate_suite.Measured(
         values=now.values,
         precision={"a/m": "fp32", "b/m": "fp32"},
         packages={"torch": "2.14.1", "timm": "0.6.12"},
     )
     base["provenance"]["precision"]["b/m"] = "fp32"
-    rows = accuracy_gate.compare(base, same, None, cpu="AVX512", suite=suite)
+    rows = gate_compare.compare(base, same, None, cpu="AVX512", suite=suite)
     assert {r.ran_in for r in rows} == {"AVX512/fp32"}
-    assert accuracy_gate.environment_notes(rows, base, same) == []
+    assert gate_compare.environment_notes(rows, base, same) == []
 
 
 def test_a_malformed_provenance_only_loses_the_annotation():
@@ -245,14 +246,14 @@ def test_a_malformed_provenance_only_loses_the_annotation():
             }
         },
     }
-    now = accuracy_gate.Measured(
+    now = gate_suite.Measured(
         values={"a/m": {"avg_acc": 50.0, "last_acc": 38.0}},
         precision={"a/m": "fp32"},
         packages={"timm": "1.0.31"},
     )
-    rows = accuracy_gate.compare(base, now, None, cpu="AVX2", suite={"runs": [{"name": "a"}]})
+    rows = gate_compare.compare(base, now, None, cpu="AVX2", suite={"runs": [{"name": "a"}]})
     assert [(r.status, r.ran_in) for r in rows] == [
         ("ok", "?/? -> AVX2/fp32"),
         ("DROP", "?/? -> AVX2/fp32"),
     ]
-    assert len(accuracy_gate.environment_notes(rows, base, now)) == 1  # no package note
+    assert len(gate_compare.environment_notes(rows, base, now)) == 1  # no package note

@@ -159,10 +159,10 @@ def test_corrupt_weights_file(tmp_path):
 
 
 def test_malformed_yaml_card(tmp_path, monkeypatch):
-    from cl_bench.cards import config
+    from cl_bench.cards import catalogue
 
     (tmp_path / "broken.yaml").write_text("name: broken\ndefaults: {lr: [0.1\n")
-    monkeypatch.setattr(config, "METHODS_DIR", tmp_path)
+    monkeypatch.setattr(catalogue, "METHODS_DIR", tmp_path)
     result = invoke("run", "--methods", "broken", "--out", str(tmp_path / "out"), *FAST[:3])
     assert result.exit_code == 2
     assert "broken.yaml is not valid YAML at line" in result.stderr

@@ -23,7 +23,7 @@ from cl_bench.backbones.compiled import (
     runtime_for,
 )
 from cl_bench.backbones.efficientnet import efficientnet_lite0
-from cl_bench.cards.config import load_method
+from cl_bench.cards.catalogue import load_method
 from cl_bench.cpu_flags import cpu_kind
 from cl_bench.engine.features import FeatureStore
 from cl_bench.engine.runner import resolved_config

@@ -3,7 +3,7 @@ before anything runs (the contract itself: tests/unit/test_contract.py)."""
 
 from __future__ import annotations
 
-from cl_bench.cards import config
+from cl_bench.cards import catalogue
 from tests.helpers.cli import ADVICE, invoke
 
 NAIVE = "avalanche.training.supervised.strategy_wrappers:Naive"
@@ -17,7 +17,7 @@ def test_cli_refuses_a_card_whose_strategy_declares_nothing(tmp_path, monkeypatc
         "strategy: avalanche.training.supervised:Naive\n"
         "defaults: {batch_size: 8, eval_batch_size: 8}\n"
     )
-    monkeypatch.setattr(config, "METHODS_DIR", cards)
+    monkeypatch.setattr(catalogue, "METHODS_DIR", cards)
     out = tmp_path / "out"
     result = invoke(
         "run", "--methods", "bare", "--scenario", "synthetic", "--no-progress", "--out", str(out)

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cl_bench.cards import config
-from cl_bench.cards.config import load_scenario
+from cl_bench.cards import catalogue
+from cl_bench.cards.catalogue import load_scenario
 from cl_bench.errors import UserError
 from cl_bench.scenarios import decode_check, load_data, transforms
 from tests.helpers.cards import card_variant
@@ -317,7 +317,7 @@ def test_bad_class_order_is_refused_before_anything_is_written(dry, tmp_path):
     for i, (order, needle) in enumerate(bad_orders):
         (tmp_path / str(i)).mkdir()
         cards = card_variant(
-            tmp_path / str(i), config.BENCHMARKS_DIR, "synthetic", "ordered", class_order=order
+            tmp_path / str(i), catalogue.BENCHMARKS_DIR, "synthetic", "ordered", class_order=order
         )
         refused(
             invoke(*[a if a != "synthetic" else "ordered" for a in args], "--cards", str(cards)),

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from cl_bench.backbones import load_backbone
-from cl_bench.cards import config
-from cl_bench.cards.config import load_method
+from cl_bench.cards import catalogue
+from cl_bench.cards.catalogue import load_method
 from cl_bench.cards.resolve import resolve_for_backbone
-from cl_bench.commands.dry_run import planned_backbone
+from cl_bench.grid.dry_run import planned_backbone
 from tests.helpers.cards import card_variant
 from tests.helpers.cli import invoke, refused
 
@@ -77,7 +77,7 @@ def test_resolving_twice_changes_nothing():
     ],
 )
 def test_card_with_bad_defaults_when_refused(tmp_path, block, needle):
-    cards = card_variant(tmp_path, config.METHODS_DIR, "aper", "aper-x", defaults_when=block)
+    cards = card_variant(tmp_path, catalogue.METHODS_DIR, "aper", "aper-x", defaults_when=block)
     refused(
         invoke("list", "methods", "--cards", str(cards)),
         f"{cards / 'aper-x.yaml'}: `defaults_when:`",

@@ -85,7 +85,7 @@ import cl_bench
 from cl_bench.accounting.count import TrainFlops
 from cl_bench.backbones import load_backbone
 from cl_bench.backbones.base import Backbone
-from cl_bench.cards.config import METHODS_DIR, load_method
+from cl_bench.cards.catalogue import METHODS_DIR, load_method
 from cl_bench.cards.resolve import resolve_for_backbone
 from cl_bench.cards.strategy import strategy_of
 from cl_bench.contract import AdaptedStream, Bookkeeping, Inputs, drive, spec_of

@@ -10,7 +10,7 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 from cl_bench.backbones.base import Backbone
-from cl_bench.cards.config import load_method
+from cl_bench.cards.catalogue import load_method
 from cl_bench.contract import Bookkeeping, drive
 from cl_bench.engine.environment import seed_everything
 from cl_bench.engine.recording import Recorder

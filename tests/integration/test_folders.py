@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 
 from cl_bench.backbones import load_backbone
-from cl_bench.cards.config import load_scenario
+from cl_bench.cards.catalogue import load_scenario
 from cl_bench.errors import UserError
 from cl_bench.scenarios import load_data, scenario_order
 from cl_bench.scenarios.image_data import FileList

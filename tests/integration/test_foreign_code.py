@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cl_bench.cards import config, places, sources
+from cl_bench.cards import catalogue, places, sources
 from tests.helpers.cli import invoke, refused
 
 SYN = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32"]
@@ -75,7 +75,7 @@ def test_broken_strategy_module_is_one_paragraph(case, tmp_path):
     assert listed.stderr.startswith("error: ") and listed.stderr.count("\n") == 1
     assert paragraph in listed.stderr
     names = [ln.split()[0] for ln in listed.stdout.splitlines()]
-    assert names == sorted([*config.method_names(), "my-method"])  # all but the broken one
+    assert names == sorted([*catalogue.method_names(), "my-method"])  # all but the broken one
 
     planned = invoke(
         "run",
@@ -111,7 +111,7 @@ def install(tmp_path: Path, monkeypatch, package: str, body: str) -> Path:
     (site / package).mkdir(parents=True)
     (site / package / "__init__.py").write_text(body)
     (site / package / "pkg-ncm.yaml").write_text(
-        (config.METHODS_DIR / "simplecil.yaml").read_text()
+        (catalogue.METHODS_DIR / "simplecil.yaml").read_text()
     )
     info = site / f"{package}-0.1.dist-info"
     info.mkdir()
@@ -131,7 +131,10 @@ def test_broken_entry_point_package_costs_its_own_cards_only(case, tmp_path, mon
         f"failed: {said.format(path=init)}"
     )
 
-    for what, known in (("methods", config.method_names()), ("scenarios", config.scenario_names())):
+    for what, known in (
+        ("methods", catalogue.method_names()),
+        ("scenarios", catalogue.scenario_names()),
+    ):
         listed = invoke("list", what)
         assert listed.exit_code == 2, listed.output
         assert "Traceback" not in listed.output
@@ -164,7 +167,7 @@ def test_entry_point_that_is_no_folder_is_left_out(tmp_path, monkeypatch):
         'error: The entry point "cards" (hostile_cards_path:CARDS) of group cl_bench.cards '
         "names /nonexistent/cards, which is not a folder of cards."
     ) in listed.stderr
-    assert [ln.split()[0] for ln in listed.stdout.splitlines()] == config.method_names()
+    assert [ln.split()[0] for ln in listed.stdout.splitlines()] == catalogue.method_names()
 
 
 def test_card_of_two_kinds_is_refused(tmp_path):
@@ -232,7 +235,7 @@ def test_card_lacking_settings_its_strategy_reads_is_refused_at_load(
     cards = tmp_path / "cards"
     cards.mkdir()
     (cards / "mine.py").write_text(MY_STRATEGY)
-    tosca = yaml.safe_load((config.METHODS_DIR / "tosca.yaml").read_text())
+    tosca = yaml.safe_load((catalogue.METHODS_DIR / "tosca.yaml").read_text())
     raw = {
         "name": "short",
         "strategy": strategy,
@@ -245,7 +248,7 @@ def test_card_lacking_settings_its_strategy_reads_is_refused_at_load(
     refused(
         invoke("run", "--cards", str(cards), "--methods", "short", *SYN, "--out", str(out)),
         f"{cards / 'short.yaml'}: `defaults:` lacks settings its strategy reads: "
-        + lacks.format(methods=config.METHODS_DIR),
+        + lacks.format(methods=catalogue.METHODS_DIR),
         out,
     )
 
@@ -253,7 +256,7 @@ def test_card_lacking_settings_its_strategy_reads_is_refused_at_load(
 def test_complete_card_of_a_builtin_strategy_loads(tmp_path):
     cards = tmp_path / "cards"
     cards.mkdir()
-    raw = yaml.safe_load((config.METHODS_DIR / "simplecil.yaml").read_text())
+    raw = yaml.safe_load((catalogue.METHODS_DIR / "simplecil.yaml").read_text())
     (cards / "ncm-copy.yaml").write_text(
         yaml.safe_dump({**raw, "defaults": {**raw["defaults"], "extra": 1}})
     )
@@ -302,7 +305,7 @@ def test_foreign_hooks_lazy_attributes_and_model_factories_are_contained(tmp_pat
     (cards / "factory.py").write_text("raise RuntimeError('factory needs a GPU')\n")
     for name in ("plain-avalanche.yaml", "plain_avalanche.py"):
         (cards / name).write_text((EXAMPLES / name).read_text())
-    simplecil = yaml.safe_load((config.METHODS_DIR / "simplecil.yaml").read_text())
+    simplecil = yaml.safe_load((catalogue.METHODS_DIR / "simplecil.yaml").read_text())
     plain = yaml.safe_load((EXAMPLES / "plain-avalanche.yaml").read_text())
     cards_yaml = {
         "picky": {**simplecil, "strategy": "hooks:Picky"},

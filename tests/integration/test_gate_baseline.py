@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from cl_bench.cards.places import ROOT
-from cl_bench.commands import accuracy_gate
-from cl_bench.commands.suite_entries import check_entries
+from cl_bench.gate import baseline as gate_baseline
+from cl_bench.gate import compare as gate_compare
+from cl_bench.gate.suite_entries import check_entries
 from tests.helpers.cli import invoke, refused
 
 KEY = "synthetic-prompts/l2p"
@@ -116,12 +117,12 @@ def test_unreadable_baseline_paths(tmp_path):
 def test_good_numbers_pass_and_compare_as_before():
     """Integers, 0 and fractional tolerances are numbers; the committed baseline is good."""
     base = ci_baseline()
-    assert accuracy_gate.number_problems(base["metrics"]) == []
+    assert gate_baseline.number_problems(base["metrics"]) == []
     base["metrics"][KEY]["avg_acc"].update(value=50, tolerance=0)
-    assert accuracy_gate.number_problems(base["metrics"]) == []
-    accuracy_gate.check_tolerance(0.0)
-    accuracy_gate.check_tolerance(2.5)
-    rows = accuracy_gate.compare(base, {KEY: {"avg_acc": 49.99, "last_acc": 1.0}}, None, cpu="AVX2")
+    assert gate_baseline.number_problems(base["metrics"]) == []
+    gate_baseline.check_tolerance(0.0)
+    gate_baseline.check_tolerance(2.5)
+    rows = gate_compare.compare(base, {KEY: {"avg_acc": 49.99, "last_acc": 1.0}}, None, cpu="AVX2")
     assert [(r.metric, r.baseline, r.tolerance, r.status) for r in rows if r.key == KEY] == [
         ("avg_acc", 50, 0, "DROP"),
         ("last_acc", base["metrics"][KEY]["last_acc"]["value"], 1.0, "DROP"),

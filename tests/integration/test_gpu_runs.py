@@ -12,10 +12,11 @@ import pytest
 import torch
 
 from cl_bench import api
-from cl_bench.commands.accuracy_gate import Measured, compare, environment_notes
 from cl_bench.cpu_flags import cpu_kind
 from cl_bench.engine import environment, runner
 from cl_bench.engine.out_of_memory import OutOfMemory, out_of_memory_named
+from cl_bench.gate.compare import compare, environment_notes
+from cl_bench.gate.suite import Measured
 from cl_bench.store.records import Result
 
 SYNTHETIC = {
@@ -94,7 +95,7 @@ def test_an_out_of_memory_run_fails_alone_and_names_the_setting(tmp_path, monkey
 
 
 def test_out_of_memory_clears_the_frames_that_held_the_runs_tensors():
-    from cl_bench.cards.config import load_method
+    from cl_bench.cards.catalogue import load_method
 
     held = torch.ones(4)
     before = torch.cuda.OutOfMemoryError  # the alias CUDA code raises
@@ -115,7 +116,7 @@ def test_out_of_memory_clears_the_frames_that_held_the_runs_tensors():
 
 
 def test_a_kernel_strict_determinism_forbids_is_named_with_the_fix():
-    from cl_bench.cards.config import load_method
+    from cl_bench.cards.catalogue import load_method
 
     with (
         pytest.raises(Exception) as found,

@@ -25,10 +25,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from cl_bench.commands import launch
 from cl_bench.engine import features
 from cl_bench.engine.environment import resolve_precision
 from cl_bench.engine.runner import SharedFeatureStore
+from cl_bench.grid import options
 from cl_bench.store import results
 from tests.helpers.cli import invoke, status_of
 from tests.helpers.probe import GRID, starts
@@ -123,7 +123,7 @@ def test_bad_launch_is_one_paragraph_exit_2_nothing_written(tmp_path, args, need
 
 def test_submitit_grid_reports_failure_and_reruns_it(probe, tmp_path, monkeypatch):
     """--launcher slurm through submitit with its LocalExecutor: real job subprocesses."""
-    monkeypatch.setattr(launch, "slurm_cluster", lambda: "local")
+    monkeypatch.setattr(options, "slurm_cluster", lambda: "local")
     monkeypatch.setenv("PROBE_FAIL", "2")
     out = tmp_path / "out"
     args = [
@@ -381,7 +381,7 @@ def test_dry_run_for_slurm_needs_no_sbatch(tmp_path, monkeypatch):
 @pytest.mark.parametrize(("raw", "want"), [("", 15.0), ("1", 1.0), ("0", 0.2)])
 def test_slurm_poll_interval(raw, want, monkeypatch):
     monkeypatch.setenv("CL_BENCH_SLURM_POLL_S", raw)
-    assert launch.poll_s("slurm") == want and launch.poll_s("local") == 0.5
+    assert options.poll_s("slurm") == want and options.poll_s("local") == 0.5
 
 
 def test_bad_slurm_poll_interval_is_refused(monkeypatch):
@@ -389,4 +389,4 @@ def test_bad_slurm_poll_interval_is_refused(monkeypatch):
 
     monkeypatch.setenv("CL_BENCH_SLURM_POLL_S", "often")
     with pytest.raises(UserError, match="CL_BENCH_SLURM_POLL_S='often' is not a number"):
-        launch.poll_s("slurm")
+        options.poll_s("slurm")

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from cl_bench.cards.config import load_method, method_names
+from cl_bench.cards.catalogue import load_method, method_names
 from cl_bench.cards.strategy import strategy_of
 from cl_bench.contract import Workload
 from cl_bench.engine import memory
@@ -160,7 +160,7 @@ def test_every_card_fits_a_small_machine_at_its_defaults():
 
 
 def scenario_card():
-    from cl_bench.cards.config import load_scenario
+    from cl_bench.cards.catalogue import load_scenario
 
     return load_scenario("imagenet-r")
 

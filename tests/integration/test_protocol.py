@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cl_bench.cards import config
-from cl_bench.cards.config import load_method, method_names
+from cl_bench.cards import catalogue
+from cl_bench.cards.catalogue import load_method, method_names
 from cl_bench.cards.protocol import apply_protocol, paper_settings, run_scenario
 from cl_bench.engine.environment import resolve_device, resolve_precision
 from cl_bench.engine.runner import RunRequest, resolve_cards
@@ -221,7 +221,7 @@ def test_unknown_protocol_refused(tmp_path):
 )
 def test_card_with_bad_paper_block_refused(tmp_path, block, needle):
     """Refused when loaded, naming the card and the key; nothing runs or is written."""
-    cards = card_variant(tmp_path, config.METHODS_DIR, "tosca", "tosca-x", paper=block)
+    cards = card_variant(tmp_path, catalogue.METHODS_DIR, "tosca", "tosca-x", paper=block)
     refused(invoke("list", "methods", "--cards", str(cards)), f"{cards / 'tosca-x.yaml'}: ")
     out = tmp_path / "out"
     result = invoke("run", "--cards", str(cards), "--methods", "tosca-x", *SMALL, "--out", str(out))
@@ -240,7 +240,9 @@ def test_card_with_bad_paper_block_refused(tmp_path, block, needle):
     ],
 )
 def test_scenario_card_with_bad_backbone_refused(tmp_path, backbone, needle):
-    cards = card_variant(tmp_path, config.BENCHMARKS_DIR, "synthetic", "syn-x", backbone=backbone)
+    cards = card_variant(
+        tmp_path, catalogue.BENCHMARKS_DIR, "synthetic", "syn-x", backbone=backbone
+    )
     refused(invoke("list", "scenarios", "--cards", str(cards)), needle)
 
 

@@ -4,8 +4,9 @@ features; EWC and L2P on a random-weight ViT-Tiny at 32 px); a damaged, foreign 
 misfit checkpoint is discarded with a warning; `--slurm-requeue` submits jobs that
 submitit requeues.
 
-Runs are subprocesses of `python -m cl_bench run`, killed by the test-only hook
-``CL_BENCH_TEST_KILL_AFTER_TASK`` right after a task's checkpoint is written. With
+Runs are subprocesses of `python -m cl_bench run`, killed by a callback the test's
+process adds to ``checkpoint.SAVED`` (tests/helpers/killed_run.py) right after a task's
+checkpoint is written. With
 two methods in one command and the hook set, the first invocation kills the first
 method, the second resumes it, finishes it and kills the second method, and a third
 invocation without the hook resumes the second: every method is killed and resumed
@@ -23,9 +24,9 @@ import torch
 from submitit.core.utils import DelayedSubmission
 from submitit.helpers import Checkpointable
 
-from cl_bench.commands import launch
 from cl_bench.engine import checkpoint
 from cl_bench.engine.checkpoint import Damaged, RunCheckpoint, rng_state
+from cl_bench.grid import worker
 from cl_bench.store.results import checkpoint_path
 from tests.helpers.cli import invoke
 from tests.helpers.processes import (
@@ -241,9 +242,9 @@ def test_slurm_requeue_submits_checkpointable_jobs(tmp_path, monkeypatch, requeu
     assert job.label == "synthetic/simplecil seed 1993"
     assert job.path.parent == out.resolve() / "runs" / "synthetic" / "simplecil"
     if not requeue:
-        assert submitted.function is launch.work
+        assert submitted.function is worker.work
         return
-    assert isinstance(submitted.function, launch.Requeued)
+    assert isinstance(submitted.function, worker.Requeued)
     assert isinstance(submitted.function, Checkpointable)
     again = submitted.function.checkpoint(*submitted.args, **submitted.kwargs)
     assert isinstance(again, DelayedSubmission)

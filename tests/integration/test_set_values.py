@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from cl_bench.cards import config
-from cl_bench.cards.config import load_method, load_scenario
+from cl_bench.cards import catalogue
+from cl_bench.cards.catalogue import load_method, load_scenario
 from cl_bench.errors import UserError
 from tests.helpers.cli import invoke, refused
 
@@ -128,7 +128,7 @@ def test_a_malformed_types_rule_is_refused_when_the_card_loads(
         "strategy: cl_bench.strategies.simplecil:SimpleCIL\n"
         "defaults: {batch_size: 8, eval_batch_size: 8}\n" + types
     )
-    monkeypatch.setattr(config, "METHODS_DIR", cards)
+    monkeypatch.setattr(catalogue, "METHODS_DIR", cards)
     out = tmp_path / "out"
     result = invoke("run", "--methods", "broken", "--out", str(out), *SYN)
     refused(result, needle, out)

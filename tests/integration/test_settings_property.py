@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from cl_bench.cards.card import is_number
-from cl_bench.cards.config import load_method
+from cl_bench.cards.catalogue import load_method
 from cl_bench.store import results
 from tests.helpers.cli import invoke
 from tests.helpers.hostile import (

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from cl_bench.cards.config import load_method, load_scenario
-from cl_bench.commands.gpu_targets import PlannedGpu, planned_budget, slurm_gpu
-from cl_bench.commands.gres import Gres, parse_gres
+from cl_bench.cards.catalogue import load_method, load_scenario
 from cl_bench.engine import gpu, memory
 from cl_bench.errors import UserError
+from cl_bench.grid.gpu_targets import PlannedGpu, planned_budget, slurm_gpu
+from cl_bench.grid.gres import Gres, parse_gres
 from tests.helpers.cli import invoke, refused
 
 RUN = [

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cl_bench.commands import launch
+from cl_bench.grid import options
 from tests.helpers.cli import invoke, refused
 
 RUN = [
@@ -63,7 +63,7 @@ def test_no_controller_answering_squeue_is_refused_before_anything(tmp_path, mon
 
 
 def test_a_silent_controller_is_refused_after_the_time_limit(tmp_path, monkeypatch):
-    monkeypatch.setattr(launch, "PROBE_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(options, "PROBE_TIMEOUT_S", 0.3)
     fake_slurm(tmp_path, monkeypatch, squeue="exec sleep 20", sbatch="exit 1")
     out = tmp_path / "out"
     refused(

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cl_bench.cards import config
+from cl_bench.cards import catalogue
 from cl_bench.cards.card import is_number
-from cl_bench.cards.config import load_method, load_scenario, method_names, scenario_names
+from cl_bench.cards.catalogue import load_method, load_scenario, method_names, scenario_names
 from cl_bench.cards.places import ROOT
 from cl_bench.engine import environment
 from cl_bench.store import results
@@ -210,7 +210,7 @@ def test_broken_method_card(tmp_path, monkeypatch, text, needle):
     cards = tmp_path / "methods"
     cards.mkdir(exist_ok=True)
     (cards / "broken.yaml").write_text(text)
-    monkeypatch.setattr(config, "METHODS_DIR", cards)
+    monkeypatch.setattr(catalogue, "METHODS_DIR", cards)
     out = tmp_path / "out"
     result = invoke("run", "--methods", "broken", "--out", str(out), *SYN)
     refused(result, needle, out)
@@ -221,7 +221,7 @@ def test_non_utf8_card(tmp_path, monkeypatch):
     cards = tmp_path / "methods"
     cards.mkdir(exist_ok=True)
     (cards / "broken.yaml").write_bytes(b"title: caf\xe9\n" + (STRATEGY + DEFAULTS).encode())
-    monkeypatch.setattr(config, "METHODS_DIR", cards)
+    monkeypatch.setattr(catalogue, "METHODS_DIR", cards)
     out = tmp_path / "out"
     refused(
         invoke("run", "--methods", "broken", "--out", str(out), *SYN),
@@ -242,9 +242,9 @@ def test_list_survives_a_broken_card(tmp_path, monkeypatch, kind, folder, good, 
     exits 2, so the damage is neither hidden nor able to hide the other cards."""
     cards = tmp_path / kind
     cards.mkdir(exist_ok=True)
-    shutil.copy(getattr(config, folder) / f"{good}.yaml", cards)
+    shutil.copy(getattr(catalogue, folder) / f"{good}.yaml", cards)
     (cards / "broken.yaml").write_text("dataset: synthetic\n" + STRATEGY)
-    monkeypatch.setattr(config, folder, cards)
+    monkeypatch.setattr(catalogue, folder, cards)
     result = invoke("list", kind)
     assert result.exit_code == 2
     assert result.stdout.split()[0] == good and "broken" not in result.stdout
@@ -273,7 +273,7 @@ def test_broken_scenario_card(tmp_path, monkeypatch, drop, add, needle):
     text = (ROOT / "benchmarks" / "synthetic.yaml").read_text()
     assert drop in text
     (cards / "broken.yaml").write_text(text.replace(drop, add))
-    monkeypatch.setattr(config, "BENCHMARKS_DIR", cards)
+    monkeypatch.setattr(catalogue, "BENCHMARKS_DIR", cards)
     out = tmp_path / "out"
     refused(invoke("run", "--scenario", "broken", "--out", str(out), "--no-progress"), needle, out)
 
@@ -379,8 +379,8 @@ def test_every_card_loads_and_bounds_every_number():
         ]
         assert unbounded == [], f"{card.path}: {unbounded}"
         assert card.problems() == []
-    from cl_bench.commands.accuracy_gate import load_suite
     from cl_bench.engine.runner import RunRequest, resolve_cards
+    from cl_bench.gate.suite import load_suite
 
     for entry in load_suite("ci")["runs"]:
         resolve_cards(

@@ -7,7 +7,7 @@ import pytest
 
 from bench.parity.drivers.min_ref import ours_name, ref_name
 from bench.parity.rows import min as row
-from cl_bench.cards.config import load_method
+from cl_bench.cards.catalogue import load_method
 
 PAIRS = {
     "head.weight": "normal_fc.weight",

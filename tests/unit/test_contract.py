@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from avalanche.training.supervised import Naive
 
-from cl_bench.cards.config import load_method, method_names
+from cl_bench.cards.catalogue import load_method, method_names
 from cl_bench.cards.strategy import import_object
 from cl_bench.contract import (
     AUGMENT_VIEWS,
@@ -211,3 +211,37 @@ def test_drive_refuses_a_strategy_that_declares_nothing():
 def test_method_hooks_default_to_nothing_checked_and_no_routing():
     assert Fake.check_params({"lr": 0.1}, None) is None
     assert Fake().routing() is None
+
+
+def test_make_optimizer_takes_parameters_or_groups_not_a_mix():
+    """Loose parameters and parameter groups each give one optimizer (frozen parameters
+    left out); a mix of both is refused, naming the fix."""
+    import torch
+    from torch import nn
+
+    from cl_bench.contract.optimizer import make_optimizer
+
+    frozen, free = nn.Parameter(torch.zeros(2)), nn.Parameter(torch.ones(3))
+    frozen.requires_grad_(False)
+    params = {"optimizer": "sgd", "lr": 0.1, "epochs": 1}
+    opt, sched = make_optimizer(params, [frozen, free])
+    assert [len(g["params"]) for g in opt.param_groups] == [1] and sched is None
+    opt, _ = make_optimizer(params, [{"params": [frozen, free], "lr": 0.5}])
+    assert [(len(g["params"]), g["lr"]) for g in opt.param_groups] == [(1, 0.5)]
+    with pytest.raises(TypeError, match="not a mix of both"):
+        make_optimizer(params, [free, {"params": [frozen]}])
+
+
+def test_text_arguments_take_paths_as_strings():
+    """A path argument (weights) may be a str or any path object, bytes ones included,
+    and comes back as a str."""
+    from pathlib import Path
+
+    from cl_bench import arguments
+
+    class BytesPath:
+        def __fspath__(self) -> bytes:
+            return b"/tmp/w.pth"
+
+    for value in ("/tmp/w.pth", Path("/tmp/w.pth"), BytesPath()):
+        assert arguments.text("weights", value, 'weights="random"', path=True) == "/tmp/w.pth"

@@ -11,11 +11,12 @@ import queue
 import pytest
 import torch
 
-from cl_bench.commands import gpu_targets, launch
-from cl_bench.commands.launch import LaunchOptions, check_options, worker_target
 from cl_bench.engine import environment, gpu
 from cl_bench.engine.runner import RunRequest
 from cl_bench.errors import UserError
+from cl_bench.grid import gpu_targets, options, slurm
+from cl_bench.grid.options import LaunchOptions, check_options
+from cl_bench.grid.target import worker_target
 from tests.helpers.gpus import CU130_ARCHS, fake_gpus
 
 
@@ -265,12 +266,12 @@ def test_the_gres_reaches_sbatch(monkeypatch, tmp_path):
         def map_array(self, fn, todo):
             raise SystemExit  # nothing is submitted here
 
-    monkeypatch.setattr(launch, "slurm_cluster", lambda: "slurm")
+    monkeypatch.setattr(options, "slurm_cluster", lambda: "slurm")
     import submitit
 
     monkeypatch.setattr(submitit, "AutoExecutor", Executor)
     with pytest.raises(SystemExit):
-        launch.submit(
+        slurm.submit(
             [object()], LaunchOptions(launcher="slurm", slurm_gres="gpu:a100:1"), tmp_path, print
         )
     assert captured["slurm_gres"] == "gpu:a100:1" and captured["gpus_per_node"] is None

@@ -16,7 +16,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from cl_bench.cards.config import load_method, load_scenario
+from cl_bench.cards.catalogue import load_method, load_scenario
 from cl_bench.cards.resolve import resolve_for_backbone
 from cl_bench.cards.strategy import strategy_of
 from cl_bench.contract.memory import backward_pass

@@ -133,3 +133,23 @@ def test_strategies_holds_methods_and_blocks_apart():
     assert top == named, (
         f"not methods: {sorted(top - named)}; methods elsewhere: {sorted(named - top)}"
     )
+
+
+def test_commands_are_a_thin_layer_over_the_api():
+    """The CLI holds only Typer definitions: a module of cl_bench/commands imports nothing of
+    cl-bench but the Python API (cl_bench.api, whose package re-exports every function) and
+    its sibling command modules, and no module there is over 200 lines."""
+    beyond = [
+        f"{m} (line {line}) imports {target}"
+        for m, found in graph().items()
+        if unit(m) == "commands"
+        for line, target in found
+        if target != "cl_bench.api" and not target.startswith("cl_bench.commands")
+    ]
+    assert not beyond, "\n".join(beyond)
+    long = {
+        p.name: n
+        for p in (PACKAGE / "commands").glob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 200
+    }
+    assert not long, f"command modules over 200 lines: {long}"

@@ -18,7 +18,7 @@ import copy
 import pytest
 
 from cl_bench.cards.card import non_finite
-from cl_bench.cards.config import load_method, load_scenario, method_names
+from cl_bench.cards.catalogue import load_method, load_scenario, method_names
 from cl_bench.engine.memory import check_memory
 from cl_bench.errors import UserError
 from tests.helpers.hostile import (

@@ -13,7 +13,7 @@ from avalanche.benchmarks.utils.classification_dataset import (
 )
 from torch.testing import assert_close
 
-from cl_bench.cards.config import load_method
+from cl_bench.cards.catalogue import load_method
 from cl_bench.contract import drive
 from cl_bench.engine.recording import Recorder
 from cl_bench.engine.runner import quiet_evaluator

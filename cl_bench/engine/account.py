@@ -24,7 +24,7 @@ import torch
 
 from cl_bench.accounting.count import TrainFlops
 from cl_bench.backbones import load_backbone
-from cl_bench.cards.config import load_method
+from cl_bench.cards.catalogue import load_method
 from cl_bench.cards.resolve import resolve_for_backbone
 from cl_bench.cards.strategy import strategy_of
 from cl_bench.contract import AdaptedStream, Inputs, check_backbone, drive, spec_of

@@ -31,7 +31,7 @@ from typing import Any
 from cl_bench.backbones import use_weights_normalization
 from cl_bench.backbones.planned import Unknown, planned_backbone
 from cl_bench.cards.card import Card
-from cl_bench.cards.config import parse_sets
+from cl_bench.cards.catalogue import parse_sets
 from cl_bench.cards.protocol import (
     SCENARIO_PREFIX,
     changed_settings,
@@ -39,10 +39,11 @@ from cl_bench.cards.protocol import (
     run_scenario,
 )
 from cl_bench.cards.resolve import resolve_for_backbone
-from cl_bench.commands.launch import LaunchOptions, Target, check_plan_memory, worker_target
 from cl_bench.engine.environment import device_key, resolve_device, resolve_precision
 from cl_bench.engine.runner import RunRequest, check_request, resolved_config
 from cl_bench.errors import UserError
+from cl_bench.grid.options import LaunchOptions
+from cl_bench.grid.target import Target, check_plan_memory, worker_target
 from cl_bench.scenarios import check_class_order, load_data
 from cl_bench.scenarios.footprint import class_count
 from cl_bench.scenarios.image_data import ImageData
@@ -126,7 +127,7 @@ def plan_request(req: RunRequest, target: Target, here: bool = True) -> tuple[li
     """The lines of one scenario's plan, and the state of each of its runs. ``here``:
     the runs would run on this machine (in this process or local workers), so its
     memory is checked as the run checks it; of SLURM jobs, only the GPU memory of the
-    type the plan counts on (:func:`~cl_bench.commands.launch.check_plan_memory`)."""
+    type the plan counts on (:func:`~cl_bench.grid.launch.check_plan_memory`)."""
     device, precision, device_key = target.device, target.precision, target.device_key
     methods, scenario = check_request(req)
     check_stream(scenario)
@@ -177,7 +178,7 @@ def plan_request(req: RunRequest, target: Target, here: bool = True) -> tuple[li
 
 def sources(methods: list[str]) -> list[str]:
     """Each method's paper settings with their sources, once per command."""
-    from cl_bench.cards.config import load_method
+    from cl_bench.cards.catalogue import load_method
 
     lines = []
     for name in methods:

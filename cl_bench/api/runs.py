@@ -1,21 +1,10 @@
-"""The public Python API: ``cl-bench run`` and ``cl-bench report`` as functions.
-
-    import cl_bench
-    done = cl_bench.run(["tosca", "simplecil"], scenario="fmnist", seeds=[1993, 1994],
-                        settings={"tosca.epochs": 5, "scenario.increment": 2})
-    runs = cl_bench.load_results("results")     # a pandas DataFrame, one row per run
-    cl_bench.report("results", out="reports/latest")
-
-The command line is a layer over these functions (it parses arguments and prints), so a
-run started here and the same ``cl-bench run`` command share their result files: the
-same configuration hash, the same numbers, and either one skips what the other finished.
-Bad input raises :class:`cl_bench.errors.UserError` before anything is written.
-"""
+"""Runs: ``cl-bench run`` as functions. :func:`plan` checks the arguments and makes one
+request per scenario; :func:`run_requests` runs them in this process; :func:`run` does
+both. Bad input raises :class:`~cl_bench.errors.UserError` before anything is written."""
 
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, cast
@@ -25,8 +14,6 @@ from cl_bench.errors import UserError, refuse_long_names
 from cl_bench.store.records import Result
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from cl_bench.engine.runner import RunRequest
 
     class _RequestArgs(TypedDict):
@@ -47,19 +34,9 @@ if TYPE_CHECKING:
         progress: bool
 
 
-__all__ = [
-    "RunsFailed",
-    "SkippedResultWarning",
-    "load_results",
-    "plan",
-    "report",
-    "run",
-    "run_requests",
-    "settings_as_sets",
-]
+__all__ = ["RunsFailed", "plan", "run", "run_requests", "settings_as_sets"]
 
 Echo = Callable[[str], None]
-Skipped = Callable[[Path, str], None]
 
 
 class RunsFailed(Exception):
@@ -74,10 +51,6 @@ class RunsFailed(Exception):
             f"status --out {out}`; the same command runs them again."
         )
         self.results, self.failed = results, failed
-
-
-class SkippedResultWarning(UserWarning):
-    """A result file that is not a complete, valid record was left out (and why)."""
 
 
 def settings_as_sets(settings: Mapping[str, object] | None) -> list[str]:
@@ -126,7 +99,7 @@ def plan(
 ) -> list[RunRequest]:
     """One request per scenario, the arguments checked that need no card: what
     :func:`run` runs, and what ``cl-bench run`` runs or hands to a launcher. A request
-    without a backbone gets its scenario's (:func:`cl_bench.cards.config.resolve_backbone`)."""
+    without a backbone gets its scenario's (:func:`cl_bench.cards.catalogue.resolve_backbone`)."""
     from cl_bench.cards.protocol import check_protocol
     from cl_bench.engine.environment import (
         check_determinism_name,
@@ -239,81 +212,3 @@ def run(
         deterministic=deterministic,
     )
     return run_requests(requests, echo)
-
-
-def _warn(path: Path, why: str) -> None:
-    # 4: this function, the API function, its refuse_long_names wrapper, the caller
-    warnings.warn(f"skipped {path}: {why}", SkippedResultWarning, stacklevel=4)
-
-
-@refuse_long_names
-def load_results(
-    folder: str | Path = "results",
-    *,
-    scenarios: Iterable[str] = (),
-    methods: Iterable[str] = (),
-    on_skip: Skipped | None = None,
-    allow_stale: bool = False,
-) -> pd.DataFrame:
-    """Every finished run in a results folder, one row each (the columns of
-    :meth:`Result.row` and the report's ``label``), sorted by scenario, method,
-    configuration and seed; optionally only some scenarios or methods.
-
-    A file that is not a valid record is left out with a :class:`SkippedResultWarning`
-    (or ``on_skip(path, why)``); a folder without finished runs is a UserError, and so
-    is a stale result (of other code or packages) unless ``allow_stale``, which keeps it
-    with its ``stale`` column saying what changed and ``[stale]`` in its label."""
-    from cl_bench.reporting.report import load_runs
-
-    say = arguments.callback("on_skip", on_skip) or _warn
-    runs, skipped = load_runs(
-        arguments.folder("folder", folder, 'folder="results"'),
-        arguments.names("scenarios", scenarios, 'scenarios=["fmnist"]'),
-        arguments.names("methods", methods, 'methods=["tosca"]'),
-        arguments.flag("allow_stale", allow_stale),
-    )
-    for path, why in skipped:
-        say(path, why)
-    return runs
-
-
-@refuse_long_names
-def report(
-    folder: str | Path = "results",
-    out: str | Path = "reports/latest",
-    *,
-    formats: str | Iterable[str] | None = None,
-    images: str | Iterable[str] | None = None,
-    scenarios: Iterable[str] = (),
-    methods: Iterable[str] = (),
-    on_skip: Skipped | None = None,
-    allow_stale: bool = False,
-) -> list[Path]:
-    """Write the report of a results folder into ``out`` (its report files replaced), as
-    ``cl-bench report`` does: ``formats`` of md, tex, csv, html and plot ``images`` png,
-    svg (None: all of them; empty: none). Returns the files written. Invalid result
-    files are skipped and stale ones refused (unless ``allow_stale``) as in
-    :func:`load_results`."""
-    from cl_bench.input_checks import writable_dir
-    from cl_bench.reporting.report import FORMATS, IMAGE_FORMATS, write_report
-
-    folder = arguments.folder("folder", folder, 'folder="results"')
-    out = arguments.folder("out", out, 'out="reports/latest"')
-    selected = (
-        arguments.names("scenarios", scenarios, 'scenarios=["fmnist"]'),
-        arguments.names("methods", methods, 'methods=["tosca"]'),
-    )
-    kinds = (
-        arguments.names(
-            "formats", FORMATS if formats is None else formats, 'formats=["md", "csv"]'
-        ),
-        arguments.names("images", IMAGE_FORMATS if images is None else images, 'images=["png"]'),
-    )
-    say = arguments.callback("on_skip", on_skip) or _warn
-    writable_dir(out, "--out")
-    written, skipped = write_report(
-        folder, out, *selected, *kinds, allow_stale=arguments.flag("allow_stale", allow_stale)
-    )
-    for path, why in skipped:
-        say(path, why)
-    return written

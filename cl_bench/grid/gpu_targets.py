@@ -30,10 +30,10 @@ from typing import NamedTuple
 
 import torch
 
-from cl_bench.commands.gres import parse_gres
 from cl_bench.engine import gpu
 from cl_bench.engine.memory import GB, Budget
 from cl_bench.errors import UserError
+from cl_bench.grid.gres import parse_gres
 
 _WORKER_GPU: list[int] = []  # the GPU index this worker process claimed (empty: none)
 

@@ -1,0 +1,131 @@
+"""``cl-bench run``: methods x seeds on one or more scenarios, in this process or as a grid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from cl_bench import api
+from cl_bench.commands import grid_options as G
+from cl_bench.commands import run_options as R
+from cl_bench.commands.shared import csv, user_errors, with_cards
+
+
+@user_errors
+@with_cards
+def run(
+    methods: R.Methods = None,
+    scenario: R.Scenario = "fmnist",
+    seeds: R.Seeds = "1993",
+    protocol: R.Protocol = "fair",
+    set_: R.Sets = None,
+    dry_run: R.DryRun = False,
+    cards: R.Cards = None,
+    backbone: R.Backbone = None,
+    weights: R.Weights = None,
+    image_size: R.ImageSize = None,
+    data_root: R.DataRoot = None,
+    download: R.Download = False,
+    device: R.Device = "auto",
+    precision: R.Precision = "auto",
+    deterministic: R.Deterministic = "strict",
+    out: R.Out = Path("results"),
+    progress: R.Progress = True,
+    launcher: G.Launcher = None,
+    jobs: G.Jobs = None,
+    slurm_partition: G.SlurmPartition = None,
+    slurm_gpus: G.SlurmGpus = None,
+    slurm_gres: G.SlurmGres = None,
+    slurm_gpu_arch: G.SlurmGpuArch = None,
+    slurm_cpus: G.SlurmCpus = None,
+    slurm_time: G.SlurmTime = None,
+    slurm_array_parallelism: G.SlurmArrayParallelism = None,
+    wait: G.Wait = True,
+    slurm_requeue: G.SlurmRequeue = False,
+) -> None:
+    """Run methods x seeds on one or more scenarios and print average and last accuracy.
+
+    Every method learns the same class-incremental stream on the same backbone, class order
+    and seeds. Finished runs are skipped, so an interrupted grid resumes by running the same
+    command again; a run that another process is computing is skipped too. --launcher local
+    runs the grid in parallel worker processes, --launcher slurm as a SLURM job array, and
+    --dry-run prints the plan without loading weights or training.
+
+    Examples:
+      cl-bench run --methods tosca,l2p --scenario imagenet-a --data-root ~/data
+      cl-bench run --methods tosca,l2p,simplecil --seeds 1993,1994,1995 \\
+          --scenario imagenet-a --data-root ~/data --launcher local --jobs 2
+      cl-bench run --methods tosca,l2p --scenarios cifar100,imagenet-r \\
+          --seeds 1993,1994 --data-root ~/data \\
+          --launcher slurm --slurm-partition gpu --slurm-gpus 1 --slurm-time 180
+    """
+    try:
+        seed_list = [int(s) for s in csv(seeds)]
+    except ValueError:
+        raise api.UserError(
+            f'--seeds "{seeds}" must be comma-separated integers, e.g. 1993,1994,1995.'
+        ) from None
+    opts = api.launch_options(
+        launcher,
+        jobs=jobs,
+        wait=wait,
+        slurm_partition=slurm_partition,
+        slurm_gpus=slurm_gpus,
+        slurm_gres=slurm_gres,
+        slurm_gpu_arch=slurm_gpu_arch,
+        slurm_cpus=slurm_cpus,
+        slurm_time=slurm_time,
+        slurm_array_parallelism=slurm_array_parallelism,
+        slurm_requeue=slurm_requeue,
+        submitting=not dry_run,
+    )
+    reqs = api.plan(
+        methods,
+        scenario,
+        seed_list,
+        out=out,
+        backbone=backbone,
+        weights=weights,
+        image_size=image_size,
+        data_root=data_root,
+        download=download,
+        device=device,
+        precision=precision,
+        progress=progress,
+        sets=set_ or [],
+        protocol=protocol,
+        deterministic=deterministic,
+    )
+    if dry_run:
+        typer.echo("\n".join(api.dry_run(reqs, opts)))
+    elif launcher is None:
+        in_process(reqs)
+    else:
+        on_workers(reqs, opts, out)
+
+
+def in_process(reqs: list) -> None:
+    """Run the requests one after another here; the summary table, exit 1 if some failed."""
+    try:
+        done = api.run_requests(reqs, echo=typer.echo)
+    except api.RunsFailed as e:
+        typer.echo("\n" + api.summary_table(e.results))
+        typer.echo(str(e), err=True)
+        raise typer.Exit(1) from None
+    typer.echo("\n" + api.summary_table(done))
+
+
+def on_workers(reqs: list, opts, out: Path) -> None:
+    """Run the requests' grid with the launcher; the summary, exit 1 if runs did not finish."""
+    grid = api.launch(reqs, opts, echo=typer.echo)
+    if grid.records:
+        typer.echo("\n" + api.summary_table(grid.results))
+    typer.echo(grid.counts())
+    if grid.unfinished:
+        typer.echo(
+            f"{grid.unfinished} run(s) did not finish: see `cl-bench status --out {out}`; "
+            "the same command runs them again.",
+            err=True,
+        )
+        raise typer.Exit(1)

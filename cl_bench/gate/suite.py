@@ -1,0 +1,89 @@
+"""A suite of the accuracy gate (``benchmarks/<suite>.yaml``): a list of entries, each
+one ``cl-bench run`` invocation (scenario, backbone, methods, seeds, --set values), found
+among the cards, checked when it loads, and run (finished runs reused). A result is keyed
+``<entry>/<method>``: the keys of the suite's baseline."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cl_bench.cards import catalogue, places
+from cl_bench.cards.places import read_yaml
+from cl_bench.errors import UserError
+from cl_bench.gate.suite_entries import check_entries
+from cl_bench.store.records import Result
+
+METRICS = ("avg_acc", "last_acc")
+
+
+def load_suite(name: str) -> dict:
+    found = catalogue.card_index()["suite"].get(name)
+    if found is None:
+        raise UserError(
+            f'Unknown suite "{name}"; suites: '
+            f"{', '.join(sorted(catalogue.card_index()['suite']))} (card files with a "
+            f"runs: list, in {places.BENCHMARKS_DIR} or a --cards folder)."
+        )
+    path = found.path
+    suite = read_yaml(path)
+    suite.setdefault("name", name)
+    check_entries(path, suite)
+    return suite
+
+
+@dataclass
+class Measured:
+    """What a suite gave: key -> metric -> mean over seeds, and per key the precision
+    its runs used and the package versions they recorded."""
+
+    values: dict[str, dict[str, float]] = field(default_factory=dict)
+    precision: dict[str, str] = field(default_factory=dict)
+    packages: dict[str, str] = field(default_factory=dict)
+    device: dict[str, str] = field(default_factory=dict)  # "cpu" or "cuda sm_90" per key
+
+
+def run_suite(suite: dict, out: Path, echo: Callable[[str], None], progress: bool) -> Measured:
+    """Run (or reuse) every entry; return what :class:`Measured` holds."""
+    from cl_bench.engine.runner import RunRequest, execute, preflight
+    from cl_bench.packages import recorded
+
+    measured = Measured()
+    reqs = [
+        RunRequest(
+            methods=list(entry["methods"]),
+            scenario=entry.get("scenario", "fmnist"),
+            seeds=list(entry.get("seeds", [1993])),
+            backbone=entry.get("backbone"),  # None: the scenario's default
+            protocol=entry.get("protocol", "fair"),
+            weights=entry.get("weights"),
+            image_size=entry.get("image_size"),
+            precision=entry.get("precision", "auto"),
+            sets=list(entry.get("sets", [])),
+            out=out,
+            progress=progress,
+            threads=suite.get("threads"),
+        )
+        for entry in suite["runs"]
+    ]
+    preflight(reqs)  # a bad last entry is refused before the first one writes anything
+    for entry, req in zip(suite["runs"], reqs, strict=True):
+        done = [Result.from_run(record, out) for record in execute(req, echo=echo)]
+        for method in entry["methods"]:
+            mine = [r for r in done if r.method == method]
+            if mine:  # a run computed elsewhere right now is absent: reported as MISSING
+                key = f"{entry['name']}/{method}"
+                measured.values[key] = {
+                    m: statistics.mean(getattr(r, m) for r in mine) for m in METRICS
+                }
+                measured.precision[key] = mine[0].config["backbone"]["precision"]
+                measured.device[key] = mine[0].device
+                measured.packages.update(recorded(mine[0].env))
+    return measured
+
+
+def suite_keys(suite: dict) -> list[str]:
+    """``<entry>/<method>`` for every run of the suite: the baseline's keys."""
+    return [f"{entry['name']}/{method}" for entry in suite["runs"] for method in entry["methods"]]
