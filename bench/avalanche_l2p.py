@@ -1,9 +1,10 @@
-"""(d) peer side: Avalanche 0.6.0's own ``LearningToPrompt`` on the shape of
-``bench.prompt_shape`` (ViT-B/16 random weights, 224 px, 4 classes x 4 training
-images, 2 experiences of 2 classes, 1 epoch, batch 8, the 8 test images evaluated
-after each experience). Runs in bench/.venv-avalanche (timm 0.6.13), never in the
-project's environment, so it imports neither cl_bench nor timm 1.x; prints one
-JSON line. The time covers model creation, training and evaluation, as ours does."""
+"""Figure l2p-against-avalanche, the peer side: Avalanche 0.6.0's own
+``LearningToPrompt`` on the shape of ``bench.prompt_shape`` (ViT-B/16 random weights,
+224 px, 4 classes x 4 training images, 2 experiences of 2 classes, 1 epoch, batch 8, the
+8 test images evaluated after each experience). Runs in bench/.venv-avalanche (timm
+0.6.13), never in the project's environment, so it imports neither cl_bench nor timm
+1.x; prints one JSON line. The time covers model creation, training and evaluation, as
+ours does."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""(g) Frozen EfficientNet-Lite0 extraction on this CPU, inference engines side by side.
+"""Figure extraction-engines: frozen EfficientNet-Lite0 extraction on this CPU,
+inference engines side by side.
 
 The default run's cost is its backbone pass: 6,000 embedded Fashion-MNIST images at
 224 px, 0.768 GFLOPs each as cl-bench's accounting counts them (README, Reports
@@ -17,7 +18,7 @@ Engines: torch eager in channels_last (``Backbone.features``, what runs with
 CPU; in the lock), as it runs (two streams, slices of 8) and in its earlier layout (one
 stream over the whole batch); ONNX Runtime when importable (not in the lock: ``pip install
 onnxruntime onnx`` into a scratch folder on ``PYTHONPATH``). Prints one JSON line and
-records it as figure (g) (``bench.run.record``)."""
+records it as figure extraction-engines (``bench.run.record``)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ import torch
 from torch import nn
 
 from bench.common import timed
-from bench.throughput import gemm_gflops
+from bench.vit_extraction import gemm_gflops
 from cl_bench.backbones.base import Backbone, PreLogits
 from cl_bench.backbones.compiled import CompiledPass, native_bf16, openvino_version
 from cl_bench.backbones.efficientnet import efficientnet_lite0
@@ -217,4 +218,4 @@ if __name__ == "__main__":
 
     result = main(*arguments(sys.argv[1:]))
     print(json.dumps(result))
-    record("g", result, ["-m", "bench.extraction_engines", *sys.argv[1:]])
+    record("extraction-engines", result, ["-m", "bench.extraction_engines", *sys.argv[1:]])

@@ -1,4 +1,4 @@
-"""(c) The features-only training loop through Avalanche vs a bare PyTorch loop
+"""Figure loop-overhead: the features-only training loop through Avalanche vs a bare PyTorch loop
 on the same tensors: TOSCA's 20 epochs on one task of 2 classes x 500 features."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from bench.common import timed
-from cl_bench.cards.config import load_method
+from cl_bench.cards.catalogue import load_method
 from cl_bench.contract.optimizer import make_optimizer
 from cl_bench.engine.recording import Recorder
 from cl_bench.engine.runner import quiet_evaluator
@@ -78,4 +78,4 @@ if __name__ == "__main__":
 
     result = main()
     print(json.dumps(result))
-    record("c", result, ["-m", "bench.loop_overhead"])
+    record("loop-overhead", result, ["-m", "bench.loop_overhead"])

@@ -5,7 +5,7 @@ figure measures, the command that makes it and its target) and carries a ``meta`
 that ties it to a machine and a code version, plus the ``headline`` rows a reader
 compares; anything else in the file is that bench's raw output::
 
-    {"figure": "g",
+    {"figure": "extraction-engines",
      "meta": {"date": "2026-12-06", "cpu": "Intel Xeon with AMX, 2 cores",
               "precision": "fp32, bf16", "commit": "301e76a",
               "command": "python -m bench.extraction_engines 256 32"},

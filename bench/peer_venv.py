@@ -1,7 +1,8 @@
-"""A separate virtual environment for the peer toolbox that (d) measures side by side:
-Avalanche 0.6.0's ``LearningToPrompt`` needs timm 0.6.13 (it fails on timm 1.0, which
-cl-bench needs), so it cannot run in the project's environment. Created on first use
-in ``bench/.venv-avalanche`` (git-ignored) and reused while its pins are unchanged."""
+"""A separate virtual environment for the peer toolbox that figure l2p-against-avalanche
+measures side by side: Avalanche 0.6.0's ``LearningToPrompt`` needs timm 0.6.13 (it
+fails on timm 1.0, which cl-bench needs), so it cannot run in the project's environment.
+Created on first use in ``bench/.venv-avalanche`` (git-ignored) and reused while its
+pins are unchanged."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def _base_python() -> str:
     found = shutil.which("python3.11")
     if found is None:
         raise PeerVenvError(
-            "bench (d) needs Python 3.11 to create bench/.venv-avalanche "
+            "bench l2p-against-avalanche needs Python 3.11 to create bench/.venv-avalanche "
             "(torch 2.14.1 and the pinned peer packages are installed for it), "
             "but neither this interpreter nor python3.11 on PATH is 3.11. "
             "Install Python 3.11 or put it on PATH."
@@ -39,7 +40,7 @@ def _run(cmd: list[str], what: str) -> None:
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
         raise PeerVenvError(
-            f"bench (d): {what} failed (exit {done.returncode}); the peer "
+            f"bench l2p-against-avalanche: {what} failed (exit {done.returncode}); the peer "
             f"environment {VENV} is left unfinished and is made again on the "
             f"next run. Last lines:\n{tail}"
         )
@@ -53,7 +54,10 @@ def peer_python() -> Path:
         return python
     if VENV.exists():
         shutil.rmtree(VENV)
-    print(f"bench (d): creating {VENV} with {', '.join(PINS)} (once)", file=sys.stderr)
+    print(
+        f"bench l2p-against-avalanche: creating {VENV} with {', '.join(PINS)} (once)",
+        file=sys.stderr,
+    )
     _run([_base_python(), "-m", "venv", str(VENV)], "creating the virtual environment")
     _run([str(python), "-m", "pip", "install", "--quiet", *PINS], f"pip install {' '.join(PINS)}")
     marker.write_text("\n".join(PINS))

@@ -1,19 +1,19 @@
-"""(h) peer side: LAMDA-PILOT's own DualPrompt or CODA-Prompt ``Learner``
-(github sun-hailong/LAMDA-PILOT at 2647455, ``models/dualprompt.py`` /
-``models/coda_prompt.py``, with its ``exps/dualprompt.json`` /
-``exps/coda_prompt.json`` settings) on the shape of ``bench.prompt_shape``: ViT-B/16
-random weights (``pretrained: false``, nothing fetched), 224 px, 4 classes x 4
-training images, 2 tasks of 2 classes, 1 epoch, batch 8, the 8 test images evaluated
-after each task. PILOT's ``_train`` runs on that task's one batch (its own optimizer,
-prompt transfer and loss, and its query pass per batch); the evaluation is its
-network's forward, as its ``_eval_cnn`` runs it. Default threads, as ours.
+"""Figure prompts-against-pilot, the peer side: LAMDA-PILOT's own DualPrompt or
+CODA-Prompt ``Learner`` (github sun-hailong/LAMDA-PILOT at 2647455,
+``models/dualprompt.py`` / ``models/coda_prompt.py``, with its ``exps/dualprompt.json``
+/ ``exps/coda_prompt.json`` settings) on the shape of ``bench.prompt_shape``: ViT-B/16
+random weights (``pretrained: false``, nothing fetched), 224 px, 4 classes x 4 training
+images, 2 tasks of 2 classes, 1 epoch, batch 8, the 8 test images evaluated after each
+task. PILOT's ``_train`` runs on that task's one batch (its own optimizer, prompt
+transfer and loss, and its query pass per batch); the evaluation is its network's
+forward, as its ``_eval_cnn`` runs it. Default threads, as ours.
 
 Runs with bench/.venv-avalanche's interpreter (timm 0.6.13, which PILOT's ViTs are
 written for), in a scratch copy of a LAMDA-PILOT checkout that bench/parity/patch_pc.py
-edited (``bench.run h`` makes it): at ViT-B/16 its edits change nothing but CODA-Prompt's
-prompt loss, which PILOT starts as a leaf tensor that PyTorch refuses to add to in
-place on the CPU. Prints one JSON line; the time covers model creation, training and
-evaluation (imports excluded, printed separately).
+edited (``bench.run prompts-against-pilot`` makes it): at ViT-B/16 its edits change
+nothing but CODA-Prompt's prompt loss, which PILOT starts as a leaf tensor that PyTorch
+refuses to add to in place on the CPU. Prints one JSON line; the time covers model
+creation, training and evaluation (imports excluded, printed separately).
 
     cd SCRATCH/pilot && python bench/pilot_prompt_shape.py {dualprompt,coda-prompt}
 """

@@ -1,6 +1,7 @@
-"""(i) How long a `cl-bench` process takes to end once its work is done: CPython's own
-teardown after importing what a run imports (torch, timm, Avalanche, cl-bench) against
-the entry point's quick exit (``cl_bench.commands.quick_exit``), in one invocation.
+"""Figure process-exit: how long a `cl-bench` process takes to end once its work is
+done: CPython's own teardown after importing what a run imports (torch, timm, Avalanche,
+cl-bench) against the entry point's quick exit (``cl_bench.commands.quick_exit``), in
+one invocation.
 
 Each child imports the stack, prints the wall clock, and ends one way or the other;
 the parent takes the clock when the child has been reaped. The two kinds alternate,
@@ -19,7 +20,7 @@ import time
 
 CHILD = """
 import time
-import cl_bench.commands.launch, timm
+import cl_bench.grid.launch, timm
 from cl_bench.commands.quick_exit import exit_quickly
 print(time.time(), flush=True)
 if {quick}:
@@ -62,4 +63,4 @@ if __name__ == "__main__":
 
     result = main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
     print(json.dumps(result))
-    record("i", result, ["-m", "bench.process_exit", *sys.argv[1:2]])
+    record("process-exit", result, ["-m", "bench.process_exit", *sys.argv[1:2]])

@@ -1,4 +1,5 @@
-"""(d) and (h), our side: one prompt method (L2P, DualPrompt or CODA-Prompt) at its
+"""Figures l2p-against-avalanche and prompts-against-pilot, our side (and figure
+prompt-shape alone): one prompt method (L2P, DualPrompt or CODA-Prompt) at its
 card defaults on the shape Avalanche 0.6.0's LearningToPrompt was measured on
 (docs/references.md section 6: 17.9 s, 2.77 GB peak RSS): ViT-B/16 random weights,
 224 px, 4 classes x 4 training images, 2 experiences, 1 epoch, batch 8, 8 test
@@ -25,7 +26,7 @@ import torch  # noqa: E402
 
 from bench.common import peak_rss_gb  # noqa: E402
 from cl_bench.backbones import load_backbone  # noqa: E402
-from cl_bench.cards.config import load_method  # noqa: E402
+from cl_bench.cards.catalogue import load_method  # noqa: E402
 from cl_bench.cards.strategy import strategy_of  # noqa: E402
 from cl_bench.engine.environment import resolve_precision  # noqa: E402
 from cl_bench.engine.features import FeatureStore  # noqa: E402

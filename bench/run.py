@@ -1,145 +1,60 @@
 """The performance harness: every figure as a ratio measured in one process run.
 
-    python -m bench.run            # all nine figures, one after another
-    python -m bench.run b c        # a subset
+    python -m bench.run                              # all nine figures, one after another
+    python -m bench.run loop-overhead process-exit   # a subset
 
 bench/figures.yaml says what each figure measures and its target; each one measured is
 printed as one JSON line and recorded as bench/results/FIGURE-DATE-CPU.json
-(:func:`bench.measurements.write`):
+(:func:`bench.measurements.write`). Each figure's bench is the module of its name
+(``loop-overhead``: bench/loop_overhead.py):
 
-(a) second invocation vs first (feature cache)
-(b) TOSCA evaluation at T = 10 vs a backbone pass per module
-(c) features-only training loop through Avalanche vs bare PyTorch
-(d) our L2P vs Avalanche 0.6.0's LearningToPrompt on the same shape, each in its own
-    process (peak RSS of the process): time and memory, ours at the card defaults and
-    with 8 and 12 checkpointed blocks; the first run creates bench/.venv-avalanche
-    (timm 0.6.13) for the peer
-(e) frozen ViT-B/16 extraction images/s fp32 vs bf16 against this CPU's GEMM peak, and
-    the fmnist accuracy change bf16 makes
-(f) features-only training loop with one CPU-bound competitor per core vs idle, at the
-    old thread count (all cores) and the new (1)
-(g) frozen EfficientNet-Lite0 extraction (the default run's backbone pass) through
-    torch eager, TorchScript, OpenVINO and ONNX Runtime
-(h) our DualPrompt and CODA-Prompt vs LAMDA-PILOT's on (d)'s shape, each in its own
-    process; needs a LAMDA-PILOT checkout ($CL_BENCH_PILOT, default ../LAMDA-PILOT
-    beside this repository; bench/parity.md says which commit) and runs it with (d)'s
-    bench/.venv-avalanche
-(i) the end of a `cl-bench` process: CPython's teardown after importing the run's
-    stack vs the entry point's quick exit
+feature-cache          second invocation vs first (feature cache)
+tosca-evaluation       TOSCA evaluation at T = 10 vs a backbone pass per module
+loop-overhead          features-only training loop through Avalanche vs bare PyTorch
+l2p-against-avalanche  our L2P vs Avalanche 0.6.0's LearningToPrompt on the same shape,
+                       each in its own process (peak RSS of the process): time and
+                       memory, ours at the card defaults and with 8 and 12 checkpointed
+                       blocks; the first run creates bench/.venv-avalanche (timm 0.6.13)
+                       for the peer
+vit-extraction         frozen ViT-B/16 extraction images/s fp32 vs bf16 against this
+                       CPU's GEMM peak, and the fmnist accuracy change bf16 makes
+loop-under-load        features-only training loop with one CPU-bound competitor per
+                       core vs idle, at the old thread count (all cores) and the new (1)
+extraction-engines     frozen EfficientNet-Lite0 extraction (the default run's backbone
+                       pass) through torch eager, TorchScript, OpenVINO and ONNX Runtime
+prompts-against-pilot  our DualPrompt and CODA-Prompt vs LAMDA-PILOT's on
+                       l2p-against-avalanche's shape, each in its own process; needs a
+                       LAMDA-PILOT checkout ($CL_BENCH_PILOT, default ../LAMDA-PILOT
+                       beside this repository; bench/parity.md says which commit) and
+                       runs it with bench/.venv-avalanche
+process-exit           the end of a `cl-bench` process: CPython's teardown after
+                       importing the run's stack vs the entry point's quick exit
 """
 
 from __future__ import annotations
 
+import importlib
 import json
-import os
 import sys
 from pathlib import Path
 
-from bench.common import run_child
-
 BENCH = Path(__file__).resolve().parent
-PILOT_FILES = (
-    "models/dualprompt.py",
-    "models/coda_prompt.py",
-    "exps/dualprompt.json",
-    "exps/coda_prompt.json",
-    "trainer.py",
+
+# the figures bench.run makes, in the order it runs them; each is the ``main`` of the
+# module named after it
+FIGURES = (
+    "feature-cache",
+    "tosca-evaluation",
+    "loop-overhead",
+    "l2p-against-avalanche",
+    "vit-extraction",
+    "loop-under-load",
+    "extraction-engines",
+    "prompts-against-pilot",
+    "process-exit",
 )
-
-
-# ours in (d) and (h): the card defaults, then activation checkpointing of the first 8
-# and of all 12 blocks (the least memory; the same numbers, more time)
-CHECKPOINT_BLOCKS = ("0", "8", "12")
-
-
-def figure_d() -> dict:
-    """Avalanche 0.6.0's LearningToPrompt (in its own environment, see bench.peer_venv)
-    and ours on the same shape, each in its own process: ours at each of
-    ``CHECKPOINT_BLOCKS``."""
-    from bench.peer_venv import PeerVenvError, peer_python
-
-    try:
-        python = peer_python()
-    except PeerVenvError as e:
-        print(f"(d) not measured: {e}", file=sys.stderr)
-        return {"not_measured": str(e)}
-    peer = run_child([str(python), str(BENCH / "avalanche_l2p.py")], "Avalanche's LearningToPrompt")
-    out = {
-        "avalanche": {**peer.result, "wall_s": peer.wall_s, "peak_rss_gb": peer.peak_rss_gb},
-        "ours": [],
-    }
-    for blocks in CHECKPOINT_BLOCKS:
-        out["ours"].append(ours_against("l2p", blocks, peer))
-    return out
-
-
-def ours_against(method: str, blocks: str, peer) -> dict:
-    """Our ``method`` on the shape of bench.prompt_shape in its own process, with its
-    time and peak RSS as ratios of the peer's (``peer``: a finished ChildRun)."""
-    ours = run_child(
-        [sys.executable, "-m", "bench.prompt_shape", method, "auto", blocks], f"our {method}"
-    )
-    return {
-        **ours.result,
-        "wall_s": ours.wall_s,
-        "peak_rss_gb": ours.peak_rss_gb,
-        "time_ratio": ours.result["seconds"] / peer.result["seconds"],
-        "memory_ratio": ours.peak_rss_gb / peer.peak_rss_gb,
-    }
-
-
-def pilot_checkout() -> Path:
-    """The LAMDA-PILOT checkout (h) runs; FileNotFoundError naming what is missing and
-    what to do when there is none."""
-    root = Path(os.environ.get("CL_BENCH_PILOT", BENCH.parent.parent / "LAMDA-PILOT"))
-    missing = [f for f in PILOT_FILES if not (root / f).is_file()]
-    if missing:
-        raise FileNotFoundError(
-            f"no LAMDA-PILOT checkout at {root} (missing {', '.join(missing)}); clone it "
-            "there at the commit bench/parity.md names, or point $CL_BENCH_PILOT at one"
-        )
-    return root
-
-
-def figure_h() -> dict:
-    """LAMDA-PILOT's DualPrompt and CODA-Prompt (in bench/.venv-avalanche, in a scratch
-    copy of its checkout with bench/parity/patch_pc.py's edits, which at ViT-B/16 change
-    nothing but let CODA-Prompt train on the CPU) and ours on (d)'s shape, each in its
-    own process, ours at each of ``CHECKPOINT_BLOCKS``."""
-    import shutil
-    import subprocess
-    import tempfile
-
-    from bench.parity.patch_pc import patch as patch_pc
-    from bench.peer_venv import PeerVenvError, peer_python
-
-    try:
-        root, python = pilot_checkout(), peer_python()
-    except (FileNotFoundError, PeerVenvError) as e:
-        print(f"(h) not measured: {e}", file=sys.stderr)
-        return {"not_measured": str(e)}
-    commit = (
-        subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
-        or "not a git checkout"
-    )
-    out = {"pilot": str(root), "pilot_commit": commit}
-    with tempfile.TemporaryDirectory(prefix="pilot-") as scratch:
-        copy = Path(scratch) / "pilot"
-        shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".git"))
-        patch_pc(copy)
-        for method in ("dualprompt", "coda-prompt"):
-            peer = run_child(
-                [str(python), str(BENCH / "pilot_prompt_shape.py"), method],
-                f"LAMDA-PILOT's {method}",
-                cwd=str(copy),
-            )
-            out[method] = {
-                "pilot": {**peer.result, "wall_s": peer.wall_s, "peak_rss_gb": peer.peak_rss_gb},
-                "ours": [ours_against(method, b, peer) for b in CHECKPOINT_BLOCKS],
-            }
-    return out
+# the figures whose raw result is kept under the figure's id in its file
+NESTED = ("l2p-against-avalanche", "prompts-against-pilot")
 
 
 def _gb(s: float, gb: float) -> str:
@@ -168,34 +83,34 @@ def _percent(share: float) -> str:
 
 def headline(key: str, r: dict) -> list[tuple[str, str]]:
     """The rows a reader compares, from figure ``key``'s result ``r``."""
-    if key == "a":
+    if key == "feature-cache":
         return [
             (
                 "first invocation / second (features from the cache)",
                 f"{r['ratio']:.2f}x ({r['first_s']:.1f} s vs {r['second_s']:.1f} s)",
             )
         ]
-    if key == "b":
+    if key == "tosca-evaluation":
         return [
             (
                 "ours (one pass, modules batched) vs a backbone pass per module, T = 10, batch 8",
                 f"{r['ratio']:.1f}x ({r['ours_s']:.2f} s vs {r['per_module_backbone_s']:.1f} s)",
             )
         ]
-    if key == "c":
+    if key == "loop-overhead":
         return [
             (
                 "Avalanche loop / bare loop",
                 f"{r['ratio']:.2f}x ({r['avalanche_s']:.2f} s vs {r['bare_s']:.2f} s)",
             )
         ]
-    if key == "d":
+    if key == "l2p-against-avalanche":
         peer = r["avalanche"]
         return [
             ("Avalanche", _gb(peer["seconds"], peer["peak_rss_gb"])),
             *_against("ours", r["ours"]),
         ]
-    if key == "e":
+    if key == "vit-extraction":
         peaks = r["gemm_peak_gflops"]
         rows = [
             (
@@ -219,7 +134,7 @@ def headline(key: str, r: dict) -> list[tuple[str, str]]:
                 ", ".join(f"{m} {a['fp32']:.1f} -> {a['bf16']:.1f}" for m, a in acc.items()),
             )
         ]
-    if key == "f":
+    if key == "loop-under-load":
         old, new = r["old"], r["new"]
         return [
             (
@@ -234,7 +149,7 @@ def headline(key: str, r: dict) -> list[tuple[str, str]]:
             ),
             ("loaded, old / new", f"{r['loaded_old_over_new']:.2f}x"),
         ]
-    if key == "g":
+    if key == "extraction-engines":
         peaks = r["peak_gflops"]
         rows = [
             ("matrix-multiply peak", ", ".join(f"{k} {v:,.0f} GFLOP/s" for k, v in peaks.items()))
@@ -252,14 +167,14 @@ def headline(key: str, r: dict) -> list[tuple[str, str]]:
                 (name, f"{e['images_per_s']:.1f} img/s ({e['speedup']:.2f}x, {shares}){diff}")
             )
         return rows
-    if key == "h":
+    if key == "prompts-against-pilot":
         rows = []
         for method, name in (("dualprompt", "DualPrompt"), ("coda-prompt", "CODA-Prompt")):
             pilot = r[method]["pilot"]
             rows.append((f"{name}, PILOT", _gb(pilot["seconds"], pilot["peak_rss_gb"])))
             rows += _against(f"{name}, ours", r[method]["ours"])
         return rows
-    if key == "i":
+    if key == "process-exit":
         return [
             (
                 "saved per process",
@@ -281,20 +196,20 @@ def headline(key: str, r: dict) -> list[tuple[str, str]]:
 
 def precision_of(key: str, r: dict) -> str:
     """``meta.precision`` of figure ``key``'s result ``r``."""
-    if key in ("d", "h"):
-        ours = r["ours"] if key == "d" else r["dualprompt"]["ours"]
+    if key in NESTED:
+        ours = r["ours"] if key == "l2p-against-avalanche" else r["dualprompt"]["ours"]
         return ours[0]["precision"]
-    if key == "a":
+    if key == "feature-cache":
         import torch
 
         from cl_bench.engine.environment import resolve_precision
 
         return resolve_precision("auto", torch.device("cpu"))
-    if key == "e":
+    if key == "vit-extraction":
         return "fp32, bf16"
-    if key == "g":
+    if key == "extraction-engines":
         return "fp32, bf16" if "bf16" in r["peak_gflops"] else "fp32"
-    if key == "i":
+    if key == "process-exit":
         return "n/a (no arithmetic measured)"
     return "fp32"
 
@@ -306,44 +221,28 @@ def record(key: str, result: dict, args: list[str]) -> Path | None:
 
     if "not_measured" in result:
         return None
-    data = {key: result} if key in ("d", "h") else result
+    data = {key: result} if key in NESTED else result
     path = write(key, headline(key, result), data, precision_of(key, result), command_line(args))
     print(f"({key}) recorded in {path.relative_to(BENCH.parent)}", file=sys.stderr)
     return path
 
 
-def main(which: list[str]) -> dict:
-    from bench import (
-        extraction_engines,
-        features_reuse,
-        loop_overhead,
-        process_exit,
-        threads_loaded,
-        throughput,
-        tosca_eval,
-    )
+def module_of(figure: str):
+    """The bench module of ``figure`` (``loop-overhead``: bench.loop_overhead)."""
+    return importlib.import_module(f"bench.{figure.replace('-', '_')}")
 
-    figures = {
-        "a": features_reuse.main,
-        "b": tosca_eval.main,
-        "c": loop_overhead.main,
-        "d": figure_d,
-        "e": throughput.main,
-        "f": threads_loaded.main,
-        "g": extraction_engines.main,
-        "h": figure_h,
-        "i": process_exit.main,
-    }
-    unknown = [k for k in which if k not in figures]
+
+def main(which: list[str]) -> dict:
+    unknown = [k for k in which if k not in FIGURES]
     if unknown:
         print(
-            f"usage: python -m bench.run [{' '.join(figures)}]; unknown: {' '.join(unknown)}",
+            f"usage: python -m bench.run [{' '.join(FIGURES)}]; unknown: {' '.join(unknown)}",
             file=sys.stderr,
         )
         sys.exit(2)
     results = {}
-    for key in which or list(figures):
-        results[key] = figures[key]()
+    for key in which or list(FIGURES):
+        results[key] = module_of(key).main()
         print(key, json.dumps(results[key]), flush=True)
         record(key, results[key], ["-m", "bench.run", key])
     return results

@@ -2,7 +2,7 @@
 
 Extracting the frozen features is most of the default run's time, and in torch eager on
 a CPU EfficientNet-Lite0's depthwise convolutions keep it far from the machine's matrix
-peak; OpenVINO's pass runs several times faster (bench figure (g),
+peak; OpenVINO's pass runs several times faster (bench figure extraction-engines,
 ``python -m bench.extraction_engines``, measures the engines side by side). The network
 is traced from the torch model itself, weights included, so there is one definition of
 the backbone; the runtime fuses and schedules its arithmetic (batch norm folded into the
@@ -43,7 +43,7 @@ from cl_bench.errors import UserError
 SWITCH = "CL_BENCH_FROZEN_RUNTIME"
 # the pass runs in STREAMS streams that split the threads, each computing SLICE images
 # at a time: more images per second than one stream over a whole batch, with the same
-# features bit for bit (tested); bench figure (g) times both layouts side by side
+# features bit for bit (tested); bench figure extraction-engines times both layouts
 STREAMS, SLICE = 2, 8
 CHOICES = ("auto", "openvino", TORCH_RUNTIME)
 HINTS = {"fp32": "f32", "bf16": "bf16"}  # the run's precision -> OpenVINO's precision hint

@@ -229,7 +229,7 @@ class Tosca(PerTaskTemplate):
         added to each parameter's gradient by hand. It is bit for bit what autograd adds
         through ``|theta|`` (``l1 * sign`` is exact, and the sum of two gradients does
         not depend on their order; tested), with no graph through the parameters' absolute
-        values, so a step does less work (bench figure (c) times the loop)."""
+        values, so a step does less work (bench figure loop-overhead times the loop)."""
         super().backward()
         if self.is_training:
             add_l1_gradient(self.model.luca[-1].parameters(), self.params["l1"])

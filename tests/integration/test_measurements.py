@@ -6,6 +6,7 @@ measured, never asserted."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -32,6 +33,15 @@ def test_every_committed_measurement_follows_the_schema():
         assert m.command, f"{m.path.name}: meta.command is empty"
 
 
+def test_figures_are_named_after_what_they_measure():
+    """Figure ids are kebab-case words, never letters; each figure bench.run makes is the
+    ``main`` of the bench module of its name."""
+    for figure in load_figures():
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", figure), figure
+    for figure in bench_run.FIGURES:
+        assert callable(getattr(bench_run.module_of(figure), "main", None)), figure
+
+
 # figures that need hardware no machine of the project has had yet (a GPU: none lent so far)
 AWAITING_HARDWARE = {"gpu-check"}
 
@@ -40,32 +50,45 @@ def test_every_figure_has_a_measurement():
     figures = load_figures()
     measured = {m.figure for m in load_all()}
     assert set(figures) - measured <= AWAITING_HARDWARE
-    assert set("abcdefghi") <= set(figures)  # bench.run's figures
+    assert set(bench_run.FIGURES) <= set(figures)
 
 
 def test_write_round_trips_into_a_folder(tmp_path):
     headline = [("ours vs theirs", "2.00x (1.0 s vs 2.0 s)")]
     data = {"ours_s": 1.0, "theirs_s": 2.0}
     path = write(
-        "a", headline, data, "fp32", "python -m bench.run a", note="A test.", results=tmp_path
+        "feature-cache",
+        headline,
+        data,
+        "fp32",
+        "python -m bench.run feature-cache",
+        note="A test.",
+        results=tmp_path,
     )
     assert path.parent == tmp_path
     m = read(path, load_figures())
     assert (m.figure, m.precision, m.command, m.note) == (
-        "a",
+        "feature-cache",
         "fp32",
-        "python -m bench.run a",
+        "python -m bench.run feature-cache",
         "A test.",
     )
     assert m.headline == (("ours vs theirs", "2.00x (1.0 s vs 2.0 s)"),)
-    assert m.path.name == f"a-{m.date}-{measurements.cpu_slug()}.json"
+    assert m.path.name == f"feature-cache-{m.date}-{measurements.cpu_slug()}.json"
     assert m.cpu.endswith(" cores") and m.commit == measurements.head_commit()
     assert {
         k: v
         for k, v in json.loads(path.read_text()).items()
         if k not in ("figure", "meta", "headline")
     } == data
-    again = write("a", headline, data, "fp32", "python -m bench.run a", results=tmp_path)
+    again = write(
+        "feature-cache",
+        headline,
+        data,
+        "fp32",
+        "python -m bench.run feature-cache",
+        results=tmp_path,
+    )
     assert again != path and again.name.endswith("-2.json")  # never replaces one
     assert {m.path.name for m in load_all(tmp_path)} == {path.name, again.name}
 
@@ -74,25 +97,25 @@ def test_write_refuses_what_does_not_follow_the_schema(tmp_path):
     with pytest.raises(MeasurementError, match="'figure' must be one of"):
         write("no-such-figure", [("x", "1")], {}, "fp32", "python x", results=tmp_path)
     with pytest.raises(MeasurementError, match="'headline' must be"):
-        write("a", [], {}, "fp32", "python x", results=tmp_path)
+        write("feature-cache", [], {}, "fp32", "python x", results=tmp_path)
     with pytest.raises(MeasurementError, match="may not use the keys"):
-        write("a", [("x", "1")], {"meta": {}}, "fp32", "python x", results=tmp_path)
+        write("feature-cache", [("x", "1")], {"meta": {}}, "fp32", "python x", results=tmp_path)
     assert list(tmp_path.iterdir()) == []  # nothing left behind
 
 
 def test_read_names_the_file_and_what_is_wrong(tmp_path):
     figures = load_figures()
-    bad = tmp_path / "a-2026-01-01-x.json"
+    bad = tmp_path / "feature-cache-2026-01-01-x.json"
     bad.write_text("{not json")
-    with pytest.raises(MeasurementError, match="a-2026-01-01-x.json: not JSON"):
+    with pytest.raises(MeasurementError, match="feature-cache-2026-01-01-x.json: not JSON"):
         read(bad, figures)
-    bad.write_text(json.dumps({"figure": ["a"]}))
+    bad.write_text(json.dumps({"figure": ["feature-cache"]}))
     with pytest.raises(MeasurementError, match="'figure' must be one of"):
         read(bad, figures)
     bad.write_text(
         json.dumps(
             {
-                "figure": "a",
+                "figure": "feature-cache",
                 "headline": [{"label": "x", "value": "1"}],
                 "meta": {"date": "2026-13-01", "cpu": "c", "precision": "p", "commit": "abcdef1"},
             }
@@ -105,36 +128,40 @@ def test_read_names_the_file_and_what_is_wrong(tmp_path):
 def test_command_line_names_the_kernel_variables_that_are_set(monkeypatch):
     for name in measurements.KERNEL_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    assert measurements.command_line(["-m", "bench.run", "g"]) == "python -m bench.run g"
+    args = ["-m", "bench.run", "extraction-engines"]
+    assert measurements.command_line(args) == "python -m bench.run extraction-engines"
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     monkeypatch.setenv("CL_BENCH_CPU_BF16", "0")
-    assert measurements.command_line(["-m", "bench.run", "g"]) == (
-        "ONEDNN_MAX_CPU_ISA=AVX2 CL_BENCH_CPU_BF16=0 python -m bench.run g"
+    assert measurements.command_line(args) == (
+        "ONEDNN_MAX_CPU_ISA=AVX2 CL_BENCH_CPU_BF16=0 python -m bench.run extraction-engines"
     )
 
 
 def test_bench_run_headlines_from_recorded_raw_results():
     """bench.run's headline rows come from each figure's raw result: checked on the raw
-    data of committed measurements of (d), (g) and (h)."""
+    data of committed measurements of l2p-against-avalanche, extraction-engines and
+    prompts-against-pilot (the first two files keep their raw result under the figure's
+    letter id of the time, "d" and "h")."""
     by_name = {m.path.name: m for m in load_all()}
-    for name, key in (
-        ("d-2026-12-06-xeon-amx-lean-tail.json", "d"),
-        ("h-2026-12-06-xeon-amx-lean-tail.json", "h"),
+    for name, key, kept_as in (
+        ("l2p-against-avalanche-2026-12-06-xeon-amx-lean-tail.json", "l2p-against-avalanche", "d"),
+        ("prompts-against-pilot-2026-12-06-xeon-amx-lean-tail.json", "prompts-against-pilot", "h"),
     ):
-        raw = json.loads(by_name[name].path.read_text())[key]
+        raw = json.loads(by_name[name].path.read_text())[kept_as]
         rows = dict(bench_run.headline(key, raw))
         assert bench_run.precision_of(key, raw) == "fp32"
-        if key == "d":
+        if key == "l2p-against-avalanche":
             assert rows["ours, card defaults"] == "0.63x time, 0.75x memory (11.4 s, 2.21 GB)"
         else:
             assert rows["CODA-Prompt, ours, checkpoint_blocks: 12"] == (
                 "0.59x time, 0.55x memory (10.3 s, 1.73 GB)"
             )
-    raw = json.loads(by_name["g-2026-12-06-xeon-amx.json"].path.read_text())
-    rows = dict(bench_run.headline("g", raw))
+    raw = json.loads(by_name["extraction-engines-2026-12-06-xeon-amx.json"].path.read_text())
+    rows = dict(bench_run.headline("extraction-engines", raw))
     assert rows["openvino 2026.4.1 bf16"].startswith("448.7 img/s (7.49x, 31 % of the bf16")
-    assert bench_run.precision_of("g", raw) == "fp32, bf16"
-    assert bench_run.record("d", {"not_measured": "no peer"}, ["-m", "bench.run", "d"]) is None
+    assert bench_run.precision_of("extraction-engines", raw) == "fp32, bf16"
+    args = ["-m", "bench.run", "l2p-against-avalanche"]
+    assert bench_run.record("l2p-against-avalanche", {"not_measured": "no peer"}, args) is None
 
 
 def test_loader_headline_from_its_recorded_raw_result():
@@ -150,21 +177,22 @@ def test_a_day_s_measurements_are_ordered_by_the_commit_measured(tmp_path):
     """Dates have a day's resolution: within one, the later commit is the newer
     measurement, whatever the file names say."""
     for name, commit in (
-        ("g-2026-12-06-z-earlier.json", "301e76a"),
-        ("g-2026-12-06-a-later.json", "451bbb9"),
-        ("g-2026-12-07-b.json", "301e76a"),
+        ("extraction-engines-2026-12-06-z-earlier.json", "301e76a"),
+        ("extraction-engines-2026-12-06-a-later.json", "451bbb9"),
+        ("extraction-engines-2026-12-07-b.json", "301e76a"),
     ):
+        date = name.removeprefix("extraction-engines-")[:10]
         (tmp_path / name).write_text(
             json.dumps(
                 {
-                    "figure": "g",
+                    "figure": "extraction-engines",
                     "headline": [{"label": "x", "value": "1"}],
-                    "meta": {"date": name[2:12], "cpu": "c", "precision": "fp32", "commit": commit},
+                    "meta": {"date": date, "cpu": "c", "precision": "fp32", "commit": commit},
                 }
             )
         )
     assert [m.path.name for m in load_all(tmp_path)] == [
-        "g-2026-12-07-b.json",
-        "g-2026-12-06-a-later.json",
-        "g-2026-12-06-z-earlier.json",
+        "extraction-engines-2026-12-07-b.json",
+        "extraction-engines-2026-12-06-a-later.json",
+        "extraction-engines-2026-12-06-z-earlier.json",
     ]

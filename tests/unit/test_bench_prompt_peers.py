@@ -1,13 +1,13 @@
-"""bench (d) and (h)'s harness: our side takes exactly the prompt methods it is written
-for, and (h) without a LAMDA-PILOT checkout says what is missing and how to get it
-instead of failing (the figures themselves are measured, never asserted)."""
+"""The harness of figures l2p-against-avalanche and prompts-against-pilot: our side takes
+exactly the prompt methods it is written for, and prompts-against-pilot without a
+LAMDA-PILOT checkout says what is missing and how to get it instead of failing (the
+figures themselves are measured, never asserted)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench import prompt_shape
-from bench import run as bench_run
+from bench import prompt_shape, prompts_against_pilot
 
 
 def test_prompt_shape_arguments(capsys):
@@ -28,11 +28,13 @@ def test_prompt_shape_arguments(capsys):
         assert why in err and "usage: python -m bench.prompt_shape" in err
 
 
-def test_figure_h_without_a_checkout_names_what_is_missing(tmp_path, monkeypatch, capsys):
+def test_prompts_against_pilot_without_a_checkout_names_what_is_missing(
+    tmp_path, monkeypatch, capsys
+):
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "dualprompt.py").write_text("")
     monkeypatch.setenv("CL_BENCH_PILOT", str(tmp_path))
-    out = bench_run.figure_h()
+    out = prompts_against_pilot.main()
     assert set(out) == {"not_measured"}
     message = out["not_measured"]
     assert f"no LAMDA-PILOT checkout at {tmp_path}" in message
@@ -40,4 +42,4 @@ def test_figure_h_without_a_checkout_names_what_is_missing(tmp_path, monkeypatch
         "missing models/coda_prompt.py, exps/dualprompt.json, exps/coda_prompt.json, trainer.py"
     ) in message
     assert "bench/parity.md" in message and "$CL_BENCH_PILOT" in message
-    assert "(h) not measured: " + message in capsys.readouterr().err
+    assert "(prompts-against-pilot) not measured: " + message in capsys.readouterr().err

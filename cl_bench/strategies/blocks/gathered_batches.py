@@ -2,13 +2,13 @@
 
 Avalanche 0.6's training loader reads a mini-batch one sample at a time, each through
 its dataset's layers (subset, transform groups, data attributes), and collates the
-samples: a sizeable share of a step as small as TOSCA's on features (bench figure (c)
-times that loop against a bare one). Features in memory do not change between epochs, so
-:class:`GatheredTaskBalancedLoader` reads each sample once per experience, collates
-them all once, and gathers every batch with one index per field. Its sampler is
-Avalanche's own and its loader a ``torch.utils.data.DataLoader`` like Avalanche's, so
-the random draws (the sampler's permutation, the loader's base seed) and the batches
-are the same, bit for bit (tested): only the reading changes.
+samples: a sizeable share of a step as small as TOSCA's on features (bench figure
+loop-overhead times that loop against a bare one). Features in memory do not change
+between epochs, so :class:`GatheredTaskBalancedLoader` reads each sample once per
+experience, collates them all once, and gathers every batch with one index per field.
+Its sampler is Avalanche's own and its loader a ``torch.utils.data.DataLoader`` like
+Avalanche's, so the random draws (the sampler's permutation, the loader's base seed) and
+the batches are the same, bit for bit (tested): only the reading changes.
 """
 
 from __future__ import annotations
