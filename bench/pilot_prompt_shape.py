@@ -9,7 +9,7 @@ transfer and loss, and its query pass per batch); the evaluation is its network'
 forward, as its ``_eval_cnn`` runs it. Default threads, as ours.
 
 Runs with bench/.venv-avalanche's interpreter (timm 0.6.13, which PILOT's ViTs are
-written for), in a scratch copy of a LAMDA-PILOT checkout that bench/parity/patch_pc.py
+written for), in a scratch copy of a LAMDA-PILOT checkout that bench/parity/patch_pilot_prompts.py
 edited (``bench.run prompts-against-pilot`` makes it): at ViT-B/16 its edits change
 nothing but CODA-Prompt's prompt loss, which PILOT starts as a leaf tensor that PyTorch
 refuses to add to in place on the CPU. Prints one JSON line; the time covers model

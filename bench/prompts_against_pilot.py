@@ -42,14 +42,14 @@ def pilot_checkout() -> Path:
 
 def main() -> dict:
     """LAMDA-PILOT's DualPrompt and CODA-Prompt (in bench/.venv-avalanche, in a scratch
-    copy of its checkout with bench/parity/patch_pc.py's edits, which at ViT-B/16 change
+    copy of its checkout with bench/parity/patch_pilot_prompts.py's edits, which at ViT-B/16 change
     nothing but let CODA-Prompt train on the CPU) and ours on the same shape, each in its
     own process, ours at each of ``CHECKPOINT_BLOCKS``."""
     import shutil
     import subprocess
     import tempfile
 
-    from bench.parity.patch_pc import patch as patch_pc
+    from bench.parity.patch_pilot_prompts import patch as patch_pilot_prompts
     from bench.peer_venv import PeerVenvError, peer_python
 
     try:
@@ -67,7 +67,7 @@ def main() -> dict:
     with tempfile.TemporaryDirectory(prefix="pilot-") as scratch:
         copy = Path(scratch) / "pilot"
         shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".git"))
-        patch_pc(copy)
+        patch_pilot_prompts(copy)
         for method in ("dualprompt", "coda-prompt"):
             peer = run_child(
                 [str(python), str(BENCH / "pilot_prompt_shape.py"), method],

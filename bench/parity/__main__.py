@@ -3,7 +3,7 @@
     python -m bench.parity METHOD --reference DIR [--seeds N] [--scratch DIR] [--only step]
 
 DIR is a local checkout of the row's reference repository at the commit the row pins
-(``bench/parity/rows/METHOD.py``, ``REFERENCE``). Its files at that commit are copied
+(``bench/parity/methods/METHOD/row.py``, ``REFERENCE``). Its files at that commit are copied
 into a scratch folder outside this repository and patched there; DIR itself is never
 changed. The results go to ``bench/parity/results/METHOD.json`` (written atomically,
 only for a full row: every seed of the row); then ``python -m bench.parity.render``
@@ -30,24 +30,24 @@ from datetime import date
 from pathlib import Path
 
 from bench.parity import schema, stats
-from bench.parity.rows import ParityError
+from bench.parity.methods import ParityError
 from cl_bench.store.atomic import replace_atomically
 
 REPO = Path(__file__).resolve().parents[2]
-ROWS = Path(__file__).resolve().parent / "rows"
+METHODS = Path(__file__).resolve().parent / "methods"
 
 
 def rows() -> list[str]:
-    return sorted(p.stem.replace("_", "-") for p in ROWS.glob("*.py") if p.stem != "__init__")
+    return sorted(p.parent.name.replace("_", "-") for p in METHODS.glob("*/row.py"))
 
 
 def load_row(method: str):
     if method not in rows():
         raise ParityError(
             f"no parity row for method {method!r}; rows: {', '.join(rows())} "
-            f"(bench/parity/rows/<method>.py)"
+            f"(bench/parity/methods/<method>/row.py)"
         )
-    return importlib.import_module(f"bench.parity.rows.{method.replace('-', '_')}")
+    return importlib.import_module(f"bench.parity.methods.{method.replace('-', '_')}.row")
 
 
 def _inside_repo(path: Path) -> bool:

@@ -1,7 +1,7 @@
-"""What the adapter parity rows share (bench/parity/rows/ease.py, mos.py, tuna.py): the
+"""What the adapter parity rows share (bench/parity/methods/ease/row.py, mos.py, tuna.py): the
 inputs, the patches of the scratch LAMDA-PILOT copy, cl-bench's side of the step
 check, the reference's side through bench/parity/drivers/pilot_adapters.py (TUNA:
-drivers/tuna_ref.py, which reuses it), and the paired seeds (the step check's
+methods/tuna/reference.py, which reuses it), and the paired seeds (the step check's
 machinery for all three tasks at ``TRAIN``, so one seed fixes the same randomness on
 both sides: :func:`paired_seed`). A row that is not
 PILOT's EASE or MOS passes its own card settings, trainable tensors, test outputs,
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.parity.rows import ParityError
+from bench.parity.methods import ParityError
 
 REFERENCE_REPO = "sun-hailong/LAMDA-PILOT"
 REFERENCE_COMMIT = "264745534fc2233f5a50b020e50a3472c47eb756"
@@ -125,12 +125,12 @@ def inputs(work: Path) -> tuple[Path, Path]:
 
 
 def prepare(copy: Path) -> None:
-    """patch_pilot.py, then patch_pb.py (EASE and MOS as ViT-Tiny, the merge switch)."""
-    from bench.parity import patch_pb, patch_pilot
+    """patch_pilot.py, then patch_pilot_ease_mos.py (EASE and MOS as ViT-Tiny, the merge switch)."""
+    from bench.parity import patch_pilot, patch_pilot_ease_mos
 
     try:
         patch_pilot.patch(copy)
-        patch_pb.patch(copy)
+        patch_pilot_ease_mos.patch(copy)
     except SystemExit as error:
         raise ParityError(f"patching {copy}: {error}") from None
 
@@ -144,8 +144,8 @@ def one_thread() -> None:
 
 
 def pilot_args(copy: Path, method: str, seed: int, train: dict) -> dict:
-    """PILOT's config (bench/parity/configs/parity_<method>.json) with ``train``'s epochs,
-    lr and batch."""
+    """PILOT's config (bench/parity/methods/<method>/parity_<method>.json) with
+    ``train``'s epochs, lr and batch."""
     args = json.loads((copy / "exps" / f"parity_{method}.json").read_text())
     epochs, lr = train["epochs"], train["lr"]
     args.update(seed=seed, shuffle=False, batch_size=train["batch"])
@@ -293,7 +293,7 @@ def ours_step(
     import importlib
 
     from cl_bench.backbones import load_backbone
-    from cl_bench.cards.config import load_method, load_scenario, strategy_of
+    from cl_bench.cards.catalogue import load_method, load_scenario, strategy_of
     from cl_bench.cards.resolve import resolve_for_backbone
     from cl_bench.engine.environment import seed_everything
     from cl_bench.engine.runner import quiet_evaluator

@@ -8,7 +8,7 @@ reference's log.
 PILOT's log: per seed, a line ``seed: N`` (its argument dump) and after every
 task a line ``CNN top1 curve: [...]`` (top-1 over the test images of all seen
 classes, in percent, rounded to 2 decimals; the same definition as cl-bench's
-``acc_seen``). The Avalanche reference (reference_ewc.py) writes JSON: {seed:
+``acc_seen``). The Avalanche reference (methods/ewc/reference_first_round.py) writes JSON: {seed:
 curve}. Average = mean of the curve, last = its final value, first task = its
 first value (after task 1 all seen classes are the first task's).
 """

@@ -1,4 +1,4 @@
-"""What the SimpleCIL, APER and RanPAC parity rows share (rows/simplecil.py, aper.py,
+"""What the SimpleCIL, APER and RanPAC parity rows share (methods/simplecil/row.py, aper.py,
 ranpac.py): the inputs, LAMDA-PILOT's side run through
 ``bench/parity/drivers/pilot_first_session.py`` with the reference's interpreter, and
 cl-bench's side of the end-to-end runs (``cl_bench.run``) and of the step check
@@ -26,7 +26,7 @@ import yaml
 from PIL import Image
 from torchvision import transforms
 
-from bench.parity.rows import ParityError
+from bench.parity.methods import ParityError
 
 REPO = Path(__file__).resolve().parents[2]
 PEER = REPO / "bench" / ".venv-avalanche" / "bin" / "python"
@@ -61,13 +61,13 @@ def cl_settings(method: str) -> dict:
 
 def pilot_args(method: str) -> dict:
     """PILOT's config of the end-to-end runs: its own exps file for the method with the
-    parity dataset (bench/parity/configs/parity_*.json) and the same overrides."""
+    parity dataset (bench/parity/methods/<method>/parity_*.json) and the same overrides."""
     name = {
         "ranpac": "parity_ranpac.json",
         "aper": "parity_aper.json",
         "simplecil": "parity_simplecil.json",
     }[method]
-    args = json.loads((REPO / "bench" / "parity" / "configs" / name).read_text())
+    args = json.loads((REPO / "bench" / "parity" / "methods" / method / name).read_text())
     if method != "simplecil":
         args["tuned_epoch"] = EPOCHS
     return args
@@ -87,12 +87,12 @@ def inputs(work: Path) -> tuple[Path, Path]:
 
 
 def prepare(copy: Path) -> None:
-    """patch_pilot.py then patch_pa.py on the scratch copy (anchored edits)."""
-    from bench.parity import patch_pa, patch_pilot
+    """patch_pilot.py then patch_pilot_adapter_vit.py on the scratch copy (anchored edits)."""
+    from bench.parity import patch_pilot, patch_pilot_adapter_vit
 
     try:
         patch_pilot.patch(copy)
-        patch_pa.patch(copy)
+        patch_pilot_adapter_vit.patch(copy)
     except SystemExit as e:
         raise ParityError(str(e)) from None
     if not PEER.is_file():
@@ -153,7 +153,7 @@ def cards(work: Path):
             {
                 "name": "parity_order",
                 "title": "parity tree, one class order",
-                "description": "bench/parity/rows/_first_session.py",
+                "description": "bench/parity/methods/_first_session/row.py",
                 "dataset": "imagefolder",
                 "dataset_args": {},
                 "init_cls": INIT_CLS,
@@ -314,7 +314,9 @@ def ours_step(
         }
 
     init = trainable()
-    if method == "ranpac":  # the random projection PILOT reads (patch_pa.py's PARITY_WRAND)
+    if (
+        method == "ranpac"
+    ):  # the random projection PILOT reads (patch_pilot_adapter_vit.py's PARITY_WRAND)
         torch.save(net.W_rand.clone(), work / f"step-wrand{tag_of(seed, tasks)}.pt")
     opt, sched = make_optimizer(params, net.parameters())
     rec: dict = {"step 1": {}, **{f"task {t + 1}": {} for t in range(tasks)}}

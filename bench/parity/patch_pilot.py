@@ -9,7 +9,7 @@ when the anchor is gone (a newer PILOT), so a silent half-patch cannot happen.
 At run time PILOT then reads PARITY_TREE (the folder with train/ and test/) and
 PARITY_WEIGHTS (the .pth of export_weights.py) and, when set, PARITY_IMG_SIZE
 (the input size; the ViT's position table and the transforms follow it). The
-configs it runs are copied to PILOT/exps/parity_*.json from bench/parity/configs/.
+configs it runs are copied to PILOT/exps/parity_*.json from bench/parity/methods/*/.
 Apply it to a fresh checkout (an edited file is not patched twice only where the
 edit is unchanged).
 """
@@ -134,7 +134,7 @@ def apply_edits(root: Path, edits: list[tuple[str, str, str]]) -> None:
 
 def patch(root: Path) -> None:
     apply_edits(root, EDITS + [(f, "num_workers = 8\n", "num_workers = 0\n") for f in WORKERS])
-    for config in sorted((HERE / "configs").glob("parity_*.json")):
+    for config in sorted((HERE / "methods").glob("*/parity_*.json")):
         shutil.copy(config, root / "exps" / config.name)
 
 

@@ -1,4 +1,4 @@
-"""What the parity rows of L2P and DualPrompt share (bench/parity/rows/l2p.py,
+"""What the parity rows of L2P and DualPrompt share (bench/parity/methods/l2p/row.py,
 dualprompt.py) against LAMDA-PILOT (github sun-hailong/LAMDA-PILOT at 2647455,
 ``models/l2p.py`` / ``models/dualprompt.py``, ``backbone/prompt.py``,
 ``backbone/vit_l2p.py`` / ``vit_dualprompt.py``).
@@ -51,10 +51,10 @@ import torch.nn.functional as F
 
 from bench.parity.export_weights import export
 from bench.parity.make_tree import write_tree
-from bench.parity.patch_coda import patch as patch_coda
-from bench.parity.patch_pc import patch as patch_pc
+from bench.parity.methods import ParityError
 from bench.parity.patch_pilot import patch as patch_pilot
-from bench.parity.rows import ParityError
+from bench.parity.patch_pilot_class_order import patch as patch_pilot_class_order
+from bench.parity.patch_pilot_prompts import patch as patch_pilot_prompts
 
 REPO = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).resolve().parent / "drivers" / "pilot_prompted.py"
@@ -116,7 +116,7 @@ class Row:
             "tasks": f"{len(CLASS_ORDER) // SPLIT} x {SPLIT} classes",
             "cl_bench": {f"{self.method}.{k}": v for k, v in self.ours.items()},
             "pilot": {
-                "config": f"bench/parity/configs/{self.config}",
+                "config": f"bench/parity/methods/{self.method}/{self.config}",
                 **self.pilot,
                 **({"env": self.pilot_env} if self.pilot_env else {}),
             },
@@ -174,12 +174,12 @@ def step_weights(weights: Path, cls_pos_zero: bool) -> Path:
 
 
 def prepare(copy: Path) -> None:
-    """PILOT's parity patches (bench/parity/patch_pilot.py, patch_pc.py, and patch_coda.py
-    for the six-class tree's class list, PARITY_CLASS_ORDER)."""
+    """PILOT's parity patches (bench/parity/patch_pilot.py, patch_pilot_prompts.py, and
+    patch_pilot_class_order.py for the six-class tree's class list, PARITY_CLASS_ORDER)."""
     try:
         patch_pilot(copy)
-        patch_pc(copy)
-        patch_coda(copy)
+        patch_pilot_prompts(copy)
+        patch_pilot_class_order(copy)
     except SystemExit as e:  # the patch scripts stop on a missing anchor
         raise ParityError(str(e)) from None
 
@@ -273,7 +273,7 @@ def _ours_step(
 
     from cl_bench.backbones.prompted import PromptedViT
     from cl_bench.backbones.vit import vit
-    from cl_bench.cards.config import load_method, strategy_of
+    from cl_bench.cards.catalogue import load_method, strategy_of
     from cl_bench.contract.optimizer import make_optimizer
 
     torch.set_num_threads(1)
@@ -605,7 +605,7 @@ BOUND_WHY = (
 
 
 def report(check: dict, main: str, kept: list[str]) -> dict:
-    """The step check's answer (bench/parity/rows/__init__.py): variant ``main`` in the
+    """The step check's answer (bench/parity/methods/__init__.py): variant ``main`` in the
     top-level lists, every other variant under ``variants``."""
     g = check["results"][main]
     out = {

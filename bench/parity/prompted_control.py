@@ -23,8 +23,8 @@ from pathlib import Path
 
 from bench.parity import stats
 from bench.parity.__main__ import _kept, _seed_file, load_row
+from bench.parity.methods import ParityError
 from bench.parity.prompted import pilot_run
-from bench.parity.rows import ParityError
 
 OFFSET = 100
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bench.parity import adapter_rows as rows
-from bench.parity.rows import ParityError
+from bench.parity.methods import ParityError
 
 
 def record(shift: float = 0.0, loss_shift: float = 0.0) -> dict:

@@ -1,4 +1,4 @@
-"""bench/parity/rows/coda_prompt.py: the step check's and the paired seeds' arithmetic
+"""bench/parity/methods/coda_prompt/row.py: the step check's and the paired seeds' arithmetic
 on constructed driver outputs (no reference, no training), the paired setting, and the
 PILOT patch on a toy file."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.parity import patch_coda
-from bench.parity.rows import coda_prompt as row
+from bench.parity import patch_pilot_class_order
+from bench.parity.methods.coda_prompt import row
 
 AFTER = ("step 1", "task 1", "task 2")
 
@@ -58,18 +58,18 @@ def test_gram_schmidt_matches_row_signs_and_measures_orthogonality():
     assert gs[1]["max_cos_old_ours"] < 1e-6 and gs[1]["max_cos_old_reference"] < 1e-6
 
 
-def test_patch_coda_applies_once_and_refuses_an_unknown_file(tmp_path: Path):
+def test_patch_pilot_class_order_applies_once_and_refuses_an_unknown_file(tmp_path: Path):
     data = tmp_path / "utils" / "data.py"
     data.parent.mkdir()
-    data.write_text("import numpy as np\n\n" + patch_coda.ANCHOR)
-    patch_coda.patch(tmp_path)
+    data.write_text("import numpy as np\n\n" + patch_pilot_class_order.ANCHOR)
+    patch_pilot_class_order.patch(tmp_path)
     once = data.read_text()
     assert "PARITY_CLASS_ORDER" in once and "np.arange(10)" not in once
-    patch_coda.patch(tmp_path)
+    patch_pilot_class_order.patch(tmp_path)
     assert data.read_text() == once
     data.write_text("nothing to patch\n")
     with pytest.raises(SystemExit, match="anchor"):
-        patch_coda.patch(tmp_path)
+        patch_pilot_class_order.patch(tmp_path)
 
 
 def test_accuracies_over_seen_classes_and_on_the_newest_task():

@@ -1,4 +1,4 @@
-"""The EWC parity row's own arithmetic (bench/parity/rows/ewc.py: ``fisher``,
+"""The EWC parity row's own arithmetic (bench/parity/methods/ewc/row.py: ``fisher``,
 ``penalty``) beside cl-bench's TrainableEWCPlugin on a tiny linear model: the Fisher
 is the mean over minibatches of squared minibatch-mean gradients, the penalty
 lambda sum F (theta - theta*)^2 without a 1/2, and ``importance_max`` clamps the
@@ -15,7 +15,7 @@ from avalanche.benchmarks.utils.classification_dataset import (
 )
 from torch import nn
 
-from bench.parity.rows import ewc as row
+from bench.parity.methods.ewc import row
 from cl_bench.strategies.ewc import TrainableEWCPlugin
 
 

@@ -1,4 +1,4 @@
-"""The EWC parity row's paired seeds (bench/parity/rows/ewc.py ``perms_of``, and the
+"""The EWC parity row's paired seeds (bench/parity/methods/ewc/row.py ``perms_of``, and the
 driver's ``Reorder`` and ``accuracies`` that both sides use): the batch order is a
 permutation per task drawn from the seed, read as given by an Avalanche strategy, and
 the curves come from the test logits. Needs neither Avalanche's checkout nor the peer
@@ -16,8 +16,8 @@ from avalanche.training.plugins.evaluation import EvaluationPlugin
 from avalanche.training.supervised import Naive
 from torch import nn
 
-from bench.parity.drivers.ewc_ref import Reorder, accuracies
-from bench.parity.rows import ewc as row
+from bench.parity.methods.ewc import row
+from bench.parity.methods.ewc.reference import Reorder, accuracies
 
 
 def test_perms_of_draws_one_permutation_per_task_from_the_seed():

@@ -320,7 +320,11 @@ def test_own_randomness_comparison_is_rendered_beside_the_paired_one():
 
 
 def test_a_kept_seed_is_not_reused_after_the_code_changes(tmp_path, monkeypatch):
-    for name in ("bench/parity/rows/toy.py", "cl_bench/strategies/toy.py", "methods/toy.yaml"):
+    for name in (
+        "bench/parity/methods/toy/row.py",
+        "cl_bench/strategies/toy.py",
+        "methods/toy.yaml",
+    ):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("a = 1\n")
     monkeypatch.setattr(runner, "REPO", tmp_path)
@@ -328,7 +332,11 @@ def test_a_kept_seed_is_not_reused_after_the_code_changes(tmp_path, monkeypatch)
     first = runner._seed_file(row, tmp_path / "work", 3)
     assert runner._seed_file(row, tmp_path / "work", 3) == first
     assert first.name == "3.json"
-    for name in ("cl_bench/strategies/toy.py", "methods/toy.yaml", "bench/parity/rows/toy.py"):
+    for name in (
+        "cl_bench/strategies/toy.py",
+        "methods/toy.yaml",
+        "bench/parity/methods/toy/row.py",
+    ):
         (tmp_path / name).write_text("a = 2\n")
         moved = runner._seed_file(row, tmp_path / "work", 3)
         assert moved.parent != first.parent

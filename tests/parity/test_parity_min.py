@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.parity.drivers.min_ref import ours_name, ref_name
-from bench.parity.rows import min as row
+from bench.parity.methods.min import row
+from bench.parity.methods.min.reference import ours_name, ref_name
 from cl_bench.cards.catalogue import load_method
 
 PAIRS = {

@@ -62,7 +62,8 @@ def test_step_weights_zero_only_the_cls_position_entry(tmp_path):
 
 
 def test_rows_compare_the_same_attention_under_a_float32_bound():
-    from bench.parity.rows import dualprompt, l2p
+    from bench.parity.methods.dualprompt import row as dualprompt
+    from bench.parity.methods.l2p import row as l2p
 
     assert prompted.BOUND == 1e-5
     assert l2p.ROW.step_cls_pos_zero and not dualprompt.ROW.step_cls_pos_zero
@@ -77,8 +78,9 @@ def test_control_pairs_pilot_reseeded_with_the_kept_seeds(tmp_path):
     import pytest
 
     from bench.parity.__main__ import _seed_file
+    from bench.parity.methods import ParityError
+    from bench.parity.methods.dualprompt import row as dualprompt
     from bench.parity.prompted_control import control
-    from bench.parity.rows import ParityError, dualprompt
 
     with pytest.raises(ParityError, match="seed 1 of dualprompt is not finished"):
         control(dualprompt, tmp_path)

@@ -1,4 +1,4 @@
-"""The RanPAC parity row's paired seeds (bench/parity/rows/ranpac.py): the curves come
+"""The RanPAC parity row's paired seeds (bench/parity/methods/ranpac/row.py): the curves come
 from each side's test logits by one function, the lambda from the lowest validation
 loss, and the step machinery's files of a paired seed do not overwrite the step
 check's. Needs neither PILOT's checkout nor the peer venv."""
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from bench.parity import first_session_rows as fs
-from bench.parity.rows import ranpac as row
+from bench.parity.methods.ranpac import row
 
 
 def test_accuracies_over_the_seen_classes_and_of_the_newest_task():

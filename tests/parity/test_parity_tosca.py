@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from PIL import Image
 
-from bench.parity.drivers.tosca_ref import FixedBatches, ours, theirs
-from bench.parity.rows import tosca
+from bench.parity.methods.tosca import row as tosca
+from bench.parity.methods.tosca.reference import FixedBatches, ours, theirs
 from cl_bench.strategies.blocks.luca import LuCA
 
 

@@ -1,5 +1,5 @@
 """CODA-Prompt against the reference's rules that its parity step check
-(bench/parity/rows/coda_prompt.py) pinned down: the official per-epoch learning-rate
+(bench/parity/methods/coda_prompt/row.py) pinned down: the official per-epoch learning-rate
 schedule, and the reference's Gram-Schmidt behind ``gram_schmidt: official``."""
 
 from __future__ import annotations

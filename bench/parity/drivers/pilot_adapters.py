@@ -1,7 +1,7 @@
 """Drive LAMDA-PILOT's EASE or MOS (``models/ease.py`` / ``models/mos.py`` of
 github sun-hailong/LAMDA-PILOT at commit 2647455) in a scratch copy patched by
-bench/parity/patch_pilot.py and patch_pb.py, for the parity rows
-bench/parity/rows/ease.py and mos.py. Runs with the reference's interpreter in the
+bench/parity/patch_pilot.py and patch_pilot_ease_mos.py, for the parity rows
+bench/parity/methods/ease/row.py and mos.py. Runs with the reference's interpreter in the
 copy's root (its modules are imported from there); PILOT's own learner does every
 step, this script only feeds it and reads it out:
 
@@ -28,7 +28,7 @@ the loss of the last step, the test logits that PILOT's ``_eval_cnn`` ranks (EAS
 after prototype completion and reweighting, MOS after merging, alignment and
 self-refined retrieval), and the labels and pixel sums of every batch.
 
-drivers/tuna_ref.py reuses :func:`evaluate` and :func:`step_check` with TUNA's
+methods/tuna/reference.py reuses :func:`evaluate` and :func:`step_check` with TUNA's
 tensors, hook point and outputs; PILOT's ``trainer`` and ``factory`` are imported
 only by this script's :func:`main`.
 """

@@ -1,7 +1,7 @@
 """LAMDA-PILOT's side of the APER / RanPAC / SimpleCIL parity rows
-(bench/parity/rows/aper.py, ranpac.py, simplecil.py). Our code, run with the
+(bench/parity/methods/aper/row.py, ranpac.py, simplecil.py). Our code, run with the
 reference's interpreter (bench/.venv-avalanche) from the root of a scratch PILOT copy
-patched by patch_pilot.py and patch_pa.py, importing PILOT's own modules:
+patched by patch_pilot.py and patch_pilot_adapter_vit.py, importing PILOT's own modules:
 
     python DRIVER run  SPEC.json OUT.json   # one seed end to end, fixed class order
     python DRIVER step SPEC.json OUT.pt     # the step check on fixed inputs
