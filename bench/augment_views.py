@@ -26,28 +26,27 @@ VIEWS = [0, 5, 20]
 
 
 def main() -> dict:
-    from cl_bench.engine.runner import RunRequest, execute
+    import cl_bench
 
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CL_BENCH_CACHE"] = str(Path(tmp) / "cache")
         for k in VIEWS:
-            req = RunRequest(
-                methods=["tosca"],
-                scenario="fmnist",
-                seeds=SEEDS,
+            records = cl_bench.run(
+                ["tosca"],
+                "fmnist",
+                SEEDS,
                 out=Path(tmp) / f"k{k}",
-                sets=[f"tosca.augment_views={k}"],
-                progress=False,
+                settings={"tosca.augment_views": k},
+                echo=None,
             )
-            records = execute(req, echo=lambda _: None)
             out[k] = {
-                "features_s": sum(r["timing"]["features_s"] for r in records),
-                "train_s": statistics.mean(sum(r["timing"]["train_s"]) for r in records),
-                "avg_acc": statistics.mean(r["avg_acc"] for r in records),
-                "last_acc": statistics.mean(r["last_acc"] for r in records),
-                "last_acc_per_seed": [round(r["last_acc"], 2) for r in records],
-                "routing_last": statistics.mean(r["routing_acc"][-1] for r in records),
+                "features_s": sum(r.timing["features_s"] for r in records),
+                "train_s": statistics.mean(sum(r.timing["train_s"]) for r in records),
+                "avg_acc": statistics.mean(r.avg_acc for r in records),
+                "last_acc": statistics.mean(r.last_acc for r in records),
+                "last_acc_per_seed": [round(r.last_acc, 2) for r in records],
+                "routing_last": statistics.mean(r.routing_acc[-1] for r in records),
             }
             print(k, json.dumps(out[k]), flush=True)
     return out

@@ -13,14 +13,13 @@ from bench.common import timed
 def main() -> dict:
     import os
 
-    from cl_bench.engine.runner import RunRequest, execute
+    import cl_bench
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CL_BENCH_CACHE"] = str(Path(tmp) / "cache")
 
         def invocation(name: str):
-            req = RunRequest(methods=["tosca", "simplecil"], out=Path(tmp) / name, progress=False)
-            return lambda: execute(req, echo=lambda _: None)
+            return lambda: cl_bench.run(["tosca", "simplecil"], out=Path(tmp) / name, echo=None)
 
         first = timed(invocation("first"))
         second = timed(invocation("second"))

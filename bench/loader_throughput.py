@@ -44,7 +44,7 @@ from PIL import Image, ImageDraw
 from torch.utils.data import DataLoader, Dataset
 from torchvision.transforms.functional import to_tensor
 
-from cl_bench.contract.loading import Loading, usable_cpus
+from cl_bench.contract import Loading, usable_cpus
 from cl_bench.scenarios.decoded_tests import crop_pipeline, decode_files
 from cl_bench.scenarios.folders import imagefolder
 from cl_bench.scenarios.image_data import FileList

@@ -22,7 +22,7 @@ import torch
 from bench.common import timed
 from bench.loop_overhead import avalanche_loop, data
 from cl_bench.cards.catalogue import load_method
-from cl_bench.contract.loading import usable_cpus
+from cl_bench.contract import usable_cpus
 from cl_bench.engine.environment import threads
 
 SPIN_LIMIT_S = 600  # a competitor that outlives its parent stops by itself

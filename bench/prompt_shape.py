@@ -25,6 +25,7 @@ T_IMPORT = time.perf_counter()
 import torch  # noqa: E402
 
 from bench.common import peak_rss_gb  # noqa: E402
+from cl_bench.api import UserError  # noqa: E402
 from cl_bench.backbones import load_backbone  # noqa: E402
 from cl_bench.cards.catalogue import load_method  # noqa: E402
 from cl_bench.cards.strategy import strategy_of  # noqa: E402
@@ -32,7 +33,6 @@ from cl_bench.engine.environment import resolve_precision  # noqa: E402
 from cl_bench.engine.features import FeatureStore  # noqa: E402
 from cl_bench.engine.recording import Recorder  # noqa: E402
 from cl_bench.engine.runner import quiet_evaluator  # noqa: E402
-from cl_bench.errors import UserError  # noqa: E402
 from cl_bench.scenarios.stream import build_stream  # noqa: E402
 
 METHODS = ("l2p", "dualprompt", "coda-prompt")

@@ -49,17 +49,14 @@ def images_per_second(
 
 
 def fmnist_accuracy(precision: str) -> dict:
-    from cl_bench.engine.runner import RunRequest, execute
+    import cl_bench
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CL_BENCH_CACHE"] = str(Path(tmp) / "cache")
-        req = RunRequest(
-            methods=["tosca", "simplecil"],
-            precision=precision,
-            out=Path(tmp) / "out",
-            progress=False,
+        runs = cl_bench.run(
+            ["tosca", "simplecil"], precision=precision, out=Path(tmp) / "out", echo=None
         )
-        return {r["method"]: r["last_acc"] for r in execute(req, echo=lambda _: None)}
+        return {r.method: r.last_acc for r in runs}
 
 
 def main() -> dict:

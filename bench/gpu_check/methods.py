@@ -23,7 +23,7 @@ from bench.gpu_check.extraction import synchronize
 from bench.gpu_check.sizes import Sizes
 from bench.loader_throughput import make_tree
 from cl_bench import api
-from cl_bench.cards.config import load_method
+from cl_bench.cards.catalogue import load_method
 from cl_bench.contract import Bookkeeping
 from cl_bench.engine import runner
 
