@@ -228,23 +228,13 @@ def test_bn_variant_re_estimates_the_statistics_from_zero():
         check_variant("bn", vit)
 
 
-def test_killed_runs_resume_with_identical_numbers(tmp_path):
-    """APER and RanPAC (first-session adaptation, then features) killed after task 1."""
-    args = [
-        *VIT_STREAM,
-        "--set",
-        "aper.epochs=1",
-        "--set",
-        "ranpac.M=32",
-        "--set",
-        "ranpac.epochs=1",
-    ]
-    reference = cl_bench(tmp_path / "reference", *args, "--methods", "aper,ranpac")
-    assert reference.returncode == 0, reference.stdout + reference.stderr
-    final = kill_and_resume(tmp_path / "out", args, ["aper", "ranpac"], kill_after=0, tasks=3)
+def test_killed_runs_resume_with_identical_numbers(vit_killed_and_resumed):
+    """APER and RanPAC (first-session adaptation, then features) killed after task 1
+    (in the command tests/integration/conftest.py shares with EWC and L2P)."""
+    reference, final = vit_killed_and_resumed
     for method in ("aper", "ranpac"):
         assert final[method]["timing"]["resumed_from_task"] == 1
-        assert_same_numbers(final[method], records(tmp_path / "reference")[method])
+        assert_same_numbers(final[method], reference[method])
 
 
 def test_killed_bn_run_resumes_with_identical_numbers(tmp_path):

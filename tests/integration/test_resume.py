@@ -7,10 +7,12 @@ submitit requeues.
 Runs are subprocesses of `python -m cl_bench run`, killed by a callback the test's
 process adds to ``checkpoint.SAVED`` (tests/helpers/killed_run.py) right after a task's
 checkpoint is written. With
-two methods in one command and the hook set, the first invocation kills the first
-method, the second resumes it, finishes it and kills the second method, and a third
-invocation without the hook resumes the second: every method is killed and resumed
-once.
+several methods in one command and the hook set, the first invocation kills the first
+method, the second resumes it, finishes it and kills the second method, and so on, and
+a last invocation without the hook resumes the last: every method is killed and resumed
+once. The uninterrupted runs on features and the run after a damaged checkpoint need no
+fresh process and run in this one; the ViT-Tiny runs are the command that
+tests/integration/conftest.py shares with APER's test.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from cl_bench.grid import worker
 from cl_bench.store.results import checkpoint_path
 from tests.helpers.cli import invoke
 from tests.helpers.processes import (
-    VIT_STREAM,
     assert_same_numbers,
     ckpts,
     cl_bench,
@@ -41,15 +42,15 @@ from tests.helpers.processes import (
 REPO = Path(__file__).resolve().parents[2]
 SYNTHETIC = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32"]
 FEATURES = [*SYNTHETIC, "--set", "tosca.epochs=3"]
-VIT = [*VIT_STREAM, "--set", "ewc.epochs=1", "--set", "l2p.epochs=1"]
 
 
 @pytest.fixture(scope="module")
 def reference_features(tmp_path_factory) -> dict[str, dict]:
-    """TOSCA and SimpleCIL run through without interruption."""
+    """TOSCA and SimpleCIL run through without interruption (in this process: on
+    features their training and evaluation run on one thread, in any process)."""
     out = tmp_path_factory.mktemp("reference")
-    run = cl_bench(out, *FEATURES, "--methods", "tosca,simplecil")
-    assert run.returncode == 0, run.stdout + run.stderr
+    run = invoke("run", "--out", str(out), *FEATURES, "--methods", "tosca,simplecil")
+    assert run.exit_code == 0, run.output
     found = records(out)
     assert [found[m]["timing"]["resumed_from_task"] for m in ("tosca", "simplecil")] == [None, None]
     return found
@@ -65,13 +66,13 @@ def test_killed_features_runs_resume_with_identical_numbers(reference_features, 
         assert_same_numbers(final[method], reference_features[method])
 
 
-def test_killed_image_runs_resume_with_identical_numbers(tmp_path):
+def test_killed_image_runs_resume_with_identical_numbers(vit_killed_and_resumed):
     """EWC (importances, anchors, clock, fine-tuned backbone copy) and L2P (prompts,
-    keys, class masks) on a random-weight ViT-Tiny, killed after the first of 3 tasks."""
-    reference = cl_bench(tmp_path / "reference", *VIT, "--methods", "ewc,l2p")
-    assert reference.returncode == 0, reference.stdout + reference.stderr
-    final = kill_and_resume(tmp_path / "out", VIT, ["ewc", "l2p"], kill_after=0, tasks=3)
-    for method, record in records(tmp_path / "reference").items():
+    keys, class masks) on a random-weight ViT-Tiny, killed after the first of 3 tasks
+    (in the command tests/integration/conftest.py shares with APER and RanPAC)."""
+    reference, final = vit_killed_and_resumed
+    for method in ("ewc", "l2p"):
+        record = reference[method]
         assert record["timing"]["resumed_from_task"] is None
         assert final[method]["timing"]["resumed_from_task"] == 1
         assert_same_numbers(final[method], record)
@@ -85,8 +86,8 @@ def test_damaged_checkpoint_is_discarded_and_the_run_starts_over(reference_featu
     blob = bytearray(saved.read_bytes())
     blob[len(blob) // 2] ^= 0xFF
     saved.write_bytes(bytes(blob))
-    run = cl_bench(out, *command)
-    assert run.returncode == 0, run.stdout + run.stderr
+    run = invoke("run", "--out", str(out), *command)  # the resume needs no fresh process
+    assert run.exit_code == 0, run.output
     assert (
         f"warning: discarded the checkpoint {saved}: it is damaged: its SHA-256 does not "
         "match its contents; the run starts over."
