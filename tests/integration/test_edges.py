@@ -236,6 +236,8 @@ def test_account_shows_progress_per_task_on_stderr_only():
         "finetune",
         "--backbone",
         "efficientnet_lite0",
+        "--image-size",
+        "64",  # the progress lines do not depend on it; 224 px costs more
         "--json",
     )
     assert result.exit_code == 0, result.output
@@ -252,6 +254,8 @@ def test_account_shows_progress_per_task_on_stderr_only():
         "finetune",
         "--backbone",
         "efficientnet_lite0",
+        "--image-size",
+        "64",  # the progress lines do not depend on it; 224 px costs more
         "--json",
         "--no-progress",
     )
