@@ -80,11 +80,14 @@ def report(
     methods: Iterable[str] = (),
     on_skip: Skipped | None = None,
     allow_stale: bool = False,
+    figure_size: str | tuple[float, float] | None = None,
+    dpi: int | None = None,
 ) -> list[Path]:
     """Write the report of a results folder into ``out`` (its report files replaced), as
     ``cl-bench report`` does: ``formats`` of md, tex, csv, html and plot ``images`` png,
-    svg (None: all of them; empty: none). Returns the files written. Invalid result
-    files are skipped and stale ones refused (unless ``allow_stale``) as in
+    svg, pdf (None: all of them; empty: none), figures of ``figure_size`` inches
+    ("6.4x4" or (6.4, 4.0); None: 7.2x4.5) at ``dpi`` (None: 150). Returns the files
+    written. Invalid result files are skipped and stale ones refused (unless ``allow_stale``) as in
     :func:`load_results`."""
     from cl_bench.input_checks import writable_dir
     from cl_bench.reporting.report import FORMATS, IMAGE_FORMATS, write_report
@@ -104,7 +107,13 @@ def report(
     say = arguments.callback("on_skip", on_skip) or _warn
     writable_dir(out, "--out")
     written, skipped = write_report(
-        folder, out, *selected, *kinds, allow_stale=arguments.flag("allow_stale", allow_stale)
+        folder,
+        out,
+        *selected,
+        *kinds,
+        allow_stale=arguments.flag("allow_stale", allow_stale),
+        figure_size=figure_size,
+        dpi=dpi,
     )
     for path, why in skipped:
         say(path, why)

@@ -87,14 +87,27 @@ def report(
         str,
         typer.Option(
             rich_help_panel=OUTPUT,
-            help="Plot files to write: png,svg | png | svg | none (the HTML embeds its own).",
+            help="Plot files to write, comma-separated: png, svg, pdf, or none (the HTML "
+            "embeds its own PNGs).",
         ),
     ] = "png,svg",
+    figure_size: Annotated[
+        str | None,
+        typer.Option(
+            rich_help_panel=OUTPUT,
+            metavar="WxH",
+            help="Figure size in inches, e.g. 6.4x4. Default: 7.2x4.5.",
+        ),
+    ] = None,
+    dpi: Annotated[
+        int | None,
+        typer.Option(rich_help_panel=OUTPUT, help="Dots per inch of the PNG files. Default: 150."),
+    ] = None,
 ) -> None:
     """Write tables and plots from result files.
 
     Per scenario: methods x accuracy (mean +- std over seeds), forgetting, parameters,
-    GFLOPs and train time, with the published numbers beside the measured ones; runs that
+    GFLOPs, time and peak memory, under a caption naming the backbone and its weights, with the published numbers beside the measured ones; runs that
     differ in protocol or backbone are separate rows. A result of other code than the
     installed one is stale: run it again to recompute it, or show it marked with
     --allow-stale.
@@ -102,6 +115,7 @@ def report(
     Examples:
       cl-bench report --results results --out reports/latest
       cl-bench report --scenarios imagenet-a --methods tosca,l2p --format md,csv
+      cl-bench report --images png,pdf --figure-size 6.4x4 --dpi 200
     """
     written = api.report(
         results,
@@ -111,6 +125,8 @@ def report(
         scenarios=csv(scenarios),
         methods=csv(methods),
         allow_stale=allow_stale,
+        figure_size=figure_size,
+        dpi=dpi,
         on_skip=lambda path, why: typer.echo(f"warning: skipped {path}: {why}", err=True),
     )
     typer.echo(f"wrote {len(written)} files to {out}:")

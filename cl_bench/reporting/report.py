@@ -23,13 +23,15 @@ from pathlib import Path
 import pandas as pd
 
 from cl_bench.errors import UserError, suggest, unknown
+from cl_bench.reporting import captions
+from cl_bench.reporting.latex import to_latex
 from cl_bench.store import results
 from cl_bench.store.atomic import replace_atomically
 from cl_bench.store.protocol_block import ORDERED_TEST
 from cl_bench.store.records import InvalidResult, Result
 
 FORMATS = ("md", "tex", "csv", "html")
-IMAGE_FORMATS = ("png", "svg")
+IMAGE_FORMATS = ("png", "svg", "pdf")
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class Metric:
     higher: bool
     decimals: int
     spread: bool  # show +- std (seed-dependent numbers); counts and FLOPs are not
+    optional: bool = False  # left out of a table where no row has it (GPU memory on a CPU)
 
 
 METRICS = (
@@ -51,6 +54,9 @@ METRICS = (
     Metric("stored_params", "stored params", False, 0, False),
     Metric("gflops", "GFLOPs/image", False, 3, False),
     Metric("train_s", "train s", False, 1, False),
+    Metric("total_s", "total s", False, 1, False, True),
+    Metric("peak_rss_gib", "peak RSS GiB", False, 2, False, True),
+    Metric("gpu_peak_gib", "GPU peak GiB", False, 2, False, True),
 )
 PUBLISHED = {"avg_acc": "paper avg", "last_acc": "paper last"}
 
@@ -78,7 +84,11 @@ LEGEND_AFTER = (
         "final task; forgetting: best earlier minus final per-task accuracy; added "
         "params/task: parameters the last task added; stored params: everything kept "
         "beyond the backbone; GFLOPs/image: inference at the end; train s: training "
-        "time summed over tasks (shared, cached feature extraction excluded). "
+        "time summed over tasks (shared, cached feature extraction excluded); total s: the "
+        "whole run; peak RSS GiB: the run's peak resident memory (of the process so far "
+        "where the kernel cannot reset the peak at a run's start); GPU peak GiB: CUDA's "
+        "peak allocated memory. "
+        
         "Accuracies in %, mean ± std over seeds (n = seed count); best per column "
         "in bold.",
     ),
@@ -254,14 +264,15 @@ def grid(table: pd.DataFrame) -> Grid:
     marked (compared as displayed, so ties are all marked), published numbers beside
     them with a note naming their protocol."""
     has_pub = table["pub_protocol"].notna().any()
+    present = [m for m in METRICS if not m.optional or table[f"{m.key}_mean"].notna().any()]
     header = ["method", "seeds"]
-    for m in METRICS:
+    for m in present:
         header.append(m.title + (" (%)" if m.spread else ""))
         if has_pub and m.key in PUBLISHED:
             header.append(PUBLISHED[m.key])
     notes: list[str] = []
     best = {}
-    for m in METRICS:  # a column where every row shows the same value has no best
+    for m in present:  # a column where every row shows the same value has no best
         shown = table[f"{m.key}_mean"].round(m.decimals)
         best[m.key] = (shown.max() if m.higher else shown.min()) if shown.nunique() > 1 else None
     rows = []
@@ -272,7 +283,7 @@ def grid(table: pd.DataFrame) -> Grid:
             note = f"{row.method}: {row.pub_protocol}"
             notes += [] if note in notes else [note]
             ref = f" [{notes.index(note) + 1}]"
-        for m in METRICS:
+        for m in present:
             mean, std = getattr(row, f"{m.key}_mean"), getattr(row, f"{m.key}_std")
             text = _number(mean, m.decimals)
             if m.spread and not pd.isna(std) and not pd.isna(mean):
@@ -291,14 +302,18 @@ def _md_cell(text: str, bold: bool) -> str:
 
 
 def to_markdown(
-    tables: dict[str, Grid], images: dict[str, list[tuple[str, str]]], notes: list[tuple[str, str]]
+    tables: dict[str, Grid],
+    images: dict[str, list[tuple[str, str]]],
+    notes: list[tuple[str, str]],
+    contexts: dict[str, captions.Context] | None = None,
 ) -> str:
-    """GitHub Markdown: a table per scenario, its notes, links to its PNG plots."""
+    """GitHub Markdown: a table per scenario under its caption (backbone, shared
+    settings), its notes, links to its PNG plots."""
     out = ["# cl-bench report", ""]
     for scenario, g in tables.items():
+        ctx = (contexts or {}).get(scenario)
+        out += [f"## {scenario}", ""] + ([ctx.sentence, ""] if ctx else [])
         out += [
-            f"## {scenario}",
-            "",
             "| " + " | ".join(g.header) + " |",
             "|" + "|".join(["---"] + ["--:"] * (len(g.header) - 1)) + "|",
         ]
@@ -310,53 +325,10 @@ def to_markdown(
     return "\n".join(out) + "\n"
 
 
-_TEX = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "±": r"$\pm$",
-    "–": "--",
-}
-
-
-def _tex(text: str) -> str:
-    """Escape in one pass, so an inserted escape is never escaped again."""
-    return re.sub("|".join(map(re.escape, _TEX)), lambda m: _TEX[m.group()], text)
-
-
-def to_latex(tables: dict[str, Grid]) -> str:
-    """One booktabs ``table`` per scenario (needs ``\\usepackage{booktabs}``)."""
-    out = ["% cl-bench report; needs \\usepackage{booktabs}"]
-    for scenario, g in tables.items():
-        out += [
-            r"\begin{table}[t]",
-            r"\centering",
-            r"\footnotesize",
-            rf"\caption{{{_tex(scenario)}: mean $\pm$ std over seeds; best in bold.}}",
-            r"\begin{tabular}{l" + "r" * (len(g.header) - 1) + "}",
-            r"\toprule",
-            " & ".join(_tex(h) for h in g.header) + r" \\",
-            r"\midrule",
-        ]
-        out += [
-            " & ".join(rf"\textbf{{{_tex(t)}}}" if b else _tex(t) for t, b in row) + r" \\"
-            for row in g.rows
-        ]
-        out += [r"\bottomrule", r"\end{tabular}"]
-        out += [r"\par\smallskip " + _tex(n) for n in g.notes]
-        out += [r"\end{table}", ""]
-    return "\n".join(out)
-
-
 def to_csv(runs: pd.DataFrame) -> str:
-    """Long format: one row per run and metric, with everything that identifies the run."""
+    """Long format: one row per run and metric, with everything that identifies the run;
+    the metrics ``acc_task_<j>`` are the accuracy on task j after the last task (the
+    accuracy matrix's final row)."""
     ids = [
         "scenario",
         "method",
@@ -372,7 +344,21 @@ def to_csv(runs: pd.DataFrame) -> str:
         "file",
     ]
     long = runs.melt(id_vars=ids, value_vars=[m.key for m in METRICS], var_name="metric")
-    return long.sort_values(["scenario", "label", "seed", "metric"]).to_csv(index=False)
+    tasks = [
+        {**{k: run[k] for k in ids}, "metric": f"acc_task_{j}", "value": value}
+        for run in runs[[*ids, "acc_matrix"]].to_dict("records")
+        for j, value in enumerate(run["acc_matrix"][-1], 1)
+    ]
+    long = pd.concat([long, pd.DataFrame(tasks, columns=[*ids, "metric", "value"])])
+    numbered = re.compile(r"\d+")
+    return long.sort_values(
+        ["scenario", "label", "seed", "metric"],
+        key=lambda c: (
+            c.str.replace(numbered, lambda m: m.group().zfill(6), regex=True)
+            if c.name == "metric"
+            else c
+        ),
+    ).to_csv(index=False)
 
 
 _CSS = """body{font-family:system-ui,sans-serif;max-width:75em;margin:2em auto;padding:0 1em}
@@ -386,8 +372,10 @@ def to_html(
     tables: dict[str, Grid],
     images: dict[str, list[tuple[str, str, bytes]]],
     notes: list[tuple[str, str]],
+    contexts: dict[str, captions.Context] | None = None,
 ) -> str:
-    """One self-contained page: tables, PNG plots as data URIs, the protocol legend."""
+    """One self-contained page: tables under their captions, PNG plots as data URIs,
+    the protocol legend."""
     e = html.escape
     out = [
         "<!DOCTYPE html>",
@@ -398,8 +386,9 @@ def to_html(
         "<h1>cl-bench report</h1>",
     ]
     for scenario, g in tables.items():
+        ctx = (contexts or {}).get(scenario)
+        out += [f"<h2>{e(scenario)}</h2>"] + ([f"<p>{e(ctx.sentence)}</p>"] if ctx else [])
         out += [
-            f"<h2>{e(scenario)}</h2>",
             "<table><thead><tr>"
             + "".join(f"<th>{e(h)}</th>" for h in g.header)
             + "</tr></thead><tbody>",
@@ -457,11 +446,15 @@ def write_report(
     formats: Iterable[str] = FORMATS,
     image_formats: Iterable[str] = IMAGE_FORMATS,
     allow_stale: bool = False,
+    figure_size: str | tuple[float, float] | None = None,
+    dpi: int | None = None,
 ) -> tuple[list[Path], list[tuple[Path, str]]]:
     """Write the report into ``out``; returns (files written, result files skipped and
-    why). Stale results: as :func:`load_runs`."""
+    why). Stale results: as :func:`load_runs`. Figures are ``figure_size`` inches
+    ("6.4x4" or (6.4, 4.0)) at ``dpi`` (None: :data:`plots.LOOK`'s)."""
     from cl_bench.reporting import plots
 
+    look = plots.look(figure_size, dpi)
     formats, image_formats = list(formats), list(image_formats)
     for name in formats:
         if name not in FORMATS:
@@ -470,7 +463,9 @@ def write_report(
         if name not in IMAGE_FORMATS:
             raise unknown("image format", name, IMAGE_FORMATS)
     if not formats and not image_formats:
-        raise UserError("Nothing to write: give --format (md,tex,csv,html) or --images (png,svg).")
+        raise UserError(
+            "Nothing to write: give --format (md,tex,csv,html) or --images (png,svg,pdf)."
+        )
     runs, skipped = load_runs(results_dir, scenarios, methods, allow_stale)
     table = aggregate(runs)
     out = Path(out)
@@ -481,15 +476,18 @@ def write_report(
         replace_atomically(out / name, lambda f: f.write(data), binary=True)
         written.append(out / name)
 
-    grids, figures = {}, {}
+    label_method = dict(zip(table["label"], table["method"], strict=True))
+    grids, figures, contexts, row_methods = {}, {}, {}, {}
     for scenario, part in table.groupby("scenario", sort=True):
         grids[scenario] = grid(part)
         note = package_note(runs[runs["scenario"] == scenario])
         if note:
             grids[scenario].notes.append(note)
         figures[scenario] = []
+        contexts[scenario] = ctx = captions.context(runs[runs["scenario"] == scenario])
+        row_methods[scenario] = [label_method[row[0][0]] for row in grids[scenario].rows]
         if image_formats or "html" in formats:
-            for fig in plots.figures(runs[runs["scenario"] == scenario], part):
+            for fig in plots.figures(ctx, runs[runs["scenario"] == scenario], part, look):
                 png = plots.render(fig.figure, "png")
                 for fmt in image_formats:
                     save(
@@ -501,10 +499,10 @@ def write_report(
     )
     notes = legend(runs)
     renderers = {
-        "md": lambda: to_markdown(grids, links, notes),
-        "tex": lambda: to_latex(grids),
+        "md": lambda: to_markdown(grids, links, notes, contexts),
+        "tex": lambda: to_latex(grids, contexts, row_methods),
         "csv": lambda: to_csv(runs),
-        "html": lambda: to_html(grids, figures, notes),
+        "html": lambda: to_html(grids, figures, notes, contexts),
     }
     for fmt in formats:
         save(f"report.{fmt}" if fmt != "csv" else "runs.csv", renderers[fmt]().encode())

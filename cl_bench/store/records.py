@@ -32,6 +32,11 @@ def _total(value: float | list[float]) -> float:
     return sum(value) if isinstance(value, list) else value
 
 
+def _gib(value: int | None) -> float:
+    """Bytes in GiB; NaN where the record has none (a CPU run's CUDA peak)."""
+    return float("nan") if value is None else value / 2**30
+
+
 def flatten(d: dict, prefix: str = "") -> dict:
     """``{"method": {"lr": 0.1}}`` -> ``{"method.lr": 0.1}``."""
     out = {}
@@ -239,6 +244,9 @@ class Result:
             "stored_params": self.stored_params,
             "gflops": self.gflops,
             "train_s": self.train_s,
+            "total_s": self.total_s,
+            "peak_rss_gib": _gib(self.memory.get("peak_rss_bytes")),
+            "gpu_peak_gib": _gib(self.memory.get("cuda_max_allocated_bytes")),
             "acc_seen": self.acc_seen,
             "acc_matrix": self.acc_matrix,
             "seen_classes": self.seen_classes,

@@ -19,7 +19,8 @@ from cl_bench.contract import EVAL_BATCH_SIZE
 from cl_bench.errors import UserError
 from cl_bench.metrics import summarize
 from cl_bench.reporting.plots import PIXELS
-from cl_bench.reporting.report import METRICS, _tex, aggregate, grid, load_runs, to_csv
+from cl_bench.reporting.latex import escape
+from cl_bench.reporting.report import METRICS, aggregate, grid, load_runs, to_csv
 from cl_bench.source_identity import RUNNER, file_digest, label
 from cl_bench.store import results
 from cl_bench.store.protocol_block import protocol_block
@@ -240,7 +241,7 @@ def test_best_per_column_marked(store):
 
 def test_csv_is_long_one_row_per_run_and_metric(report_dir, store):
     csv = pd.read_csv(report_dir / "runs.csv")
-    assert len(csv) == 8 * len(METRICS)
+    assert len(csv) == 8 * (len(METRICS) + 3)  # and acc_task_1..3
     assert not csv.duplicated(["file", "metric"]).any()
     assert csv["file"].str.startswith("runs/cifar100/").all()  # relative: no local folder
     one = csv[
@@ -259,7 +260,7 @@ def test_latex_has_booktabs_rules_in_order(report_dir):
     assert rules == [r"\toprule", r"\midrule", r"\bottomrule"]
     body = "\n".join(lines)
     assert r"\textbf{" in body and r"$\pm$" in body and "selection=batch" in body
-    assert _tex("vit_b 50% ± {x}") == r"vit\_b 50\% $\pm$ \{x\}"
+    assert escape("vit_b 50% ± {x}") == r"vit\_b 50\% $\pm$ \{x\}"
 
 
 def test_markdown_table_and_links(report_dir):
@@ -298,8 +299,8 @@ def test_html_is_self_contained_with_every_image(report_dir):
     page = _Page()
     page.feed((report_dir / "report.html").read_text())
     assert page.tables == 1 and page.external == []
-    # curve, cost, three accuracy matrices, protocol sensitivity
-    assert len(page.images) == 6
+    # curve, cost, forgetting, three accuracy matrices, protocol sensitivity
+    assert len(page.images) == 7
     for src in page.images:
         head, data = src.split(",", 1)
         assert head == "data:image/png;base64"
@@ -391,7 +392,7 @@ def test_html_renders_in_headless_chromium(report_dir, tmp_path):
     finally:
         driver.quit()
     assert severe == []
-    assert len(images) == 6 and all(done and width == PIXELS[0] for done, width in images)
+    assert len(images) == 7 and all(done and width == PIXELS[0] for done, width in images)
 
 
 def test_a_stale_result_is_refused_unless_allowed_and_then_marked(tmp_path):
@@ -415,3 +416,34 @@ def test_a_stale_result_is_refused_unless_allowed_and_then_marked(tmp_path):
         1994: "tosca (selection=sample) [stale]",
     }
     assert list(runs["stale"]) == ["", "code changed: cl_bench/engine/runner.py (edited)"]
+
+
+def test_pdf_figure_size_dpi_and_paper_latex(store, tmp_path):
+    out = tmp_path / "r"
+    result = invoke(
+        "report",
+        "--results",
+        str(store),
+        "--out",
+        str(out),
+        "--format",
+        "tex",
+        "--images",
+        "png,pdf",
+        "--figure-size",
+        "6.4x4",
+        "--dpi",
+        "50",
+    )
+    assert result.exit_code == 0, result.output
+    for png in out.glob("*.png"):
+        if not png.name.startswith("critical-difference"):
+            with Image.open(png) as im:
+                assert im.size == (320, 200)
+        assert (out / f"{png.stem}.pdf").read_bytes().startswith(b"%PDF")
+    tex = (out / "report.tex").read_text()
+    assert r"\label{tab:cifar100}" in tex
+    assert r"\caption{cifar100: mean $\pm$ std over seeds; best in bold. Backbone: " in tex
+    assert "TOSCA (selection=sample) & n=3" in tex and "SimpleCIL & n=3" in tex
+    bad = invoke("report", "--results", str(store), "--figure-size", "6x", "--out", str(out))
+    assert bad.exit_code == 2 and "--figure-size 6.4x4" in bad.stderr
