@@ -29,6 +29,8 @@ _LAZY = {
     "report": ("cl_bench.api", "report"),
     "run_grid": ("cl_bench.api", "run_grid"),
     "check": ("cl_bench.api", "check"),
+    "sweep": ("cl_bench.api", "sweep"),
+    "load_config": ("cl_bench.api", "load_config"),
     "Result": ("cl_bench.store.records", "Result"),
     "scenario": ("cl_bench.scenarios.avalanche", "scenario"),
 }

@@ -9,6 +9,7 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
+from contextvars import ContextVar, Token
 
 from tqdm.auto import tqdm
 
@@ -87,3 +88,25 @@ def bar(
     if sys.stderr.isatty():
         return tqdm(iterable, total=total, desc=desc, unit=unit, leave=False)
     return PlainProgress(iterable, total, desc, unit)
+
+
+# The training task in progress (set by the run's recorder): its label, e.g. "ranpac task
+# 1/5", and whether progress is shown. Work a method does inside a task that is no
+# training iteration (a classifier fit over the task's features) shows its bar under it.
+_TASK: ContextVar[tuple[str, bool]] = ContextVar("cl_bench_task", default=("", False))
+
+
+def enter_task(label: str, enabled: bool) -> Token[tuple[str, bool]]:
+    """Mark the task ``label`` as in progress; :func:`leave_task` with the token ends it."""
+    return _TASK.set((label, enabled))
+
+
+def leave_task(token: Token[tuple[str, bool]]) -> None:
+    _TASK.reset(token)
+
+
+def task_bar(iterable: Iterable | None = None, *, total: int | None, what: str, unit: str):
+    """A bar for work inside the task in progress, named ``<task label>: <what>``; shown
+    only when the task's progress is (nothing outside a run's task)."""
+    label, enabled = _TASK.get()
+    return bar(iterable, total=total, desc=f"{label}: {what}", unit=unit, enabled=enabled)

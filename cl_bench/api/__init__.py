@@ -15,6 +15,7 @@ Bad input raises :class:`cl_bench.errors.UserError` before anything is written.
 """
 
 from cl_bench.api.catalogue import account, account_table, cache, cards, check_data, listing
+from cl_bench.api.config_file import config_digest, config_options, load_config, merge_options
 from cl_bench.api.gate import check
 from cl_bench.api.grid import dry_run, launch, launch_options, run_grid
 from cl_bench.api.results import (
@@ -26,11 +27,14 @@ from cl_bench.api.results import (
     summary_table,
 )
 from cl_bench.api.runs import RunsFailed, plan, run, run_requests, settings_as_sets
+from cl_bench.api.suites import plan_suite, refuse_fixed, suite_out, suite_scope
+from cl_bench.api.sweeps import Sweep, sweep
 from cl_bench.errors import UserError
 
 __all__ = [
     "RunsFailed",
     "SkippedResultWarning",
+    "Sweep",
     "UserError",
     "account",
     "account_table",
@@ -38,12 +42,18 @@ __all__ = [
     "cards",
     "check",
     "check_data",
+    "config_digest",
+    "config_options",
     "dry_run",
     "launch",
     "launch_options",
     "listing",
+    "load_config",
     "load_results",
+    "merge_options",
     "plan",
+    "plan_suite",
+    "refuse_fixed",
     "report",
     "run",
     "run_grid",
@@ -51,5 +61,8 @@ __all__ = [
     "settings_as_sets",
     "status",
     "status_text",
+    "suite_out",
+    "suite_scope",
     "summary_table",
+    "sweep",
 ]

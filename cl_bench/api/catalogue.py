@@ -35,12 +35,12 @@ def cards(folders: Iterable[str | Path] = ()) -> Iterator[list[str]]:
         raise error from None
 
 
-LISTS = ("methods", "scenarios", "backbones")
+LISTS = ("methods", "scenarios", "backbones", "suites")
 
 
 @refuse_long_names
 def listing(what: str) -> tuple[list[str], list[str]]:
-    """``cl-bench list``: one line per known method, scenario or backbone (a card's line
+    """``cl-bench list``: one line per known method, scenario, backbone or suite (a card's line
     ends with where it comes from), and one paragraph per card that cannot be read (a
     broken card does not hide the others)."""
     from cl_bench.backbones import BACKBONES
@@ -56,6 +56,10 @@ def listing(what: str) -> tuple[list[str], list[str]]:
         return [f"{n:26s} {k:4s} {PINNED_TAGS.get(n, pinned)}" for n, k in BACKBONES.items()], []
     if what not in LISTS:
         raise unknown("list target", what, list(LISTS))
+    if what == "suites":
+        from cl_bench.api.suites import suite_lines
+
+        return suite_lines()
     methods = what == "methods"
     names, load = (method_names, load_method) if methods else (scenario_names, load_scenario)
     lines, bad = [], broken_entry_points()

@@ -19,20 +19,22 @@ __all__ = ["check"]
 def check(
     suite: str = "ci",
     *,
-    out: str | Path = "results/ci",
+    out: str | Path | None = None,
     baseline: str | Path | None = None,
     tolerance: float | None = None,
     update_baseline: bool = False,
     progress: bool = False,
     echo: Callable[[str], None] | None = print,
 ) -> GateOutcome:
-    """Run a suite (finished runs in ``out`` reused) and compare its average and last
-    accuracy with the baseline, as ``cl-bench check``; or, with ``update_baseline``,
-    rewrite the baseline with the numbers measured now. ``baseline`` None: the suite's
-    own (``results/baselines/<suite>.json``); ``tolerance`` overrides every metric's.
+    """Run a suite (finished runs in ``out`` reused; None: ``results/<suite>``) and
+    compare its average and last accuracy with the baseline, as ``cl-bench check``; or,
+    with ``update_baseline``, rewrite the baseline with the numbers measured now.
+    ``baseline`` None: the suite's own (``results/baselines/<suite>.json``);
+    ``tolerance`` overrides every metric's.
     The :class:`~cl_bench.gate.check.GateOutcome` says whether it ``passed``, with its
     ``rows``, ``failed`` and ``improved`` rows and ``notes``. A missing or unusable
     baseline is a UserError before anything runs."""
+    from cl_bench.api.suites import suite_out
     from cl_bench.gate.check import check as run_gate
 
     if tolerance is not None and (
@@ -41,7 +43,7 @@ def check(
         raise UserError(f"tolerance={tolerance!r} must be a number of accuracy points, e.g. 1.0.")
     return run_gate(
         arguments.text("suite", suite, 'suite="ci"'),
-        arguments.folder("out", out, 'out="results/ci"'),
+        suite_out(suite) if out is None else arguments.folder("out", out, 'out="results/ci"'),
         arguments.folder(
             "baseline", baseline, 'baseline="results/baselines/ci.json"', optional=True
         ),

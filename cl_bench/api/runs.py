@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, cast
 
 from cl_bench import arguments
+from cl_bench.api.sweeps import Sweep, sweep_text
 from cl_bench.errors import UserError, refuse_long_names
 from cl_bench.store.records import Result
 
@@ -58,7 +59,9 @@ def settings_as_sets(settings: Mapping[str, object] | None) -> list[str]:
 
     A key is ``<method>.<setting>`` (a method being run) or ``scenario.<setting>``. A
     value is a Python value (number, bool, None, list, dict), or a string, read as on
-    the command line (``"0.01"`` is a number there, ``"batch"`` a name)."""
+    the command line (``"0.01"`` is a number there, ``"batch"`` a name, ``"0.01,0.05"``
+    a sweep), or :func:`cl_bench.sweep` of values: one configuration per value (a Python
+    list is one value, for a setting that takes a list)."""
     sets = []
     for key, value in arguments.mapping(
         "settings", settings, 'settings={"tosca.epochs": 5}'
@@ -68,6 +71,9 @@ def settings_as_sets(settings: Mapping[str, object] | None) -> list[str]:
                 f"settings key {key!r} must be a string owner.key, e.g. "
                 '"tosca.epochs" or "scenario.increment".'
             )
+        if isinstance(value, Sweep):
+            sets.append(f"{key}={sweep_text(key, value)}")
+            continue
         try:
             text = value if isinstance(value, str) else json.dumps(value, allow_nan=False)
         except (TypeError, ValueError):
@@ -97,10 +103,13 @@ def plan(
     protocol: str = "fair",
     deterministic: str = "strict",
 ) -> list[RunRequest]:
-    """One request per scenario, the arguments checked that need no card: what
-    :func:`run` runs, and what ``cl-bench run`` runs or hands to a launcher. A request
-    without a backbone gets its scenario's (:func:`cl_bench.cards.catalogue.resolve_backbone`)."""
+    """One request per scenario (and per configuration of a sweep, ``sets`` such as
+    ``"tosca.lr=0.01,0.05"``: :mod:`cl_bench.cards.sweep`), the arguments checked that
+    need no card: what :func:`run` runs, and what ``cl-bench run`` runs or hands to a
+    launcher. A request without a backbone gets its scenario's
+    (:func:`cl_bench.cards.catalogue.resolve_backbone`)."""
     from cl_bench.cards.protocol import check_protocol
+    from cl_bench.cards.sweep import expand_sets, swept_items
     from cl_bench.engine.environment import (
         check_determinism_name,
         check_device_name,
@@ -134,7 +143,12 @@ def plan(
     check_device_name(common["device"])
     check_precision_name(common["precision"])
     check_determinism_name(common["deterministic"])
-    reqs = [RunRequest(methods=method_list, scenario=name, **common) for name in scenarios]
+    swept = swept_items(common["sets"])  # a sweep: one request per scenario and configuration
+    reqs = []
+    for name in scenarios:
+        for sets in expand_sets(common["sets"]):
+            reqs.append(RunRequest(methods=method_list, scenario=name, **common))
+            reqs[-1].sets, reqs[-1].sweep = sets, swept
     for req in reqs:  # the default set is the one that runs on the scenario's backbone
         # RunRequest.__post_init__ has replaced a None backbone by the scenario's
         req.methods = req.methods or default_methods(cast(str, req.backbone))

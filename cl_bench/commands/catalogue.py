@@ -17,10 +17,10 @@ DATA_WHAT = "What to check"
 @user_errors
 @with_cards(warn=False)
 def list_(
-    what: Annotated[str, typer.Argument(help="methods | scenarios | backbones")],
+    what: Annotated[str, typer.Argument(help="methods | scenarios | backbones | suites")],
     cards: Annotated[list[str] | None, cards_option()] = None,
 ) -> None:
-    """List the known methods, scenarios or backbones.
+    """List the known methods, scenarios, backbones or suites.
 
     A card's line ends with where it comes from: built-in, or the source and file (--cards,
     CL_BENCH_CARDS, an installed package's entry point).
@@ -28,6 +28,7 @@ def list_(
     Examples:
       cl-bench list methods
       cl-bench list scenarios --cards ./my-cards
+      cl-bench list suites
     """
     lines, bad = api.listing(what)
     for line in lines:

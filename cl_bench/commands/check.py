@@ -24,11 +24,13 @@ def check(
         typer.Option(rich_help_panel=CHECK_SUITE, help="Suite in benchmarks/ (a YAML with runs:)."),
     ] = "ci",
     out: Annotated[
-        Path,
+        Path | None,
         typer.Option(
-            rich_help_panel=CHECK_SUITE, help="Where the suite's runs go; finished runs are reused."
+            rich_help_panel=CHECK_SUITE,
+            help="Where the suite's runs go (default: results/<suite>, where `cl-bench run "
+            "--suite` puts them too); finished runs are reused.",
         ),
-    ] = Path("results/ci"),
+    ] = None,
     progress: Annotated[
         bool, typer.Option(rich_help_panel=CHECK_SUITE, metavar=SWITCH, help="Show progress bars.")
     ] = True,
@@ -70,7 +72,7 @@ def check(
     """
     gate = api.check(
         suite,
-        out=out,
+        out=api.suite_out(suite) if out is None else out,
         baseline=baseline,
         tolerance=tolerance,
         update_baseline=update_baseline,

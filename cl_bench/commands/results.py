@@ -8,16 +8,25 @@ from typing import Annotated
 import typer
 
 from cl_bench import api
-from cl_bench.commands.shared import OUTPUT, SWITCH, cards_option, csv, user_errors, with_cards
+from cl_bench.commands.shared import (
+    OUTPUT,
+    SWITCH,
+    cards_option,
+    csv,
+    deprecated_out,
+    user_errors,
+    with_cards,
+)
 
 REPORT_WHAT = "Results to report"
 
 
 @user_errors
 def status(
-    out: Annotated[
+    results: Annotated[
         Path, typer.Option(help="Results folder (what `cl-bench run --out` wrote).")
     ] = Path("results"),
+    out: Annotated[Path | None, typer.Option(hidden=True, help="Old name of --results.")] = None,
 ) -> None:
     """Show the state of every run in a results folder, and a one-line summary.
 
@@ -30,9 +39,9 @@ def status(
 
     Examples:
       cl-bench status
-      cl-bench status --out results/ci
+      cl-bench status --results results/ci
     """
-    typer.echo(api.status_text(out))
+    typer.echo(api.status_text(deprecated_out(out, results)))
 
 
 @user_errors
@@ -56,6 +65,14 @@ def report(
         typer.Option(
             rich_help_panel=REPORT_WHAT,
             help="Comma-separated methods to include. Default: all in the results.",
+        ),
+    ] = None,
+    suite: Annotated[
+        str | None,
+        typer.Option(
+            rich_help_panel=REPORT_WHAT,
+            help="Only the scenarios and methods of this suite's entries, read from "
+            "results/<suite> unless --results says otherwise (see `cl-bench list suites`).",
         ),
     ] = None,
     allow_stale: Annotated[
@@ -116,7 +133,12 @@ def report(
       cl-bench report --results results --out reports/latest
       cl-bench report --scenarios imagenet-a --methods tosca,l2p --format md,csv
       cl-bench report --images png,pdf --figure-size 6.4x4 --dpi 200
+      cl-bench report --suite ci
     """
+    if suite is not None:
+        in_suite = api.suite_scope(suite)
+        scenarios, methods = scenarios or ",".join(in_suite[0]), methods or ",".join(in_suite[1])
+        results = api.suite_out(suite) if results == Path("results") else results
     written = api.report(
         results,
         out,

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from cl_bench import api
+from cl_bench.commands import config_options as C
 from cl_bench.commands import grid_options as G
 from cl_bench.commands import run_options as R
 from cl_bench.commands.shared import csv, user_errors, with_cards
@@ -15,11 +16,14 @@ from cl_bench.commands.shared import csv, user_errors, with_cards
 @user_errors
 @with_cards
 def run(
+    ctx: typer.Context,
     methods: R.Methods = None,
     scenario: R.Scenario = "fmnist",
     seeds: R.Seeds = "1993",
     protocol: R.Protocol = "fair",
-    set_: R.Sets = None,
+    sets: R.Sets = None,
+    config: C.Config = None,
+    suite: C.Suite = None,
     dry_run: R.DryRun = False,
     cards: R.Cards = None,
     backbone: R.Backbone = None,
@@ -50,59 +54,68 @@ def run(
     and seeds. Finished runs are skipped, so an interrupted grid resumes by running the same
     command again; a run that another process is computing is skipped too. --launcher local
     runs the grid in parallel worker processes, --launcher slurm as a SLURM job array, and
-    --dry-run prints the plan without loading weights or training.
+    --dry-run prints the plan without loading weights or training. A --set with
+    comma-separated values sweeps: one run per combination of the values, each with the
+    identity a single --set gives. --config reads the options from a YAML file; --suite
+    runs a suite's entries.
 
     Examples:
       cl-bench run --methods tosca,l2p --scenario imagenet-a --data-root ~/data
       cl-bench run --methods tosca,l2p,simplecil --seeds 1993,1994,1995 \\
           --scenario imagenet-a --data-root ~/data --launcher local --jobs 2
+      cl-bench run --methods tosca --scenario synthetic --set tosca.lr=0.01,0.05
+      cl-bench run --config run.yaml --seeds 1993
+      cl-bench run --suite ci --dry-run
       cl-bench run --methods tosca,l2p --scenarios cifar100,imagenet-r \\
           --seeds 1993,1994 --data-root ~/data \\
           --launcher slurm --slurm-partition gpu --slurm-gpus 1 --slurm-time 180
     """
+    given = [
+        n for n in ctx.params if getattr(ctx.get_parameter_source(n), "name", "") == "COMMANDLINE"
+    ]
+    o = dict(ctx.params)
+    if suite is not None:
+        api.refuse_fixed(suite, given)
+        o["out"] = out if "out" in given else api.suite_out(suite)
+    if config is not None:
+        from_file = api.config_options(config)
+        typer.echo(f"config: {config} (sha256 {api.config_digest(config)})")
+        o = api.merge_options({n: o[n] for n in given}, o, from_file)
+    opts = api.launch_options(
+        o["launcher"],
+        **{n: o[n] for n in ("jobs", "wait") if n in o},
+        **{n: v for n, v in o.items() if n.startswith("slurm_")},
+        submitting=not o["dry_run"],
+    )
+    if suite is not None:
+        keep = ("device", "deterministic", "data_root", "download", "progress")
+        reqs = api.plan_suite(suite, out=o["out"], **{n: o[n] for n in keep})
+    else:
+        reqs = api.plan(
+            o["methods"],
+            o["scenario"],
+            seed_list(o["seeds"]),
+            sets=o["sets"] or [],
+            **{n: o[n] for n in C.PLANNED},
+        )
+    if o["dry_run"]:
+        typer.echo("\n".join(api.dry_run(reqs, opts)))
+    elif o["launcher"] is None:
+        in_process(reqs)
+    else:
+        on_workers(reqs, opts, o["out"])
+
+
+def seed_list(seeds: str | list[int]) -> list[int]:
+    """``--seeds 1993,1994`` (or a config file's list) -> ``[1993, 1994]``."""
+    if isinstance(seeds, list):
+        return seeds
     try:
-        seed_list = [int(s) for s in csv(seeds)]
+        return [int(s) for s in csv(seeds)]
     except ValueError:
         raise api.UserError(
             f'--seeds "{seeds}" must be comma-separated integers, e.g. 1993,1994,1995.'
         ) from None
-    opts = api.launch_options(
-        launcher,
-        jobs=jobs,
-        wait=wait,
-        slurm_partition=slurm_partition,
-        slurm_gpus=slurm_gpus,
-        slurm_gres=slurm_gres,
-        slurm_gpu_arch=slurm_gpu_arch,
-        slurm_cpus=slurm_cpus,
-        slurm_time=slurm_time,
-        slurm_array_parallelism=slurm_array_parallelism,
-        slurm_requeue=slurm_requeue,
-        submitting=not dry_run,
-    )
-    reqs = api.plan(
-        methods,
-        scenario,
-        seed_list,
-        out=out,
-        backbone=backbone,
-        weights=weights,
-        image_size=image_size,
-        data_root=data_root,
-        download=download,
-        device=device,
-        precision=precision,
-        progress=progress,
-        sets=set_ or [],
-        protocol=protocol,
-        deterministic=deterministic,
-    )
-    if dry_run:
-        typer.echo("\n".join(api.dry_run(reqs, opts)))
-    elif launcher is None:
-        in_process(reqs)
-    else:
-        on_workers(reqs, opts, out)
 
 
 def in_process(reqs: list) -> None:
@@ -124,7 +137,7 @@ def on_workers(reqs: list, opts, out: Path) -> None:
     typer.echo(grid.counts())
     if grid.unfinished:
         typer.echo(
-            f"{grid.unfinished} run(s) did not finish: see `cl-bench status --out {out}`; "
+            f"{grid.unfinished} run(s) did not finish: see `cl-bench status --results {out}`; "
             "the same command runs them again.",
             err=True,
         )

@@ -62,7 +62,9 @@ Sets = Annotated[
         "--set",
         rich_help_panel=RUN_WHAT,
         help="Override a setting: method.key=value or scenario.key=value, e.g. --set "
-        "tosca.selection=batch --set scenario.increment=5. Repeatable.",
+        "tosca.selection=batch --set scenario.increment=5. Repeatable. Comma-separated "
+        "values sweep: --set tosca.lr=0.01,0.05 runs each (commas inside [ ], { } or "
+        "quotes do not split).",
     ),
 ]
 

@@ -95,3 +95,12 @@ def with_cards(fn=None, *, warn: bool = True):
             return fn(*args, **kwargs)
 
     return wrapper
+
+
+def deprecated_out(old: Path | None, results: Path) -> Path:
+    """A command's results folder to read: ``--results``, or the old spelling ``--out``
+    (hidden), which still works, with a one-line warning."""
+    if old is None:
+        return results
+    typer.echo("warning: --out is deprecated here; use --results (same meaning).", err=True)
+    return old

@@ -15,7 +15,7 @@ from avalanche.core import SupervisedPlugin
 from cl_bench import progress
 from cl_bench.accounting.count import stored_params, trainable_params
 from cl_bench.backbones.base import Backbone
-from cl_bench.contract import Bookkeeping, Stateful
+from cl_bench.contract import Bookkeeping, Schedule, Stateful
 
 
 def percent(hits: torch.Tensor) -> float:
@@ -63,9 +63,13 @@ class Recorder(Bookkeeping, Stateful, SupervisedPlugin):
         self.trainable.append(trainable_params(strategy))
         i, n = strategy.experience.current_experience, len(self.task_of_label.unique())
         total = strategy.train_epochs * len(strategy.dataloader)
+        joint = getattr(getattr(strategy, "spec", None), "schedule", None) is Schedule.JOINT
+        label = f"{self.label} task {i + 1}/{n}"
+        label = f"{self.label} trained on all {n} tasks at once" if joint else label
+        self._task = progress.enter_task(label, self.progress)
         self._bar = progress.bar(
             total=total,
-            desc=f"{self.label} task {i + 1}/{n}",
+            desc=label,
             unit="it",
             enabled=self.progress and total > 0,
         )
@@ -77,6 +81,7 @@ class Recorder(Bookkeeping, Stateful, SupervisedPlugin):
 
     def after_training_exp(self, strategy, **kwargs) -> None:
         self._bar.close()
+        progress.leave_task(self._task)
         self.train_s.append(time.perf_counter() - self._t0)
         self.stored.append(stored_params(strategy, self.backbone))
 

@@ -111,6 +111,9 @@ class RunRequest:
     threads: int | None = None
     protocol: str = DEFAULT_PROTOCOL
     deterministic: str = "strict"
+    # the owner.key of each item of ``sets`` that a sweep gave (cl_bench.cards.sweep): named
+    # in the line before the runs; the runs' identities do not depend on it
+    sweep: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # a method or seed named twice is one run, not two samples of the mean
@@ -669,6 +672,7 @@ def describe(
         f"({shared.data.n_classes} classes), backbone {backbone.name} "
         f"[{backbone.weights}], seeds {', '.join(map(str, req.seeds))}, "
         f"{device}/{precision}"
+        + "".join(f", {s}" for s in req.sets if s.partition("=")[0].strip() in req.sweep)
         + (
             f", frozen features through {backbone.runtime}"
             if backbone.runtime != TORCH_RUNTIME and any(map(uses_feature_cache, methods))

@@ -9,12 +9,16 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from cl_bench.cards import catalogue, places
 from cl_bench.cards.places import read_yaml
 from cl_bench.errors import UserError
 from cl_bench.gate.suite_entries import check_entries
 from cl_bench.store.records import Result
+
+if TYPE_CHECKING:
+    from cl_bench.engine.runner import RunRequest
 
 METRICS = ("avg_acc", "last_acc")
 
@@ -47,27 +51,11 @@ class Measured:
 
 def run_suite(suite: dict, out: Path, echo: Callable[[str], None], progress: bool) -> Measured:
     """Run (or reuse) every entry; return what :class:`Measured` holds."""
-    from cl_bench.engine.runner import RunRequest, execute, preflight
+    from cl_bench.engine.runner import execute, preflight
     from cl_bench.packages import recorded
 
     measured = Measured()
-    reqs = [
-        RunRequest(
-            methods=list(entry["methods"]),
-            scenario=entry.get("scenario", "fmnist"),
-            seeds=list(entry.get("seeds", [1993])),
-            backbone=entry.get("backbone"),  # None: the scenario's default
-            protocol=entry.get("protocol", "fair"),
-            weights=entry.get("weights"),
-            image_size=entry.get("image_size"),
-            precision=entry.get("precision", "auto"),
-            sets=list(entry.get("sets", [])),
-            out=out,
-            progress=progress,
-            threads=suite.get("threads"),
-        )
-        for entry in suite["runs"]
-    ]
+    reqs = suite_requests(suite, out, progress)
     preflight(reqs)  # a bad last entry is refused before the first one writes anything
     for entry, req in zip(suite["runs"], reqs, strict=True):
         done = [Result.from_run(record, out) for record in execute(req, echo=echo)]
@@ -82,6 +70,31 @@ def run_suite(suite: dict, out: Path, echo: Callable[[str], None], progress: boo
                 measured.device[key] = mine[0].device
                 measured.packages.update(recorded(mine[0].env))
     return measured
+
+
+def suite_requests(suite: dict, out: Path, progress: bool, **common: Any) -> list[RunRequest]:
+    """One request per entry of the suite, in order (``common``: more
+    :class:`~cl_bench.engine.runner.RunRequest` fields for every entry, e.g. ``device``)."""
+    from cl_bench.engine.runner import RunRequest
+
+    return [
+        RunRequest(
+            methods=list(entry["methods"]),
+            scenario=entry.get("scenario", "fmnist"),
+            seeds=list(entry.get("seeds", [1993])),
+            backbone=entry.get("backbone"),  # None: the scenario's default
+            protocol=entry.get("protocol", "fair"),
+            weights=entry.get("weights"),
+            image_size=entry.get("image_size"),
+            precision=entry.get("precision", "auto"),
+            sets=list(entry.get("sets", [])),
+            out=out,
+            progress=progress,
+            threads=suite.get("threads"),
+            **common,
+        )
+        for entry in suite["runs"]
+    ]
 
 
 def suite_keys(suite: dict) -> list[str]:

@@ -6,7 +6,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
-from cl_bench.store.records import Result
+from cl_bench.store.records import Result, flatten
 from cl_bench.text_table import text_table
 
 
@@ -31,7 +31,11 @@ def summary_table(runs: Iterable[Result]) -> str:
     for r in unique(runs):
         groups[(r.method, ", ".join(r.protocol_label), r.scenario)].append(r)
     rows = [("method", "scenario", "seeds", "avg acc", "last acc", "routing (last)")]
-    for (method, tag, scenario), rs in groups.items():
+    for (method, tag, scenario), rs in [
+        ((m, ", ".join(filter(None, [t, part])), sc), sub)
+        for (m, t, sc), runs_of in groups.items()
+        for part, sub in by_setting(runs_of).items()
+    ]:
         routing = [r.routing_acc[-1] for r in rs if r.routing_acc]
         rows.append(
             (
@@ -44,3 +48,18 @@ def summary_table(runs: Iterable[Result]) -> str:
             )
         )
     return "\n".join(text_table(rows))
+
+
+def by_setting(runs: list[Result]) -> dict[str, list[Result]]:
+    """The runs of one row split by the settings that differ between them (a sweep's):
+    label (``lr=0.01``, ``scenario.increment=2``; empty when none differs) -> runs."""
+    values = [
+        flatten({"": r.config.get("method", {}), "scenario": r.config.get("scenario", {})})
+        for r in runs
+    ]
+    keys = sorted({k for v in values for k in v})
+    differ = [k for k in keys if len({repr(v.get(k)) for v in values}) > 1]
+    out: dict[str, list[Result]] = defaultdict(list)
+    for r, v in zip(runs, values, strict=True):
+        out[", ".join(f"{k.removeprefix('.')}={v.get(k)}" for k in differ)].append(r)
+    return out

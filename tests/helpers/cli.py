@@ -59,6 +59,6 @@ def refused(result, needle: str, out: Path | None = None) -> None:
 
 
 def status_of(out: Path) -> str:
-    result = invoke("status", "--out", str(out))
+    result = invoke("status", "--results", str(out))
     assert result.exit_code == 0, result.output
     return result.stdout

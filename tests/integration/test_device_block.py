@@ -95,7 +95,7 @@ def test_a_malformed_device_is_named_by_status(case, clean, tmp_path):
     device, problem = BAD[case]
     out, path = with_device(clean, tmp_path, device)
     assert [p for p in problems(results.load(path), path) if p.startswith(problem)], problem
-    result = invoke("status", "--out", str(out))
+    result = invoke("status", "--results", str(out))
     assert result.exit_code == 0, result.output
     (row,) = [line for line in result.stdout.splitlines() if path.stem[5:] in line]
     assert row.split()[4] == "invalid" and problem in row
@@ -127,7 +127,7 @@ def test_a_gpu_block_as_the_engine_writes_it_is_read_and_labelled(clean, tmp_pat
     out, path = with_device(clean, tmp_path, GOOD)
     assert problems(results.load(path), path) == []
     assert Result.from_file(path).device == "cuda sm_90 fast"
-    result = invoke("status", "--out", str(out))
+    result = invoke("status", "--results", str(out))
     rows = [line.split() for line in result.stdout.splitlines()[1:-1]]
     assert [row[4] for row in rows] == ["done", "done"], result.output
 

@@ -99,7 +99,7 @@ def test_status_does_not_hang_on_a_fifo_as_lock_file(tmp_path):
         "PYTHONPATH": os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p),
     }
     status = subprocess.run(
-        [sys.executable, "-m", "cl_bench", "status", "--out", str(tmp_path / "out")],
+        [sys.executable, "-m", "cl_bench", "status", "--results", str(tmp_path / "out")],
         capture_output=True,
         text=True,
         timeout=120,
@@ -163,7 +163,7 @@ def test_a_feature_cache_name_too_long_is_refused(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "args",
     [
-        ["status", "--out", LONG],
+        ["status", "--results", LONG],
         ["report", "--results", LONG, "--out", "report"],
         ["run", "--scenario", "fmnist-full", "--data-root", LONG, *RUN],
         ["data", "check", "--scenario", "fmnist-full", "--data-root", LONG],

@@ -259,7 +259,7 @@ def test_an_edited_method_is_recomputed_and_check_catches_it(tmp_path):
     assert "DROP" in caught.stdout
 
     module.write_text(source)  # back to the code of the baseline: the result is stale again
-    status = cli("status", "--out", str(tmp_path / "res"))
+    status = cli("status", "--results", str(tmp_path / "res"))
     assert status.returncode == 0, status.stdout + status.stderr
     assert "stale" in status.stdout and f"{module.resolve()} (edited)" in status.stdout
     report = cli(

@@ -195,7 +195,7 @@ def test_run_recomputes_a_damaged_file_to_the_clean_numbers(damaged, clean):
 
 def test_status_names_the_invalid_file_and_why(damaged):
     out, path, why = damaged
-    result = invoke("status", "--out", str(out))
+    result = invoke("status", "--results", str(out))
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     (row,) = [line for line in lines if line.split()[2:4] == ["1994", path.stem[5:]]]
@@ -253,7 +253,7 @@ def test_a_file_named_like_no_run_is_invalid(clean, tmp_path):
     assert problems(record, moved) == [
         f"seed is 1993 but the file is named {moved.name} (<seed>-<config hash>.json)"
     ]
-    result = invoke("status", "--out", str(copy))
+    result = invoke("status", "--results", str(copy))
     assert result.exit_code == 0, result.output
     assert "no schema_version (this cl-bench writes 2)" in result.stdout
     assert result.stdout.splitlines()[-1] == (

@@ -29,6 +29,7 @@ from cl_bench.contract.memory import (
     trained_copy_state,
 )
 from cl_bench.contract.optimizer import make_optimizer
+from cl_bench.progress import task_bar
 from cl_bench.strategies.blocks.backbone_copy import dataset_classes
 from cl_bench.strategies.blocks.first_session_adapt import (
     adapted_backbone,
@@ -192,7 +193,9 @@ def gather(
     """(embed(x), y) over ``dataset`` (items (x, y, t)), in dataset order, on CPU;
     ``in_memory``: its items are features, read with no loader worker."""
     xs, ys = [], []
-    for x, y, *_ in method_loader(dataset, batch_size, in_memory=in_memory):
+    loader = method_loader(dataset, batch_size, in_memory=in_memory)
+    what = "the classifier's features" if in_memory else "features for the classifier fit"
+    for x, y, *_ in task_bar(loader, total=len(loader), what=what, unit="batch"):
         xs.append(embed(x.to(device)).float().cpu())
         ys.append(y)
     return torch.cat(xs), torch.cat(ys)
