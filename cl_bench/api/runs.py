@@ -49,7 +49,7 @@ class RunsFailed(Exception):
     def __init__(self, results: list[Result], failed: list[str], out: Path) -> None:
         super().__init__(
             f"{len(failed)} run(s) failed ({', '.join(failed)}): see `cl-bench "
-            f"status --out {out}`; the same command runs them again."
+            f"status --results {out}`; the same command runs them again."
         )
         self.results, self.failed = results, failed
 

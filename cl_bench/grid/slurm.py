@@ -68,7 +68,7 @@ def submit(todo: list[Job], opts: LaunchOptions, out: Path, echo: Echo) -> tuple
     )
     if not opts.wait:
         echo(
-            f"not waiting: follow with `cl-bench status --out {out}`; the same command "
+            f"not waiting: follow with `cl-bench status --results {out}`; the same command "
             "prints the summary once they are done (finished runs are skipped)."
         )
     return submitted, cluster
@@ -89,7 +89,7 @@ def wait(
                 yield by_id[job.job_id], e
     except KeyboardInterrupt:
         echo(
-            f"stopped waiting; the jobs keep running: follow with `cl-bench status --out "
+            f"stopped waiting; the jobs keep running: follow with `cl-bench status --results "
             f"{out}`, re-run the command to collect them."
         )
         raise
