@@ -21,6 +21,7 @@ from cl_bench.api.grid import dry_run, launch, launch_options, run_grid
 from cl_bench.api.results import (
     SkippedResultWarning,
     load_results,
+    paired_statistics,
     report,
     status,
     status_text,
@@ -51,6 +52,7 @@ __all__ = [
     "load_config",
     "load_results",
     "merge_options",
+    "paired_statistics",
     "plan",
     "plan_suite",
     "refuse_fixed",

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SkippedResultWarning",
     "load_results",
+    "paired_statistics",
     "report",
     "status",
     "status_text",
@@ -80,6 +81,7 @@ def report(
     methods: Iterable[str] = (),
     on_skip: Skipped | None = None,
     allow_stale: bool = False,
+    against: str | None = None,
     figure_size: str | tuple[float, float] | None = None,
     dpi: int | None = None,
 ) -> list[Path]:
@@ -88,7 +90,9 @@ def report(
     svg, pdf (None: all of them; empty: none), figures of ``figure_size`` inches
     ("6.4x4" or (6.4, 4.0); None: 7.2x4.5) at ``dpi`` (None: 150). Returns the files
     written. Invalid result files are skipped and stale ones refused (unless ``allow_stale``) as in
-    :func:`load_results`."""
+    :func:`load_results`. Each scenario's rows are compared, paired by seed, with the
+    row ``against`` names (a method or a row's label; None: the best by average
+    accuracy), as :func:`paired_statistics` does."""
     from cl_bench.input_checks import writable_dir
     from cl_bench.reporting.report import FORMATS, IMAGE_FORMATS, write_report
 
@@ -112,12 +116,51 @@ def report(
         *selected,
         *kinds,
         allow_stale=arguments.flag("allow_stale", allow_stale),
+        against=_against(against),
         figure_size=figure_size,
         dpi=dpi,
     )
     for path, why in skipped:
         say(path, why)
     return written
+
+
+def _against(against: object) -> str | None:
+    return arguments.text("against", against, 'against="simplecil"', optional=True)
+
+
+@refuse_long_names
+def paired_statistics(
+    folder: str | Path = "results",
+    *,
+    against: str | None = None,
+    scenarios: Iterable[str] = (),
+    methods: Iterable[str] = (),
+    on_skip: Skipped | None = None,
+    allow_stale: bool = False,
+) -> pd.DataFrame:
+    """The report's paired comparison as a DataFrame: per scenario, configuration (the
+    report's row) and metric (avg_acc, last_acc, forgetting), the row minus the
+    reference row over the seeds both ran, paired by seed (a seed fixes the class
+    order, so both saw the same stream). Columns: scenario, label, method, config,
+    upper_bound, reference, metric, mean, n (shared seeds), difference (mean of the
+    differences), ci_low and ci_high (its 95 % t-interval), p (paired t-test,
+    :func:`scipy.stats.ttest_rel`), significant (p < 0.05) and bold (the report's bold
+    rule). Below 2 shared seeds the numbers are NaN.
+
+    The reference is the row ``against`` names (a method, or a label where a method has
+    several rows), else the best row by mean average accuracy that is not an upper
+    bound (a card with ``upper_bound: true``, as Joint). The paired t-test works from 2
+    pairs on; the Wilcoxon signed-rank test cannot reach p < 0.05 below 6 pairs (its
+    smallest two-sided p with 5 pairs is 0.0625). Runs are read as in
+    :func:`load_results`."""
+    from cl_bench.reporting.report import METRICS
+    from cl_bench.reporting.statistics import paired_statistics as compute
+
+    runs = load_results(
+        folder, scenarios=scenarios, methods=methods, on_skip=on_skip, allow_stale=allow_stale
+    )
+    return compute(runs, [m for m in METRICS if m.spread], _against(against))
 
 
 @refuse_long_names

@@ -184,6 +184,7 @@ def load_method(name: str) -> Card:
             f"{path}: `defaults:` must be a mapping of setting: value, not "
             f"{type(raw['defaults']).__name__}."
         )
+    check_upper_bound(path, raw)
     card = Card(name, path, raw, copy.deepcopy(raw["defaults"]), origin=found.origin)
     make_importable(card)
     cls = strategy_of(card)
@@ -198,6 +199,26 @@ def load_method(name: str) -> Card:
     paper_settings(card)
     check_defaults_when(card)
     return card
+
+
+def check_upper_bound(path: Path, raw: dict) -> bool:
+    """A method card's ``upper_bound:`` (absent: false): true marks a reference that
+    sees what continual learning withholds (Joint trains on every task at once), which
+    a report shows apart and never marks as the best."""
+    value = raw.get("upper_bound", False)
+    if not isinstance(value, bool):
+        raise UserError(
+            f"{path}: `upper_bound: {value}` must be true or false: true for a method "
+            "that sees every task at once (an upper bound, as Joint), else leave it out."
+        )
+    return value
+
+
+def is_upper_bound(name: str) -> bool:
+    """Whether the method card ``name`` says ``upper_bound: true``; read without importing
+    its strategy (false for a name no card has)."""
+    found = card_index()["method"].get(name)
+    return found is not None and check_upper_bound(found.path, read_yaml(found.path))
 
 
 def load_scenario(name: str) -> Card:

@@ -86,6 +86,15 @@ def report(
             "what changed).",
         ),
     ] = False,
+    against: Annotated[
+        str | None,
+        typer.Option(
+            rich_help_panel=REPORT_WHAT,
+            metavar="NAME",
+            help="Compare every row with this method (or row label), paired by seed. "
+            "Default: the best row by average accuracy.",
+        ),
+    ] = None,
     cards: Annotated[list[str] | None, cards_option(REPORT_WHAT)] = None,
     out: Annotated[
         Path,
@@ -124,16 +133,21 @@ def report(
     """Write tables and plots from result files.
 
     Per scenario: methods x accuracy (mean +- std over seeds), forgetting, parameters,
-    GFLOPs, time and peak memory, under a caption naming the backbone and its weights, with the published numbers beside the measured ones; runs that
-    differ in protocol or backbone are separate rows. A result of other code than the
-    installed one is stale: run it again to recompute it, or show it marked with
-    --allow-stale.
+    GFLOPs, time and peak memory, under a caption naming the backbone and its weights,
+    with the published numbers beside the measured ones; runs that differ in protocol or
+    backbone are separate rows. Each row's average accuracy is compared with a reference
+    row over the seeds both ran (mean difference, 95 % interval, * for p < 0.05 in a
+    paired t-test); bold marks a best only where it is significantly ahead. With 2 or
+    more scenarios: average ranks, the Friedman test and a critical-difference diagram.
+    A result of other code than the installed one is stale: run it again to recompute
+    it, or show it marked with --allow-stale.
 
     Examples:
       cl-bench report --results results --out reports/latest
       cl-bench report --scenarios imagenet-a --methods tosca,l2p --format md,csv
       cl-bench report --images png,pdf --figure-size 6.4x4 --dpi 200
       cl-bench report --suite ci
+      cl-bench report --against simplecil
     """
     if suite is not None:
         in_suite = api.suite_scope(suite)
@@ -147,6 +161,7 @@ def report(
         scenarios=csv(scenarios),
         methods=csv(methods),
         allow_stale=allow_stale,
+        against=against,
         figure_size=figure_size,
         dpi=dpi,
         on_skip=lambda path, why: typer.echo(f"warning: skipped {path}: {why}", err=True),

@@ -23,14 +23,16 @@ from pathlib import Path
 import pandas as pd
 
 from cl_bench.errors import UserError, suggest, unknown
-from cl_bench.reporting import captions
+from cl_bench.reporting import captions, statistics
 from cl_bench.reporting.latex import to_latex
+from cl_bench.reporting.statistics import UPPER_MARK, Comparison
 from cl_bench.store import results
 from cl_bench.store.atomic import replace_atomically
 from cl_bench.store.protocol_block import ORDERED_TEST
 from cl_bench.store.records import InvalidResult, Result
 
 FORMATS = ("md", "tex", "csv", "html")
+ACROSS = "all scenarios"  # the ranks table after the scenarios' tables
 IMAGE_FORMATS = ("png", "svg", "pdf")
 
 
@@ -88,9 +90,9 @@ LEGEND_AFTER = (
         "whole run; peak RSS GiB: the run's peak resident memory (of the process so far "
         "where the kernel cannot reset the peak at a run's start); GPU peak GiB: CUDA's "
         "peak allocated memory. "
-        
-        "Accuracies in %, mean ± std over seeds (n = seed count); best per column "
-        "in bold.",
+        "Accuracies in %, mean ± std over seeds (n = seed count); bold: the best of a "
+        "column (for accuracy and forgetting only where a paired test puts it ahead of "
+        "the runner-up, as the note under each table says).",
     ),
 )
 
@@ -259,25 +261,34 @@ def _number(value: float | None, decimals: int) -> str:
     return "–" if value is None or pd.isna(value) else f"{value:,.{decimals}f}"
 
 
-def grid(table: pd.DataFrame) -> Grid:
+def grid(table: pd.DataFrame, comparison: Comparison | None = None) -> Grid:
     """The cells of one scenario's table: measured numbers with the best per column
     marked (compared as displayed, so ties are all marked), published numbers beside
-    them with a note naming their protocol."""
+    them with a note naming their protocol. With a ``comparison``
+    (:mod:`cl_bench.reporting.statistics`): a column of paired differences against its
+    reference, bold in a seed-dependent column only for a significant best, and its
+    upper-bound rows last, marked and never bold."""
     has_pub = table["pub_protocol"].notna().any()
+    ups = comparison.upper if comparison else frozenset()
+    table = table.sort_values("config", key=lambda c: c.isin(ups), kind="stable")  # last
+    upper = table["config"].isin(ups).to_numpy()
     present = [m for m in METRICS if not m.optional or table[f"{m.key}_mean"].notna().any()]
     header = ["method", "seeds"]
     for m in present:
         header.append(m.title + (" (%)" if m.spread else ""))
+        if comparison and m is METRICS[0]:
+            header.append(comparison.header)
         if has_pub and m.key in PUBLISHED:
             header.append(PUBLISHED[m.key])
     notes: list[str] = []
     best = {}
     for m in present:  # a column where every row shows the same value has no best
-        shown = table[f"{m.key}_mean"].round(m.decimals)
+        shown = table.loc[~upper, f"{m.key}_mean"].round(m.decimals)
         best[m.key] = (shown.max() if m.higher else shown.min()) if shown.nunique() > 1 else None
     rows = []
     for row in table.itertuples():
-        cells = [(row.label, False), (f"n={row.n}", False)]
+        mark = row.config in ups
+        cells = [(row.label + (UPPER_MARK if mark else ""), False), (f"n={row.n}", False)]
         ref = ""
         if isinstance(row.pub_protocol, str):
             note = f"{row.method}: {row.pub_protocol}"
@@ -288,12 +299,18 @@ def grid(table: pd.DataFrame) -> Grid:
             text = _number(mean, m.decimals)
             if m.spread and not pd.isna(std) and not pd.isna(mean):
                 text += f" ± {std:.{m.decimals}f}"
-            cells.append((text, best[m.key] is not None and round(mean, m.decimals) == best[m.key]))
+            bold = best[m.key] is not None and round(mean, m.decimals) == best[m.key]
+            if comparison and m.spread:
+                bold = comparison.bold.get(m.key) == row.config
+            cells.append((text, bold and not mark))
+            if comparison and m is METRICS[0]:
+                cells.append((comparison.delta(row.config), False))
             if has_pub and m.key in PUBLISHED:
                 value = getattr(row, f"pub_{m.key}")
                 cells.append((_number(value, m.decimals) + ("" if pd.isna(value) else ref), False))
         rows.append(cells)
-    return Grid(header, rows, [f"[{i}] published: {n}" for i, n in enumerate(notes, 1)])
+    notes = [f"[{i}] published: {n}" for i, n in enumerate(notes, 1)]
+    return Grid(header, rows, notes + (comparison.notes() if comparison else []))
 
 
 def _md_cell(text: str, bold: bool) -> str:
@@ -446,13 +463,16 @@ def write_report(
     formats: Iterable[str] = FORMATS,
     image_formats: Iterable[str] = IMAGE_FORMATS,
     allow_stale: bool = False,
+    against: str | None = None,
     figure_size: str | tuple[float, float] | None = None,
     dpi: int | None = None,
 ) -> tuple[list[Path], list[tuple[Path, str]]]:
     """Write the report into ``out``; returns (files written, result files skipped and
-    why). Stale results: as :func:`load_runs`. Figures are ``figure_size`` inches
-    ("6.4x4" or (6.4, 4.0)) at ``dpi`` (None: :data:`plots.LOOK`'s)."""
-    from cl_bench.reporting import plots
+    why). Stale results: as :func:`load_runs`. Each table compares its rows with the
+    row ``against`` names (a method or a label; None: the best by average accuracy),
+    paired by seed (:mod:`cl_bench.reporting.statistics`). Figures are ``figure_size``
+    inches ("6.4x4" or (6.4, 4.0)) at ``dpi`` (None: :data:`plots.LOOK`'s)."""
+    from cl_bench.reporting import cd_plot, plots
 
     look = plots.look(figure_size, dpi)
     formats, image_formats = list(formats), list(image_formats)
@@ -468,6 +488,9 @@ def write_report(
         )
     runs, skipped = load_runs(results_dir, scenarios, methods, allow_stale)
     table = aggregate(runs)
+    paired = [m for m in METRICS if m.spread]
+    upper = {m: statistics.card_upper_bound(m) for m in runs["method"].unique()}.__getitem__
+    compared = statistics.comparisons(runs, paired, against, upper)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -477,9 +500,10 @@ def write_report(
         written.append(out / name)
 
     label_method = dict(zip(table["label"], table["method"], strict=True))
+    label_method.update({k + statistics.UPPER_MARK: v for k, v in label_method.items()})
     grids, figures, contexts, row_methods = {}, {}, {}, {}
     for scenario, part in table.groupby("scenario", sort=True):
-        grids[scenario] = grid(part)
+        grids[scenario] = grid(part, compared[scenario])
         note = package_note(runs[runs["scenario"] == scenario])
         if note:
             grids[scenario].notes.append(note)
@@ -494,10 +518,27 @@ def write_report(
                         f"{fig.name}.{fmt}", png if fmt == "png" else plots.render(fig.figure, fmt)
                     )
                 figures[scenario].append((f"{fig.name}.png", fig.caption, png))
+    notes = legend(runs)
+    across = statistics.ranks(table, paired, upper)
+    if isinstance(across, str):
+        notes.append(("ranks across scenarios", across))
+    else:
+        grids[ACROSS] = Grid(*statistics.rank_cells(across, paired))
+        figures[ACROSS] = []
+        for m in paired if image_formats or "html" in formats else ():
+            fig = cd_plot.diagram(across.average[m.key], across.cd, m.title, across.n)
+            png = plots.render(fig.figure, "png")
+            for fmt in image_formats:
+                save(f"{fig.name}.{fmt}", png if fmt == "png" else plots.render(fig.figure, fmt))
+            figures[ACROSS].append((f"{fig.name}.png", fig.caption, png))
+    if "csv" in formats:
+        stats = statistics.paired_statistics(runs, paired, against, upper)
+        save("paired.csv", stats.to_csv(index=False).encode())
+        if not isinstance(across, str):
+            save("ranks.csv", across.average.to_csv().encode())
     links = (
         {s: [(n, c) for n, c, _ in f] for s, f in figures.items()} if "png" in image_formats else {}
     )
-    notes = legend(runs)
     renderers = {
         "md": lambda: to_markdown(grids, links, notes, contexts),
         "tex": lambda: to_latex(grids, contexts, row_methods),

@@ -273,6 +273,7 @@ def test_markdown_table_and_links(report_dir):
         "selection",
         "ordered test",
         "columns",
+        "ranks across scenarios",
     ]
     assert f"- **selection**: {SELECTION.meaning}." in legend
     assert "**97.00 ± 0.00**" in md
@@ -354,7 +355,7 @@ def test_filters_and_skipped_files(tmp_path, store):
     torn = tmp_path / "res/runs/cifar100/tosca/torn.json"
     assert result.stderr.startswith(f"warning: skipped {torn}: not valid JSON (")
     assert len(result.stderr.splitlines()) == 1
-    assert sorted(p.name for p in out.iterdir()) == ["runs.csv"]
+    assert sorted(p.name for p in out.iterdir()) == ["paired.csv", "runs.csv"]
     assert set(pd.read_csv(out / "runs.csv")["method"]) == {"simplecil"}
 
 
