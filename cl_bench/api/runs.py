@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         out: Path
         sets: list[str]
         progress: bool
+        log: list[str]
 
 
 __all__ = ["RunsFailed", "plan", "run", "run_requests", "settings_as_sets"]
@@ -102,6 +103,7 @@ def plan(
     sets: Iterable[str] = (),
     protocol: str = "fair",
     deterministic: str = "strict",
+    log: str | Iterable[str] = (),
 ) -> list[RunRequest]:
     """One request per scenario (and per configuration of a sweep, ``sets`` such as
     ``"tosca.lr=0.01,0.05"``: :mod:`cl_bench.cards.sweep`), the arguments checked that
@@ -116,6 +118,7 @@ def plan(
         check_precision_name,
     )
     from cl_bench.engine.runner import RunRequest, default_methods
+    from cl_bench.engine.trackers import check_trackers
 
     seed_list = arguments.seeds(seeds)
     scenarios = arguments.names("scenario", scenario, 'scenario="fmnist"')
@@ -139,6 +142,7 @@ def plan(
         "out": arguments.folder("out", out, 'out="results"'),
         "sets": arguments.strings("sets", sets, 'sets=["tosca.epochs=5"]'),
         "progress": arguments.flag("progress", progress),
+        "log": check_trackers(arguments.names("log", log, 'log=["tensorboard", "csv"]')),
     }
     check_device_name(common["device"])
     check_precision_name(common["precision"])
@@ -192,6 +196,8 @@ def run(
     settings: Mapping[str, object] | None = None,
     protocol: str = "fair",
     deterministic: str = "strict",
+    log: str | Iterable[str] = (),
+    loggers: Sequence[object] = (),
     echo: Echo | None = print,
 ) -> list[Result]:
     """Run methods x seeds on one or more scenarios, as ``cl-bench run`` does, and
@@ -204,9 +210,12 @@ def run(
     ``precision``: "auto", "fp32", "bf16" or "fp16" (a GPU without bf16);
     ``deterministic``: "strict" (bitwise repeats on a GPU) or "fast";
     ``settings``: ``{"<method>.<key>": value, "scenario.<key>": value}``, the command
-    line's ``--set`` (see :func:`settings_as_sets`); ``echo``: where the progress lines
-    go (None: nowhere). Raises UserError for bad input (nothing written) and
-    :class:`RunsFailed` when runs failed midway (the others finished)."""
+    line's ``--set`` (see :func:`settings_as_sets`); ``log``: trackers among "csv",
+    "tensorboard", "wandb", "mlflow" (:mod:`cl_bench.engine.trackers`); ``loggers``:
+    Avalanche loggers of your own, given each run's metrics through
+    ``log_single_metric``; ``echo``: where the progress lines go (None: nowhere).
+    Raises UserError for bad input (nothing written) and :class:`RunsFailed` when runs
+    failed midway (the others finished)."""
     echo = arguments.callback("echo", echo)
     requests = plan(
         methods,
@@ -224,5 +233,8 @@ def run(
         sets=settings_as_sets(settings),
         protocol=protocol,
         deterministic=deterministic,
+        log=log,
     )
+    for req in requests:
+        req.loggers = list(loggers)
     return run_requests(requests, echo)

@@ -36,6 +36,7 @@ def run(
     deterministic: R.Deterministic = "strict",
     out: R.Out = Path("results"),
     progress: R.Progress = True,
+    log: R.Log = None,
     launcher: G.Launcher = None,
     jobs: G.Jobs = None,
     slurm_partition: G.SlurmPartition = None,
@@ -96,6 +97,7 @@ def run(
             o["scenario"],
             seed_list(o["seeds"]),
             sets=o["sets"] or [],
+            log=csv(o.get("log")),
             **{n: o[n] for n in C.PLANNED},
         )
     if o["dry_run"]:

@@ -166,3 +166,14 @@ Out = Annotated[
 Progress = Annotated[
     bool, typer.Option(rich_help_panel=OUTPUT, metavar=SWITCH, help="Show progress bars.")
 ]
+
+Log = Annotated[
+    str | None,
+    typer.Option(
+        rich_help_panel=OUTPUT,
+        help="Send each run's per-task metrics, final numbers and configuration to "
+        "trackers, comma-separated: csv | tensorboard | wandb (offline unless WANDB_MODE "
+        "says otherwise) | mlflow (a file store unless MLFLOW_TRACKING_URI is set); into "
+        "<out>/logs/.",
+    ),
+]

@@ -13,9 +13,10 @@ from __future__ import annotations
 import functools
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from avalanche.training.plugins import EvaluationPlugin
@@ -71,6 +72,7 @@ from cl_bench.engine.finite import FiniteWatch
 from cl_bench.engine.memory import check_memory
 from cl_bench.engine.out_of_memory import out_of_memory_named, release_memory
 from cl_bench.engine.recording import Recorder
+from cl_bench.engine.trackers import Tracking, check_trackers, open_trackers
 from cl_bench.errors import UserError
 from cl_bench.metrics import summarize
 from cl_bench.scenarios import check_class_order, load_data, locate_data, scenario_order
@@ -111,6 +113,8 @@ class RunRequest:
     threads: int | None = None
     protocol: str = DEFAULT_PROTOCOL
     deterministic: str = "strict"
+    log: list[str] = field(default_factory=list)  # trackers (engine.trackers); no identity
+    loggers: list = field(default_factory=list)  # Avalanche loggers, in this process only
     # the owner.key of each item of ``sets`` that a sweep gave (cl_bench.cards.sweep): named
     # in the line before the runs; the runs' identities do not depend on it
     sweep: list[str] = field(default_factory=list)
@@ -167,6 +171,7 @@ def check_request(req: RunRequest) -> tuple[list[Card], Card]:
     from cl_bench.input_checks import cache_folder, check_image_size, check_seeds, writable_dir
 
     check_seeds(req.seeds)
+    check_trackers(req.log)
     check_image_size(req.backbone, backbone_kind(req.backbone), req.image_size)
     methods, scenario = resolve_cards(req)
     locate_data(scenario, req.data_root, req.download)
@@ -249,9 +254,13 @@ def run_one(
     device: torch.device,
     progress: bool,
     result: Path | None = None,
+    log: Sequence[str] = (),
+    loggers: Sequence[Any] = (),
 ) -> dict:
     """Train and evaluate one method on one seed; returns the result record. With
-    ``result`` (its path), a checkpoint after each task lets a killed run resume.
+    ``result`` (its path), a checkpoint after each task lets a killed run resume, and
+    the trackers ``log`` and Avalanche ``loggers`` receive the per-task metrics, the
+    final numbers and the configuration (:mod:`cl_bench.engine.trackers`).
     Three steps: the stream the method's inputs call for, the drive, the record."""
     t_start = time.perf_counter()
     reset_peak_memory(device)
@@ -277,6 +286,9 @@ def run_one(
             inputs,
             t_start,
             code["digest"],
+            open_trackers(log, result, loggers)
+            if result is not None and (log or loggers)
+            else None,
         )
     features_s = store.seconds - before  # an adapted backbone's features: during the drive
     uses_features = spec_of(cls).inputs in (Inputs.FEATURES, Inputs.ADAPTED_FEATURES) or (
@@ -287,7 +299,7 @@ def run_one(
         if not uses_features
         else ("extracted" if features_s > 0 else "disk cache" if store.hits > hits else "memory")
     )
-    return {
+    record = {
         "schema_version": results.SCHEMA_VERSION,
         "method": card.name,
         "scenario": scenario.name,
@@ -323,6 +335,9 @@ def run_one(
         "memory": peak_memory(device),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    if done.tracking is not None:
+        done.tracking.finish(record)
+    return record
 
 
 @dataclass
@@ -423,6 +438,7 @@ class Driven:
     train_flops: TrainFlops
     checkpoint: RunCheckpoint
     threads: dict
+    tracking: Tracking | None = None
 
 
 def train_and_evaluate(
@@ -437,6 +453,7 @@ def train_and_evaluate(
     inputs: MethodInputs,
     t_start: float,
     code: str,
+    tracking: Tracking | None = None,
 ) -> Driven:
     """Build the strategy (or restore it from the run's checkpoint) and drive it over
     its stream, saving a checkpoint after each task when it is :class:`Resumable`
@@ -469,6 +486,12 @@ def train_and_evaluate(
     )
     strategy, recorder, train_flops = checkpoint.start(build)
     extract_threads = torch.get_num_threads()  # backbone passes: the configured count
+
+    def after_task(done: int) -> None:
+        checkpoint.save(strategy, done, time.perf_counter() - t_start)
+        if tracking is not None:
+            tracking.task(recorder.acc_matrix, recorder.acc_seen)
+
     with threads(1 if features_only else None) as train_threads:
         drive(
             strategy,
@@ -476,7 +499,7 @@ def train_and_evaluate(
             start=checkpoint.done,
             loader_args=inputs.loader_args,
             eval_args=inputs.eval_args,
-            after_task=lambda done: checkpoint.save(strategy, done, time.perf_counter() - t_start),
+            after_task=after_task,
         )
     return Driven(
         strategy,
@@ -484,6 +507,7 @@ def train_and_evaluate(
         train_flops,
         checkpoint,
         {"features": extract_threads, "train_eval": train_threads},
+        tracking,
     )
 
 
@@ -768,6 +792,8 @@ def execute(
                     device,
                     req.progress,
                     path,
+                    req.log,
+                    req.loggers,
                 ),
             )
         except UserError as e:

@@ -156,4 +156,5 @@ def _compute(job: Job) -> dict:
         device,
         req.progress,
         job.path,
+        req.log,
     )

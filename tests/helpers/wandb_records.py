@@ -40,8 +40,12 @@ def history_and_config(path: Path) -> tuple[list[dict], dict]:
         record.ParseFromString(payload)
         kind = record.WhichOneof("record_type")
         if kind == "history":
-            history.append({i.key or "/".join(i.nested_key): json.loads(i.value_json)
-                            for i in record.history.item})
+            history.append(
+                {
+                    i.key or "/".join(i.nested_key): json.loads(i.value_json)
+                    for i in record.history.item
+                }
+            )
         elif kind == "config":
             config.update({i.key: json.loads(i.value_json) for i in record.config.update})
     return history, config

@@ -18,8 +18,8 @@ from PIL import Image
 from cl_bench.contract import EVAL_BATCH_SIZE
 from cl_bench.errors import UserError
 from cl_bench.metrics import summarize
-from cl_bench.reporting.plots import PIXELS
 from cl_bench.reporting.latex import escape
+from cl_bench.reporting.plots import PIXELS
 from cl_bench.reporting.report import METRICS, aggregate, grid, load_runs, to_csv
 from cl_bench.source_identity import RUNNER, file_digest, label
 from cl_bench.store import results
