@@ -225,9 +225,10 @@ def test_report_writes_the_files_it_returns(ran, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing skipped
         written = cl_bench.report(out, tmp_path / "r", formats=["md", "csv"], images=())
-    assert written == [tmp_path / "r" / "report.md", tmp_path / "r" / "runs.csv"]
-    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["report.md", "runs.csv"]
-    assert "| tosca (selection=sample) | n=1 |" in written[0].read_text()
+    names = ["paired.csv", "report.md", "runs.csv"]  # paired.csv: the paired statistics
+    assert written == [tmp_path / "r" / name for name in names]
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == names
+    assert "| tosca (selection=sample) | n=1 |" in written[1].read_text()
     with pytest.raises(UserError, match='Unknown report format "pdf"'):
         cl_bench.report(out, tmp_path / "r2", formats="pdf")
 
