@@ -1,4 +1,5 @@
-"""Card variants: a built-in card copied under another name with keys replaced."""
+"""Card variants: a built-in card copied under another name with keys replaced; a small
+suite of SimpleCIL on synthetic for the suite tests."""
 
 from __future__ import annotations
 
@@ -16,3 +17,15 @@ def card_variant(tmp_path: Path, folder: Path, base: str, name: str, **keys) -> 
     cards.mkdir(exist_ok=True)
     (cards / f"{name}.yaml").write_text(yaml.safe_dump({**raw, "name": name, **keys}))
     return cards
+
+
+# a suite card of one entry: SimpleCIL on synthetic at 32 px, fp32 (a few seconds)
+MINI_SUITE = """\
+runs:
+  - name: synth
+    scenario: synthetic
+    backbone: efficientnet_lite0
+    image_size: 32
+    precision: fp32
+    methods: [simplecil]
+"""

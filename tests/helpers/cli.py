@@ -8,15 +8,8 @@ from typer.testing import CliRunner
 
 from cl_bench.commands.cli import app
 
-FAST = [
-    "--scenario",
-    "synthetic",
-    "--no-progress",
-    "--precision",
-    "fp32",
-    "--set",
-    "tosca.epochs=3",
-]
+SYNTHETIC = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32"]
+FAST = [*SYNTHETIC, "--set", "tosca.epochs=3"]
 
 TREE = [
     "--scenario",

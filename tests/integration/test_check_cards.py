@@ -7,19 +7,10 @@ from __future__ import annotations
 import re
 import shlex
 
+from tests.helpers.cards import MINI_SUITE
 from tests.helpers.cli import invoke, refused
 
-SUITE = """
-name: mini
-threads: 2
-runs:
-  - name: synth
-    scenario: synthetic
-    backbone: efficientnet_lite0
-    image_size: 32
-    precision: fp32
-    methods: [simplecil]
-"""
+SUITE = "name: mini\nthreads: 2\n" + MINI_SUITE
 
 
 def test_the_printed_baseline_command_works_as_printed(tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from tests.helpers.cli import invoke, refused
+from tests.helpers.cli import SYNTHETIC, invoke, refused
 from tests.integration.test_report import PNG_MAGIC, fake_run
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -29,11 +29,7 @@ def five_seeds(tmp_path_factory) -> Path:
         str(out / "results"),
         "--cards",
         str(EXAMPLES),
-        "--scenario",
-        "synthetic",
-        "--no-progress",
-        "--precision",
-        "fp32",
+        *SYNTHETIC,
         "--methods",
         "simplecil,my-method,tosca",
         "--seeds",

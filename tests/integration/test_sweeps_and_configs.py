@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.helpers.cards import MINI_SUITE
 from tests.helpers.cli import invoke, refused
 
 SYN = ["--scenario", "synthetic", "--no-progress", "--precision", "fp32", "--methods", "tosca"]
@@ -22,16 +23,6 @@ sets:
 precision: fp32
 progress: false
 out: {out}
-"""
-
-SUITE = """\
-runs:
-  - name: synth
-    scenario: synthetic
-    backbone: efficientnet_lite0
-    image_size: 32
-    precision: fp32
-    methods: [simplecil]
 """
 
 
@@ -101,7 +92,7 @@ def test_an_unknown_config_key_is_refused_naming_the_known_ones(tmp_path):
 def test_a_suite_runs_reports_lists_and_checks_in_results_of_its_name(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     Path("cards").mkdir()
-    Path("cards/mini.yaml").write_text(SUITE)
+    Path("cards/mini.yaml").write_text(MINI_SUITE)
     suite = ["--cards", "cards", "--suite", "mini"]
     listed = invoke("list", "suites", "--cards", "cards")
     assert listed.exit_code == 0, listed.output
