@@ -42,7 +42,7 @@ def label_key(scenario: str) -> str:
 
 def caption(scenario: str, ctx: Context | None) -> str:
     """The caption of one table, escaped; random weights in bold."""
-    text = rf"{escape(scenario)}: mean $\pm$ std over seeds; best in bold."
+    text = rf"{escape(scenario)}: mean $\pm$ std over seeds; bold: significantly best ($p<0.05$)."
     if ctx is None:
         return text
     backbone = escape(ctx.backbone[0].upper() + ctx.backbone[1:]) + "."

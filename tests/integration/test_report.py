@@ -444,7 +444,10 @@ def test_pdf_figure_size_dpi_and_paper_latex(store, tmp_path):
         assert (out / f"{png.stem}.pdf").read_bytes().startswith(b"%PDF")
     tex = (out / "report.tex").read_text()
     assert r"\label{tab:cifar100}" in tex
-    assert r"\caption{cifar100: mean $\pm$ std over seeds; best in bold. Backbone: " in tex
+    assert (
+        r"\caption{cifar100: mean $\pm$ std over seeds; "
+        r"bold: significantly best ($p<0.05$). Backbone: " in tex
+    )
     assert "TOSCA (selection=sample) & n=3" in tex and "SimpleCIL & n=3" in tex
     bad = invoke("report", "--results", str(store), "--figure-size", "6x", "--out", str(out))
     assert bad.exit_code == 2 and "--figure-size 6.4x4" in bad.stderr

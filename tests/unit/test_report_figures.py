@@ -258,7 +258,7 @@ def test_latex_has_titles_label_and_a_caption_with_backbone_and_random_flag():
     ]
     assert r"\label{tab:toy}" in tex
     assert (
-        r"\caption{toy: mean $\pm$ std over seeds; best in bold. Backbone: "
+        r"\caption{toy: mean $\pm$ std over seeds; bold: significantly best ($p<0.05$). Backbone: "
         r"vit\_tiny\_patch16\_224, \textbf{RANDOM WEIGHTS}, not pretrained. Settings of "
         r"every row other than the card defaults: epochs=3.}"
     ) in tex
