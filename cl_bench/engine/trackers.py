@@ -209,6 +209,14 @@ class MlflowBackend:
         self.client.set_terminated(self.run_id)
 
 
+def _warn(tracker: str, e: Exception) -> None:
+    print(
+        f"warning: tracker {tracker} failed ({type(e).__name__}: {e}); the run goes on without it.",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 class Tracking:
     """The trackers of one run: :meth:`task` after each task, :meth:`finish` once. A
     tracker that fails is reported and left out; the run and its result go on."""
@@ -222,12 +230,7 @@ class Tracking:
                 call(backend)
             except Exception as e:  # noqa: BLE001 - a tracker never costs the run
                 self.backends.remove(backend)
-                print(
-                    f"warning: tracker {type(backend).__name__} failed ({type(e).__name__}: "
-                    f"{e}); the run goes on without it.",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                _warn(type(backend).__name__, e)
 
     def task(self, acc_matrix: Sequence[Sequence[float]], acc_seen: Sequence[float]) -> None:
         values = task_metrics(acc_matrix, acc_seen)
@@ -245,21 +248,29 @@ class Tracking:
         self._each(close)
 
 
+def _backend(tracker: str, folder: Path, name: str) -> Backend:
+    if tracker == "csv":
+        return CsvBackend(folder / "csv")
+    if tracker == "tensorboard":
+        from avalanche.logging import TensorboardLogger
+
+        return AvalancheBackend(TensorboardLogger(folder / "tensorboard"))
+    if tracker == "wandb":
+        return WandbBackend(folder / "wandb", name)
+    return MlflowBackend(folder, name)
+
+
 def open_trackers(names: Iterable[str], result: Path, loggers: Sequence[Any] = ()) -> Tracking:
     """The trackers ``names`` for the run whose result file is ``result``, and
-    ``loggers``: Avalanche loggers of the caller's own (``log_single_metric``)."""
+    ``loggers``: Avalanche loggers of the caller's own (``log_single_metric``). A tracker
+    that cannot start (an unwritable folder, a damaged store) is reported and left out,
+    as one that fails later is."""
     folder = log_folder(result)
     name = f"{result.parent.parent.name}/{result.parent.name}/{result.stem}"
     backends: list[Backend] = [AvalancheBackend(logger) for logger in loggers]
     for tracker in names:
-        if tracker == "csv":
-            backends.append(CsvBackend(folder / "csv"))
-        elif tracker == "tensorboard":
-            from avalanche.logging import TensorboardLogger
-
-            backends.append(AvalancheBackend(TensorboardLogger(folder / "tensorboard")))
-        elif tracker == "wandb":
-            backends.append(WandbBackend(folder / "wandb", name))
-        elif tracker == "mlflow":
-            backends.append(MlflowBackend(folder, name))
+        try:
+            backends.append(_backend(tracker, folder, name))
+        except Exception as e:  # noqa: BLE001 - a tracker never costs the run
+            _warn(tracker, e)
     return Tracking(backends)

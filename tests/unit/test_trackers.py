@@ -139,3 +139,15 @@ def test_csv_tracker_writes_a_long_table_and_the_config(tmp_path):
         "key,value",
         "method.lr,0.1",
     ]
+
+
+def test_a_tracker_that_cannot_start_is_left_out(tmp_path, capsys):
+    """A logs folder that cannot be made (a file stands where it goes): the csv tracker
+    is reported and left out at the start; a logger of the caller's own still counts."""
+    result = tmp_path / "out" / "runs" / "synthetic" / "simplecil" / "1993-abc.json"
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "logs").write_text("not a folder")
+    kept = Kept()
+    tracking = trackers.open_trackers(["csv"], result, [kept])
+    assert [type(b).__name__ for b in tracking.backends] == ["AvalancheBackend"]
+    assert "warning: tracker csv failed (NotADirectoryError" in capsys.readouterr().err
