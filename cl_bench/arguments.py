@@ -166,3 +166,50 @@ def callback(name: str, value: object) -> Callable | None:
     if value is not None and not callable(value):
         raise refuse(name, value, "a function or None", f"{name}=print")
     return value
+
+
+def plugins(value: object) -> list:
+    """Avalanche plugins (instances of ``avalanche.core.BasePlugin``, e.g. subclasses of
+    ``SupervisedPlugin``): one, or an iterable of them."""
+    from avalanche.core import BasePlugin
+
+    example = "plugins=[MyPlugin()] (MyPlugin a subclass of avalanche.core.SupervisedPlugin)"
+    if isinstance(value, (BasePlugin, type)):
+        items: list[object] = [value]
+    elif isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise refuse("plugins", value, "an Avalanche plugin or a list of them", example)
+    else:
+        items = list(value)
+    for item in items:
+        if isinstance(item, type):
+            raise UserError(
+                f"plugins holds the class {item.__qualname__}, not a plugin: give an "
+                f"instance, e.g. plugins=[{item.__qualname__}()]."
+            )
+        if not isinstance(item, BasePlugin):
+            also = (
+                " For metrics sent to a logger of your own, give it as loggers= instead."
+                if type(item).__name__ == "EvaluationPlugin"
+                else ""
+            )
+            raise UserError(
+                f"plugins holds {item!r} ({type(item).__name__}), not an Avalanche plugin: "
+                f"each must be an instance of avalanche.core.BasePlugin, e.g. {example}.{also}"
+            )
+    return items
+
+
+def loggers(value: object) -> list:
+    """Avalanche loggers: an iterable of objects with a ``log_single_metric`` method."""
+    example = "loggers=[InteractiveLogger()]"
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise refuse("loggers", value, "a list of Avalanche loggers", example)
+    items = list(value)
+    for item in items:
+        if isinstance(item, type) or not callable(getattr(item, "log_single_metric", None)):
+            raise UserError(
+                f"loggers holds {item!r}, not a logger: each must be an object with a "
+                f"log_single_metric(name, value, x_plot) method (an Avalanche logger), e.g. "
+                f"{example}."
+            )
+    return items

@@ -198,6 +198,7 @@ def run(
     deterministic: str = "strict",
     log: str | Iterable[str] = (),
     loggers: Sequence[object] = (),
+    plugins: Sequence[object] = (),
     echo: Echo | None = print,
 ) -> list[Result]:
     """Run methods x seeds on one or more scenarios, as ``cl-bench run`` does, and
@@ -213,10 +214,33 @@ def run(
     line's ``--set`` (see :func:`settings_as_sets`); ``log``: trackers among "csv",
     "tensorboard", "wandb", "mlflow" (:mod:`cl_bench.engine.trackers`); ``loggers``:
     Avalanche loggers of your own, given each run's metrics through
-    ``log_single_metric``; ``echo``: where the progress lines go (None: nowhere).
-    Raises UserError for bad input (nothing written) and :class:`RunsFailed` when runs
-    failed midway (the others finished)."""
+    ``log_single_metric``; ``plugins``: Avalanche plugins of your own (one, or a list of
+    instances of ``avalanche.core.SupervisedPlugin`` or another ``BasePlugin``), added to
+    the strategy of every run made here after cl-bench's own plugins, so their callbacks
+    (``after_training_exp``, ``after_eval_exp``, ...) see each task of each run. The same
+    instances serve every run, one run after another (reset what they keep in
+    ``before_training`` if it must not carry over); a finished run that is read, not
+    run, calls nothing. Plugins are not part of a run's identity: they are meant to
+    watch (metrics, logs, probes), and one that changes training makes numbers that
+    its result file does not describe. ``echo``: where the progress lines go (None:
+    nowhere). Raises UserError for bad input (nothing written) and :class:`RunsFailed`
+    when runs failed midway (the others finished).
+
+        class Seen(SupervisedPlugin):
+            def __init__(self):
+                super().__init__()
+                self.trained = []
+
+            def after_training_exp(self, strategy, **kwargs):
+                self.trained.append(strategy.experience.current_experience)
+
+        seen = Seen()
+        cl_bench.run(["simplecil"], scenario="synthetic", plugins=[seen])
+        seen.trained  # [0, 1, 2, 3, 4]
+    """
     echo = arguments.callback("echo", echo)
+    own_loggers = arguments.loggers(loggers)
+    own_plugins = arguments.plugins(plugins)
     requests = plan(
         methods,
         scenario,
@@ -236,5 +260,5 @@ def run(
         log=log,
     )
     for req in requests:
-        req.loggers = list(loggers)
+        req.loggers, req.plugins = own_loggers, own_plugins
     return run_requests(requests, echo)

@@ -115,6 +115,7 @@ class RunRequest:
     deterministic: str = "strict"
     log: list[str] = field(default_factory=list)  # trackers (engine.trackers); no identity
     loggers: list = field(default_factory=list)  # Avalanche loggers, in this process only
+    plugins: list = field(default_factory=list)  # Avalanche plugins, in this process only
     # the owner.key of each item of ``sets`` that a sweep gave (cl_bench.cards.sweep): named
     # in the line before the runs; the runs' identities do not depend on it
     sweep: list[str] = field(default_factory=list)
@@ -256,11 +257,13 @@ def run_one(
     result: Path | None = None,
     log: Sequence[str] = (),
     loggers: Sequence[Any] = (),
+    plugins: Sequence[Any] = (),
 ) -> dict:
     """Train and evaluate one method on one seed; returns the result record. With
     ``result`` (its path), a checkpoint after each task lets a killed run resume, and
     the trackers ``log`` and Avalanche ``loggers`` receive the per-task metrics, the
-    final numbers and the configuration (:mod:`cl_bench.engine.trackers`).
+    final numbers and the configuration (:mod:`cl_bench.engine.trackers`). ``plugins``
+    (Avalanche plugins of the caller's own) join the strategy's after cl-bench's own.
     Three steps: the stream the method's inputs call for, the drive, the record."""
     t_start = time.perf_counter()
     reset_peak_memory(device)
@@ -289,6 +292,7 @@ def run_one(
             open_trackers(log, result, loggers)
             if result is not None and (log or loggers)
             else None,
+            plugins,
         )
     features_s = store.seconds - before  # an adapted backbone's features: during the drive
     uses_features = spec_of(cls).inputs in (Inputs.FEATURES, Inputs.ADAPTED_FEATURES) or (
@@ -454,10 +458,12 @@ def train_and_evaluate(
     t_start: float,
     code: str,
     tracking: Tracking | None = None,
+    plugins: Sequence[Any] = (),
 ) -> Driven:
     """Build the strategy (or restore it from the run's checkpoint) and drive it over
     its stream, saving a checkpoint after each task when it is :class:`Resumable`
-    (``code``: the digest of the run's code; a checkpoint of other code is not resumed)."""
+    (``code``: the digest of the run's code; a checkpoint of other code is not resumed;
+    ``plugins``: the caller's own, after cl-bench's)."""
     features_only = spec_of(cls).inputs is Inputs.FEATURES
 
     def build() -> tuple:
@@ -472,7 +478,7 @@ def train_and_evaluate(
                 backbone=backbone,
                 n_classes=data.n_classes,
                 device=device,
-                plugins=[recorder, train_flops, watch, *inputs.plugins],
+                plugins=[recorder, train_flops, watch, *inputs.plugins, *plugins],
                 evaluator=quiet_evaluator(),
             ),
             recorder,
@@ -794,6 +800,7 @@ def execute(
                     path,
                     req.log,
                     req.loggers,
+                    req.plugins,
                 ),
             )
         except UserError as e:
