@@ -30,15 +30,18 @@ from cl_bench.api.results import (
 from cl_bench.api.runs import RunsFailed, plan, run, run_requests, settings_as_sets
 from cl_bench.api.suites import plan_suite, refuse_fixed, suite_out, suite_scope
 from cl_bench.api.sweeps import Sweep, sweep
+from cl_bench.api.tune import TUNE_OUT, apply_tuned, tune
 from cl_bench.errors import UserError
 
 __all__ = [
     "RunsFailed",
     "SkippedResultWarning",
     "Sweep",
+    "TUNE_OUT",
     "UserError",
     "account",
     "account_table",
+    "apply_tuned",
     "cache",
     "cards",
     "check",
@@ -67,4 +70,5 @@ __all__ = [
     "suite_scope",
     "summary_table",
     "sweep",
+    "tune",
 ]

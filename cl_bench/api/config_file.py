@@ -29,7 +29,14 @@ import yaml
 
 from cl_bench.errors import UserError, suggest
 
-__all__ = ["CONFIG_KEYS", "config_digest", "config_options", "load_config", "merge_options"]
+__all__ = [
+    "CONFIG_KEYS",
+    "config_digest",
+    "config_options",
+    "config_record",
+    "load_config",
+    "merge_options",
+]
 
 TEXT = (
     *("protocol", "backbone", "weights", "device", "precision", "deterministic", "launcher"),
@@ -38,9 +45,10 @@ TEXT = (
 PATHS = ("data_root", "out")
 WHOLE = ("image_size", "jobs", "slurm_gpus", "slurm_cpus", "slurm_time", "slurm_array_parallelism")
 FLAGS = ("download", "progress", "wait", "slurm_requeue")
+NUMBERS = ("validation",)
 LISTS = ("methods", "scenario", "seeds", "sets")
 FREE = ("name", "description")
-CONFIG_KEYS = (*LISTS, *TEXT, *PATHS, *WHOLE, *FLAGS, *FREE)
+CONFIG_KEYS = (*LISTS, *TEXT, *PATHS, *WHOLE, *FLAGS, *NUMBERS, *FREE)
 ALIASES = {"scenarios": "scenario", "set": "sets"}
 EXAMPLES = {
     "methods": "methods: [tosca, simplecil]",
@@ -114,16 +122,17 @@ def config_options(path: str | Path) -> dict[str, Any]:
 def _checked(path: Path, name: str, value: object) -> object:
     if name in LISTS:
         return _listed(path, name, value, int if name == "seeds" else str)
-    kinds: dict[str, tuple[type, str]] = {
+    kinds: dict[str, tuple[type | tuple[type, ...], str]] = {
         **{k: (str, "a name") for k in TEXT},
         **{k: (str, "a folder") for k in PATHS},
         **{k: (int, "a whole number") for k in WHOLE},
         **{k: (bool, "true or false") for k in FLAGS},
+        **{k: ((int, float), "a number") for k in NUMBERS},
     }
     kind, said = kinds[name]
     if value is None and name not in FLAGS:
         return None
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         raise UserError(f"--config {path}: `{name}: {value!r}` must be {said}.")
     return Path(value).expanduser() if name in PATHS and isinstance(value, str) else value
 
@@ -131,6 +140,19 @@ def _checked(path: Path, name: str, value: object) -> object:
 def config_digest(path: str | Path) -> str:
     """The first 12 hex digits of the file's SHA-256: which version of it ran."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+
+
+def config_record(path: str | Path) -> dict[str, str]:
+    """What a run's record says of the config file it came from: ``{"path": as given,
+    "sha256": its digest}`` (not part of the run's identity: the same run from the
+    command line is the same result)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(
+            f"config_file={str(path)!r}: no such file; give the YAML file the options came "
+            'from, e.g. config_file="run.yaml" (cl_bench.load_config gives it), or leave it out.'
+        )
+    return {"path": str(path), "sha256": config_digest(path)}
 
 
 def merge_options(
@@ -151,7 +173,9 @@ def load_config(path: str | Path) -> dict[str, Any]:
     """The config file ``path`` as keyword arguments of :func:`cl_bench.run` (or, when it
     names a launcher, of :func:`cl_bench.run_grid`): ``cl_bench.run(**load_config(p))``;
     override a value by giving it after, ``{**load_config(p), "seeds": [1993]}``. Its
-    ``sets`` become ``settings`` (each value read as on the command line: commas sweep)."""
+    ``sets`` become ``settings`` (each value read as on the command line: commas sweep),
+    and ``config_file`` is ``path``, so that each run's record names the file and its
+    digest."""
     options = config_options(path)
     sets = options.pop("sets", None)
     if sets is not None:
@@ -165,4 +189,4 @@ def load_config(path: str | Path) -> dict[str, Any]:
                 )
             settings[head.strip()] = value
         options["settings"] = settings
-    return options
+    return {**options, "config_file": Path(path)}

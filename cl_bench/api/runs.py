@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, cast
 
 from cl_bench import arguments
+from cl_bench.api.config_file import config_record
 from cl_bench.api.sweeps import Sweep, sweep_text
 from cl_bench.errors import UserError, refuse_long_names
 from cl_bench.store.records import Result
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
         sets: list[str]
         progress: bool
         log: list[str]
+        validation: float
 
 
 __all__ = ["RunsFailed", "plan", "run", "run_requests", "settings_as_sets"]
@@ -104,12 +106,16 @@ def plan(
     protocol: str = "fair",
     deterministic: str = "strict",
     log: str | Iterable[str] = (),
+    validation: float = 0.0,
+    config_file: str | Path | None = None,
 ) -> list[RunRequest]:
     """One request per scenario (and per configuration of a sweep, ``sets`` such as
     ``"tosca.lr=0.01,0.05"``: :mod:`cl_bench.cards.sweep`), the arguments checked that
     need no card: what :func:`run` runs, and what ``cl-bench run`` runs or hands to a
     launcher. A request without a backbone gets its scenario's
-    (:func:`cl_bench.cards.catalogue.resolve_backbone`)."""
+    (:func:`cl_bench.cards.catalogue.resolve_backbone`). ``config_file``: the config file
+    the arguments came from, named with its digest in every run's record
+    (:func:`cl_bench.api.config_file.config_record`)."""
     from cl_bench.cards.protocol import check_protocol
     from cl_bench.cards.sweep import expand_sets, swept_items
     from cl_bench.engine.environment import (
@@ -119,6 +125,7 @@ def plan(
     )
     from cl_bench.engine.runner import RunRequest, default_methods
     from cl_bench.engine.trackers import check_trackers
+    from cl_bench.scenarios.validation import check_fraction
 
     seed_list = arguments.seeds(seeds)
     scenarios = arguments.names("scenario", scenario, 'scenario="fmnist"')
@@ -143,16 +150,20 @@ def plan(
         "sets": arguments.strings("sets", sets, 'sets=["tosca.epochs=5"]'),
         "progress": arguments.flag("progress", progress),
         "log": check_trackers(arguments.names("log", log, 'log=["tensorboard", "csv"]')),
+        "validation": check_fraction(validation),
     }
     check_device_name(common["device"])
     check_precision_name(common["precision"])
     check_determinism_name(common["deterministic"])
+    source = arguments.folder("config_file", config_file, 'config_file="run.yaml"', optional=True)
+    recorded = None if source is None else config_record(source)
     swept = swept_items(common["sets"])  # a sweep: one request per scenario and configuration
     reqs = []
     for name in scenarios:
         for sets in expand_sets(common["sets"]):
             reqs.append(RunRequest(methods=method_list, scenario=name, **common))
             reqs[-1].sets, reqs[-1].sweep = sets, swept
+            reqs[-1].config_file = recorded
     for req in reqs:  # the default set is the one that runs on the scenario's backbone
         # RunRequest.__post_init__ has replaced a None backbone by the scenario's
         req.methods = req.methods or default_methods(cast(str, req.backbone))
@@ -199,6 +210,10 @@ def run(
     log: str | Iterable[str] = (),
     loggers: Sequence[object] = (),
     plugins: Sequence[object] = (),
+    config_file: str | Path | None = None,
+    validation: float = 0.0,
+    tuned: bool | str = False,
+    tuned_from: str | Path = "results/tune",
     echo: Echo | None = print,
 ) -> list[Result]:
     """Run methods x seeds on one or more scenarios, as ``cl-bench run`` does, and
@@ -214,7 +229,12 @@ def run(
     line's ``--set`` (see :func:`settings_as_sets`); ``log``: trackers among "csv",
     "tensorboard", "wandb", "mlflow" (:mod:`cl_bench.engine.trackers`); ``loggers``:
     Avalanche loggers of your own, given each run's metrics through
-    ``log_single_metric``; ``plugins``: Avalanche plugins of your own (one, or a list of
+    ``log_single_metric``; ``validation``: the share of each class's training images held
+    out and evaluated on instead of the test set (0: the test set;
+    :mod:`cl_bench.scenarios.validation`); ``tuned``: True runs each method with the
+    settings its finished ``cl-bench tune`` search on the scenario chose (under
+    ``tuned_from``), a scenario's name those of a search on that scenario;
+    ``plugins``: Avalanche plugins of your own (one, or a list of
     instances of ``avalanche.core.SupervisedPlugin`` or another ``BasePlugin``), added to
     the strategy of every run made here after cl-bench's own plugins, so their callbacks
     (``after_training_exp``, ``after_eval_exp``, ...) see each task of each run. The same
@@ -222,9 +242,11 @@ def run(
     ``before_training`` if it must not carry over); a finished run that is read, not
     run, calls nothing. Plugins are not part of a run's identity: they are meant to
     watch (metrics, logs, probes), and one that changes training makes numbers that
-    its result file does not describe. ``echo``: where the progress lines go (None:
-    nowhere). Raises UserError for bad input (nothing written) and :class:`RunsFailed`
-    when runs failed midway (the others finished).
+    its result file does not describe. ``config_file``: the config file the arguments
+    came from (``cl_bench.run(**cl_bench.load_config("run.yaml"))`` gives it), named with
+    its digest in each run's record, not part of the run's identity. ``echo``: where the
+    progress lines go (None: nowhere). Raises UserError for bad input (nothing written)
+    and :class:`RunsFailed` when runs failed midway (the others finished).
 
         class Seen(SupervisedPlugin):
             def __init__(self):
@@ -258,7 +280,16 @@ def run(
         protocol=protocol,
         deterministic=deterministic,
         log=log,
+        validation=validation,
+        config_file=config_file,
     )
     for req in requests:
         req.loggers, req.plugins = own_loggers, own_plugins
+    if tuned is not False:
+        from cl_bench.api.tune import apply_tuned
+
+        on = arguments.text("tuned", tuned, 'tuned="synthetic"') if tuned is not True else None
+        for line in apply_tuned(requests, tuned_from, on):
+            if echo is not None:
+                echo(line)
     return run_requests(requests, echo)

@@ -20,6 +20,7 @@ __all__ = ["plan_suite", "refuse_fixed", "suite_lines", "suite_out", "suite_scop
 # run's options that an entry of the suite fixes: refused beside --suite
 FIXED_BY_ENTRIES = (
     "methods",
+    "tuned",
     "scenario",
     "seeds",
     "protocol",

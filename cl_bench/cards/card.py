@@ -41,6 +41,7 @@ class Card:
     protocol: str = "fair"  # method cards: the named protocol (:mod:`cl_bench.cards.protocol`)
     scenario_sets: dict = field(default_factory=dict)  # ... and its per-run scenario settings
     explicit: set = field(default_factory=set)  # keys set by --set or the protocol: they win
+    tuned: dict | None = None  # method cards: where tuned settings came from (cl_bench.tune)
 
     @property
     def title(self) -> str:

@@ -43,6 +43,7 @@ from cl_bench.cards.places import BENCHMARKS_DIR, METHODS_DIR, read_yaml
 from cl_bench.cards.protocol import paper_settings, scenario_backbone
 from cl_bench.cards.resolve import check_defaults_when
 from cl_bench.cards.rules import METHOD_KEYS, SCENARIO_KEYS, SCENARIO_RULES
+from cl_bench.cards.search import card_space
 from cl_bench.cards.strategy import make_importable, strategy_of
 from cl_bench.errors import UserError, suggest, unknown
 
@@ -198,6 +199,7 @@ def load_method(name: str) -> Card:
     card.check(defaults=True)
     paper_settings(card)
     check_defaults_when(card)
+    card_space(card)
     return card
 
 

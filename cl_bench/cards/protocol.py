@@ -174,8 +174,10 @@ def changed_settings(card: Card, scenario: Card) -> list[tuple[str, Any]]:
 
 
 def config_tag(card: Card) -> dict:
-    """What the protocol adds to a run's hashed config: nothing for ``fair``."""
-    return {} if card.protocol == DEFAULT_PROTOCOL else {"protocol": card.protocol}
+    """What the protocol adds to a run's hashed config: nothing for ``fair``; and, for
+    settings a search chose (``run --tuned``), where they came from."""
+    tag = {} if card.protocol == DEFAULT_PROTOCOL else {"protocol": card.protocol}
+    return tag if card.tuned is None else {**tag, "tuned": card.tuned}
 
 
 def scenario_backbone(scenario: Card) -> tuple[str | None, str | None]:

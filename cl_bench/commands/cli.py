@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from cl_bench.commands import account, catalogue, check, results, run
+from cl_bench.commands import account, catalogue, check, results, run, tune
 from cl_bench.commands.quick_exit import exit_quickly
 from cl_bench.commands.shared import command, reflowed
 
@@ -41,6 +41,7 @@ data_app = typer.Typer(
 )
 
 command(app, run.run)
+command(app, tune.tune)
 command(app, results.status)
 command(app, account.account)
 command(app, check.check)

@@ -42,4 +42,5 @@ PLANNED = (
     "progress",
     "protocol",
     "deterministic",
+    "validation",
 )

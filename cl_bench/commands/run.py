@@ -10,6 +10,7 @@ from cl_bench import api
 from cl_bench.commands import config_options as C
 from cl_bench.commands import grid_options as G
 from cl_bench.commands import run_options as R
+from cl_bench.commands import tuned_options as T
 from cl_bench.commands.shared import csv, user_errors, with_cards
 
 
@@ -22,6 +23,10 @@ def run(
     seeds: R.Seeds = "1993",
     protocol: R.Protocol = "fair",
     sets: R.Sets = None,
+    validation: R.Validation = 0.0,
+    tuned: T.Tuned = False,
+    tuned_on: T.TunedOn = None,
+    tuned_from: T.TunedFrom = api.TUNE_OUT,
     config: C.Config = None,
     suite: C.Suite = None,
     dry_run: R.DryRun = False,
@@ -66,6 +71,7 @@ def run(
           --scenario imagenet-a --data-root ~/data --launcher local --jobs 2
       cl-bench run --methods tosca --scenario synthetic --set tosca.lr=0.01,0.05
       cl-bench run --config run.yaml --seeds 1993
+      cl-bench run --methods tosca --scenario synthetic --tuned --seeds 1993,1994,1995
       cl-bench run --suite ci --dry-run
       cl-bench run --methods tosca,l2p --scenarios cifar100,imagenet-r \\
           --seeds 1993,1994 --data-root ~/data \\
@@ -76,7 +82,7 @@ def run(
     ]
     o = dict(ctx.params)
     if suite is not None:
-        api.refuse_fixed(suite, given)
+        api.refuse_fixed(suite, [*given, *(["tuned"] if tuned or tuned_on else [])])
         o["out"] = out if "out" in given else api.suite_out(suite)
     if config is not None:
         from_file = api.config_options(config)
@@ -98,8 +104,12 @@ def run(
             seed_list(o["seeds"]),
             sets=o["sets"] or [],
             log=csv(o.get("log")),
+            config_file=config,
             **{n: o[n] for n in C.PLANNED},
         )
+        if tuned or tuned_on:
+            for line in api.apply_tuned(reqs, tuned_from, tuned_on):
+                typer.echo(line)
     if o["dry_run"]:
         typer.echo("\n".join(api.dry_run(reqs, opts)))
     elif o["launcher"] is None:

@@ -68,6 +68,17 @@ Sets = Annotated[
     ),
 ]
 
+Validation = Annotated[
+    float,
+    typer.Option(
+        rich_help_panel=RUN_WHAT,
+        help="Hold out this share of each class's training images (seeded, the same "
+        "images for every seed) and evaluate on them instead of the test set, e.g. 0.1: "
+        "for choosing settings without looking at test accuracy (`cl-bench tune` does). "
+        "0: the test set. Recorded in every result.",
+    ),
+]
+
 DryRun = Annotated[
     bool,
     typer.Option(

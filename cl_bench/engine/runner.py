@@ -82,6 +82,7 @@ from cl_bench.scenarios.image_data import ImageData
 from cl_bench.scenarios.order import task_split, tasks_of
 from cl_bench.scenarios.stream import Stream, build_stream
 from cl_bench.scenarios.transforms import eval_transform, train_transform
+from cl_bench.scenarios.validation import held_out
 from cl_bench.source_identity import code_block
 from cl_bench.store import results
 from cl_bench.store.feature_cache import entry_write_problem
@@ -116,9 +117,17 @@ class RunRequest:
     log: list[str] = field(default_factory=list)  # trackers (engine.trackers); no identity
     loggers: list = field(default_factory=list)  # Avalanche loggers, in this process only
     plugins: list = field(default_factory=list)  # Avalanche plugins, in this process only
+    # the --config file the request came from ({"path", "sha256"}): recorded, no identity
+    config_file: dict | None = None
     # the owner.key of each item of ``sets`` that a sweep gave (cl_bench.cards.sweep): named
     # in the line before the runs; the runs' identities do not depend on it
     sweep: list[str] = field(default_factory=list)
+    # the share of each class's training images held out and evaluated on instead of the
+    # test set (cl_bench.scenarios.validation); 0: the test set
+    validation: float = 0.0
+    # method -> where its tuned settings (already among ``sets``) come from: recorded in
+    # its runs' config as ``tuned`` (cl_bench.tune.use)
+    tuned: dict[str, dict] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # a method or seed named twice is one run, not two samples of the mean
@@ -160,6 +169,8 @@ def resolve_cards(req: RunRequest) -> tuple[list[Card], Card]:
             card.scenario_sets.pop(key, None)
     for card in owners.values():
         card.check()  # rules between settings, e.g. top_k <= pool_size
+    for card in methods:
+        card.tuned = req.tuned.get(card.name)
     return methods, scenario
 
 
@@ -212,6 +223,8 @@ def resolved_config(
         "method": {"name": card.name, **card.params},
         "scenario": {"name": scenario.name, **scenario.params},
         "data": data.identity,
+        # only a validation run has the key, so test runs keep the names they always had
+        **({"validation": data.validation} if data.validation else {}),
         "backbone": {
             "name": backbone.name,
             "weights": backbone.weights,
@@ -258,12 +271,14 @@ def run_one(
     log: Sequence[str] = (),
     loggers: Sequence[Any] = (),
     plugins: Sequence[Any] = (),
+    config_file: dict | None = None,
 ) -> dict:
     """Train and evaluate one method on one seed; returns the result record. With
     ``result`` (its path), a checkpoint after each task lets a killed run resume, and
     the trackers ``log`` and Avalanche ``loggers`` receive the per-task metrics, the
     final numbers and the configuration (:mod:`cl_bench.engine.trackers`). ``plugins``
-    (Avalanche plugins of the caller's own) join the strategy's after cl-bench's own.
+    (Avalanche plugins of the caller's own) join the strategy's after cl-bench's own;
+    ``config_file`` (the config file's path and digest) goes into the record as it is.
     Three steps: the stream the method's inputs call for, the drive, the record."""
     t_start = time.perf_counter()
     reset_peak_memory(device)
@@ -338,6 +353,7 @@ def run_one(
         },
         "memory": peak_memory(device),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **({"config_file": config_file} if config_file else {}),
     }
     if done.tracking is not None:
         done.tracking.finish(record)
@@ -599,6 +615,13 @@ class Shared:
     store: FeatureStore
 
 
+def run_data(req: RunRequest, scenario: Card, download: bool | None = None) -> ImageData:
+    """The dataset a request's runs see: the scenario's, or with ``req.validation`` its
+    validation split in place of the test split (:func:`held_out`)."""
+    data = load_data(scenario, req.data_root, req.download if download is None else download)
+    return held_out(data, req.validation)
+
+
 def load_shared(
     req: RunRequest, scenario: Card, methods: list[Card], device: torch.device, precision: str
 ) -> Shared:
@@ -606,7 +629,7 @@ def load_shared(
     decode or a class order that does not fit the data fails here, before any run."""
     from cl_bench.engine.features import cache_dir
 
-    data = load_data(scenario, req.data_root, req.download)
+    data = run_data(req, scenario)
     scenario_order(scenario, data.n_classes, req.seeds[0])
     sizes = task_split(data.n_classes, scenario.params["init_cls"], scenario.params["increment"])
     # last of the data's checks: it remembers a dataset that passed, and a refusal writes nothing
@@ -801,6 +824,7 @@ def execute(
                     req.log,
                     req.loggers,
                     req.plugins,
+                    req.config_file,
                 ),
             )
         except UserError as e:

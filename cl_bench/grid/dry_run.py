@@ -40,11 +40,11 @@ from cl_bench.cards.protocol import (
 )
 from cl_bench.cards.resolve import resolve_for_backbone
 from cl_bench.engine.environment import device_key, resolve_device, resolve_precision
-from cl_bench.engine.runner import RunRequest, check_request, resolved_config
+from cl_bench.engine.runner import RunRequest, check_request, resolved_config, run_data
 from cl_bench.errors import UserError
 from cl_bench.grid.options import LaunchOptions
 from cl_bench.grid.target import Target, check_plan_memory, worker_target
-from cl_bench.scenarios import check_class_order, load_data
+from cl_bench.scenarios import check_class_order
 from cl_bench.scenarios.footprint import class_count
 from cl_bench.scenarios.image_data import ImageData
 from cl_bench.scenarios.order import check_split, task_split
@@ -94,7 +94,7 @@ def data_of(req: RunRequest, scenario: Card) -> ImageData:
     decoded), whose identity is part of every result path; :class:`Unknown` while a
     dataset that ``--download`` fetches is not there yet."""
     try:
-        return load_data(scenario, req.data_root, download=False)
+        return run_data(req, scenario, download=False)
     except UserError:
         if req.download:
             raise Unknown(

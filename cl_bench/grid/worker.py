@@ -108,6 +108,7 @@ def _compute(job: Job) -> dict:
             req.image_size,
             str(req.data_root),
             req.download,
+            req.validation,
             req.device,
             req.precision,
             job.scenario.name,
@@ -157,4 +158,5 @@ def _compute(job: Job) -> dict:
         req.progress,
         job.path,
         req.log,
+        config_file=req.config_file,
     )

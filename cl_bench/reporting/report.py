@@ -70,6 +70,11 @@ PAPER_LEGEND = (
     "protocol (the default).",
 )
 STALE_MARK = " [stale]"
+TUNED_LEGEND = (
+    "[tuned]",
+    "settings chosen by `cl-bench tune` on a validation split of the training data (the "
+    "test split unread); [tuned on X]: by a search on scenario X, evaluated here.",
+)
 STALE_LEGEND = (
     "a result of other code or package versions than those installed now "
     "(shown with --allow-stale); `cl-bench status` says what changed."
@@ -190,7 +195,8 @@ def legend(runs: pd.DataFrame) -> list[tuple[str, str]]:
         for key, meaning in recorded.items():
             meanings.setdefault(key, meaning + ".")
     stale = [("[stale]", STALE_LEGEND)] if runs["stale"].ne("").any() else []
-    return [PAPER_LEGEND, *sorted(meanings.items()), *LEGEND_AFTER, *stale]
+    tuned = [TUNED_LEGEND] if "tuned" in runs and runs["tuned"].ne("").any() else []
+    return [PAPER_LEGEND, *tuned, *sorted(meanings.items()), *LEGEND_AFTER, *stale]
 
 
 def _base_label(row, several_backbones: bool, several_devices: bool = False) -> str:
@@ -198,6 +204,7 @@ def _base_label(row, several_backbones: bool, several_devices: bool = False) -> 
     says so: 'tosca [paper] (selection=batch, ...)'; the device joins the label when
     the scenario has runs on several ('tosca (selection=sample, cuda sm_90)')."""
     method = row.method if row.protocol == "fair" else f"{row.method} [{row.protocol}]"
+    method += f" [{row.tuned}]" if getattr(row, "tuned", "") else ""
     parts = [row.protocol_label] if row.protocol_label else []
     if several_backbones:
         parts.append(row.backbone + ("" if row.weights == "pretrained" else f" {row.weights}"))
@@ -359,6 +366,7 @@ def to_csv(runs: pd.DataFrame) -> str:
         "test_shuffle",
         "config",
         "file",
+        "config_file",
     ]
     long = runs.melt(id_vars=ids, value_vars=[m.key for m in METRICS], var_name="metric")
     tasks = [

@@ -29,7 +29,8 @@ def summary_table(runs: Iterable[Result]) -> str:
     """One row per method (and protocol), columns average / last accuracy."""
     groups: dict[tuple, list[Result]] = defaultdict(list)
     for r in unique(runs):
-        groups[(r.method, ", ".join(r.protocol_label), r.scenario)].append(r)
+        name = r.method + (f" [{r.tuned}]" if r.tuned else "")
+        groups[(name, ", ".join(r.protocol_label), r.scenario)].append(r)
     rows = [("method", "scenario", "seeds", "avg acc", "last acc", "routing (last)")]
     for (method, tag, scenario), rs in [
         ((m, ", ".join(filter(None, [t, part])), sc), sub)

@@ -73,6 +73,9 @@ class ImageData:
     class_names: list[str]
     fingerprint: str = field(default="")
     identity: str = field(default="")
+    # a validation split (:mod:`cl_bench.scenarios.validation`): the test split is held-out
+    # training images; ``{"fraction": f, "seed": s}``, recorded in a run's config
+    validation: dict | None = None
 
     def __post_init__(self) -> None:
         if not self.fingerprint:

@@ -81,6 +81,7 @@ class Result:
     class_names: list[str] | None = None
     created: str | None = None
     code: dict[str, Any] | None = None
+    config_file: dict[str, str] | None = None
     path: Path | None = None
 
     @classmethod
@@ -165,6 +166,22 @@ class Result:
         return self.protocol.get("test_shuffle")
 
     @property
+    def config_source(self) -> str:
+        """``run.yaml (sha256 3f2a...)``: the config file the run came from, or "" (the
+        command line or the Python API)."""
+        found = self.config_file
+        return "" if found is None else f"{found['path']} (sha256 {found['sha256']})"
+
+    @property
+    def tuned(self) -> str:
+        """``tuned`` (settings a search on this scenario chose), ``tuned on NAME`` (on
+        another scenario), or "" (settings as the card and --set gave them)."""
+        found = self.config.get("tuned")
+        if not isinstance(found, dict):
+            return ""
+        return "tuned" if found.get("on") == self.scenario else f"tuned on {found.get('on')}"
+
+    @property
     def backbone(self) -> str:
         return self.config["backbone"]["name"]
 
@@ -230,6 +247,7 @@ class Result:
             "seed": self.seed,
             "config": self.config_hash,
             "protocol": self.protocol_name,
+            "tuned": self.tuned,
             "backbone": self.backbone,
             "weights": self.weights_kind,
             "device": self.device,
@@ -253,5 +271,6 @@ class Result:
             "flat_config": flatten(self.config),
             "packages": recorded(self.env),
             "stale": "; ".join(self.staleness()),
+            "config_file": self.config_source,
             "file": None if file is None else str(file),
         }
