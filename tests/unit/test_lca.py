@@ -9,7 +9,11 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 from cl_bench.strategies.blocks.gaussian_alignment import gaussian_factor, sample_features
-from cl_bench.strategies.blocks.local_alignment import align_locally, local_alignment_loss
+from cl_bench.strategies.blocks.local_alignment import (
+    align_locally,
+    in_own_region,
+    local_alignment_loss,
+)
 from cl_bench.strategies.blocks.ties import disjoint_mean, ties_merge, trim
 
 
@@ -82,11 +86,14 @@ def test_local_alignment_loss_by_hand():
     class0 = (ce[0] + ce[1]) / 2 + 0.1 * (ce[0] - ce[1]).abs()  # 2 ordered pairs, same value
     class1 = ce[3]
     expected = (class0 + class1) / 2
-    assert_close(local_alignment_loss(logits, labels, feats, means, 0.1), expected)
+    assert_close(
+        local_alignment_loss(logits, labels, in_own_region(feats, labels, means), 0.1), expected
+    )
     assert_close(official_loss(logits, labels, feats, means, 0.1), expected)
     # no robustness weight: the mean region loss per class
     assert_close(
-        local_alignment_loss(logits, labels, feats, means, 0.0), ((ce[0] + ce[1]) / 2 + ce[3]) / 2
+        local_alignment_loss(logits, labels, in_own_region(feats, labels, means), 0.0),
+        ((ce[0] + ce[1]) / 2 + ce[3]) / 2,
     )
 
 
@@ -96,7 +103,7 @@ def test_local_alignment_loss_equals_the_class_loop_with_gradients():
     labels = torch.randint(0, 5, (64,), generator=g)
     feats = means[labels] + torch.randn(64, 4, generator=g)
     w = torch.randn(5, 4, generator=g, requires_grad=True)
-    ours = local_alignment_loss(feats @ w.T, labels, feats, means, 0.7)
+    ours = local_alignment_loss(feats @ w.T, labels, in_own_region(feats, labels, means), 0.7)
     (grad_ours,) = torch.autograd.grad(ours, w)
     reference = official_loss(feats @ w.T, labels, feats, means, 0.7)
     (grad_ref,) = torch.autograd.grad(reference, w)

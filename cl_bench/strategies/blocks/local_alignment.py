@@ -24,20 +24,23 @@ import torch.nn.functional as F
 
 from cl_bench.strategies.blocks.gaussian_alignment import gaussian_factor, sample_features
 
+REGION_CHUNK = 4096  # samples whose distances to every class mean are computed at once
+
+
+def in_own_region(feats: torch.Tensor, labels: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
+    """Whether each feature's nearest class mean (Euclidean; ``means`` (C, d) in the rows
+    ``labels`` index) is its own class's."""
+    return torch.cdist(feats, means).argmin(1) == labels
+
 
 def local_alignment_loss(
-    logits: torch.Tensor,
-    labels: torch.Tensor,
-    feats: torch.Tensor,
-    means: torch.Tensor,
-    weight: float,
+    logits: torch.Tensor, labels: torch.Tensor, local: torch.Tensor, weight: float
 ) -> torch.Tensor:
     """L of the module docstring for one batch: ``logits`` (B, C) over the seen classes,
-    ``labels`` (B,) their rows, ``feats`` (B, d) the sampled features, ``means`` (C, d)
-    the class means in the same rows. No host sync: the per-class sums are scattered."""
-    n_classes = means.shape[0]
+    ``labels`` (B,) their rows, ``local`` (B,) whether each sample lies in its class's
+    region (:func:`in_own_region`). No host sync: the per-class sums are scattered."""
+    n_classes = logits.shape[1]
     losses = F.cross_entropy(logits, labels, reduction="none")
-    local = torch.cdist(feats, means).argmin(1) == labels
     one = torch.ones_like(losses)
     in_region = losses.new_zeros(n_classes).index_add_(0, labels, local.to(losses.dtype))
     present = losses.new_zeros(n_classes).index_add_(0, labels, one)
@@ -70,12 +73,19 @@ def align_locally(
     step of :func:`local_alignment_loss` per ``batch_size`` samples, the scheduler
     stepped per epoch."""
     x, y = sample_features(means, gaussian_factor(covs), n)
+    # the samples are fixed, so is each one's region: found once, in chunks
+    local = torch.cat(
+        [
+            in_own_region(x[i : i + REGION_CHUNK], y[i : i + REGION_CHUNK], means)
+            for i in range(0, len(x), REGION_CHUNK)
+        ]
+    )
     for _ in range(epochs):
         shuffle = torch.randperm(len(x)).to(x.device)
-        x, y = x[shuffle], y[shuffle]
+        x, y, local = x[shuffle], y[shuffle], local[shuffle]
         for start in range(0, len(x), batch_size):
-            xb, yb = x[start : start + batch_size], y[start : start + batch_size]
-            loss = local_alignment_loss(logits(xb), yb, xb, means, weight)
+            batch = slice(start, start + batch_size)
+            loss = local_alignment_loss(logits(x[batch]), y[batch], local[batch], weight)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
