@@ -75,6 +75,11 @@ TUNED_LEGEND = (
     "settings chosen by `cl-bench tune` on a validation split of the training data (the "
     "test split unread); [tuned on X]: by a search on scenario X, evaluated here.",
 )
+VALIDATION_LEGEND = (
+    "[validation]",
+    "scored on a validation split held out of the training data (run --validation), "
+    "not on the test set.",
+)
 STALE_LEGEND = (
     "a result of other code or package versions than those installed now "
     "(shown with --allow-stale); `cl-bench status` says what changed."
@@ -196,6 +201,8 @@ def legend(runs: pd.DataFrame) -> list[tuple[str, str]]:
             meanings.setdefault(key, meaning + ".")
     stale = [("[stale]", STALE_LEGEND)] if runs["stale"].ne("").any() else []
     tuned = [TUNED_LEGEND] if "tuned" in runs and runs["tuned"].ne("").any() else []
+    if "marks" in runs and runs["marks"].str.contains("[validation]", regex=False).any():
+        tuned.append(VALIDATION_LEGEND)
     return [PAPER_LEGEND, *tuned, *sorted(meanings.items()), *LEGEND_AFTER, *stale]
 
 
@@ -204,7 +211,7 @@ def _base_label(row, several_backbones: bool, several_devices: bool = False) -> 
     says so: 'tosca [paper] (selection=batch, ...)'; the device joins the label when
     the scenario has runs on several ('tosca (selection=sample, cuda sm_90)')."""
     method = row.method if row.protocol == "fair" else f"{row.method} [{row.protocol}]"
-    method += f" [{row.tuned}]" if getattr(row, "tuned", "") else ""
+    method += getattr(row, "marks", "")
     parts = [row.protocol_label] if row.protocol_label else []
     if several_backbones:
         parts.append(row.backbone + ("" if row.weights == "pretrained" else f" {row.weights}"))

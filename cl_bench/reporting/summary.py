@@ -29,7 +29,7 @@ def summary_table(runs: Iterable[Result]) -> str:
     """One row per method (and protocol), columns average / last accuracy."""
     groups: dict[tuple, list[Result]] = defaultdict(list)
     for r in unique(runs):
-        name = r.method + (f" [{r.tuned}]" if r.tuned else "")
+        name = r.method + r.marks
         groups[(name, ", ".join(r.protocol_label), r.scenario)].append(r)
     rows = [("method", "scenario", "seeds", "avg acc", "last acc", "routing (last)")]
     for (method, tag, scenario), rs in [

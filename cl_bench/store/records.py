@@ -182,6 +182,14 @@ class Result:
         return "tuned" if found.get("on") == self.scenario else f"tuned on {found.get('on')}"
 
     @property
+    def marks(self) -> str:
+        """What a label adds after the method's name: ``[tuned]`` and, for a run scored on
+        a validation split instead of the test set, ``[validation]``."""
+        tags = [self.tuned] if self.tuned else []
+        tags += ["validation"] if self.config.get("validation") else []
+        return "".join(f" [{t}]" for t in tags)
+
+    @property
     def backbone(self) -> str:
         return self.config["backbone"]["name"]
 
@@ -248,6 +256,7 @@ class Result:
             "config": self.config_hash,
             "protocol": self.protocol_name,
             "tuned": self.tuned,
+            "marks": self.marks,
             "backbone": self.backbone,
             "weights": self.weights_kind,
             "device": self.device,

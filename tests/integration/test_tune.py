@@ -43,6 +43,7 @@ def test_every_trial_is_scored_on_the_validation_split(searched):
         (path,) = t["runs"]
         run = Result.from_file(path)
         assert run.config["validation"] == {"fraction": 0.1, "seed": 0}
+        assert run.marks == " [validation]"  # a report never passes it off as a test score
         assert run.config["method"]["lr"] == t["params"]["lr"] and run.avg_acc == t["value"]
         # synthetic: 24 training images per class, 10 % held out -> 2 per class (round 2.4),
         # the 8 test images per class never appear: 2 classes per task, 4 images per task
@@ -89,7 +90,8 @@ def test_run_tuned_takes_the_best_settings_and_is_marked(searched):
     best = json.loads(Path(record["path"]).read_text())["best"]  # after the resumed trials
     assert tosca.config["method"]["lr"] == best["params"]["lr"]
     assert tosca.config["tuned"] == {"on": "synthetic", "study": Path(record["path"]).parent.name}
-    assert tosca.tuned == "tuned" and "validation" not in tosca.config
+    assert tosca.tuned == "tuned" and tosca.marks == " [tuned]"
+    assert "validation" not in tosca.config
     assert "tosca [tuned]" in summary_table(done)
     simplecil = next(r for r in done if r.method == "simplecil")
     assert simplecil.tuned == ""  # nothing to tune: run as it is
