@@ -75,7 +75,8 @@ def listing(what: str) -> tuple[list[str], list[str]]:
         lines.append(
             f"{name:14s} {card.title:12s} backbones: {said.get('backbones'):4s}"
             f"  inputs: {said.get('inputs'):9s}"
-            f"{'  (default run)' if raw.get('default_run') else ''}  ({origin})"
+            f"{'  (default run)' if raw.get('default_run') else ''}"
+            f"{'  tune: ' + ','.join(raw['search']) if raw.get('search') else ''}  ({origin})"
             if methods
             else f"{name:14s} {card.title}  [init {p['init_cls']}, +{p['increment']}]  ({origin})"
         )

@@ -149,3 +149,15 @@ def test_bad_searches_are_refused(tmp_path):
     with pytest.raises(UserError, match="no search space"):
         tune("simplecil", "synthetic", trials=1, out=tmp_path, **COMMON)
     assert not any(tmp_path.iterdir())
+
+
+def test_trials_run_as_a_grid_on_local_workers(tmp_path):
+    record = tune(
+        "tosca", "synthetic", trials=2, space=SPACE, settings={"tosca.epochs": 1},
+        out=tmp_path, options=cl_bench.api.launch_options("local", jobs=2), **COMMON,
+    )  # fmt: skip
+    trials = record["trials"]
+    assert [t["state"] for t in trials] == ["complete"] * 2
+    for t in trials:
+        (path,) = t["runs"]
+        assert Result.from_file(path).config["method"]["lr"] == t["params"]["lr"]
