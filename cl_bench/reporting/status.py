@@ -54,6 +54,8 @@ def state_of(path: Path) -> tuple[str, str]:
     try:
         result = Result.from_file(path)
         numbers = f"avg {result.avg_acc:.2f}  last {result.last_acc:.2f}"
+        if result.config_source:
+            numbers += f"  from {result.config_source}"
         why = result.staleness()
         if not why:
             return "done", numbers

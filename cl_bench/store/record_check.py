@@ -13,6 +13,7 @@ worded to name the field, so the run is recomputed and the user is told why.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -255,6 +256,22 @@ def _code_problems(record: dict) -> list[str]:
     return out
 
 
+def _config_file_problems(record: dict) -> list[str]:
+    """``config_file`` (only in a record of a run started from a config file): a ``path``
+    text and a ``sha256`` of hex digits."""
+    if "config_file" not in record:
+        return []
+    found = record["config_file"]
+    if (
+        isinstance(found, dict)
+        and isinstance(found.get("path"), str)
+        and isinstance(found.get("sha256"), str)
+        and re.fullmatch("[0-9a-f]{12,64}", found["sha256"])
+    ):
+        return []
+    return [f"config_file is {found!r}, not a path and a sha256 digest"]
+
+
 def _accuracy_problems(record: dict, n_tasks: int) -> list[str]:
     """The accuracy matrix (lower-triangular, row i of i+1 entries), accuracy on seen
     classes and routing: one per task, each a percentage."""
@@ -373,7 +390,7 @@ def problems(record: object, path: Path | None = None) -> list[str]:
     out = [] if record["status"] == "done" else [f"status is {record['status']!r}, not 'done'"]
     out += _other_numbers_problems(record)
     out += _place_problems(record, Path(path)) if path is not None else []
-    shape = _shape_problems(record) + _code_problems(record)
+    shape = _shape_problems(record) + _code_problems(record) + _config_file_problems(record)
     out += shape
     if shape:
         return out
