@@ -274,6 +274,28 @@ def paper(method: Method) -> list[str]:
     return lines
 
 
+def search(method: Method) -> list[str]:
+    """The card's ``search:`` block: what ``cl-bench tune`` searches by default."""
+    block_ = method.raw.get("search")
+    lines = ["## Tuning", ""]
+    if not block_:
+        return [*lines, "The card declares no search space; `cl-bench tune` needs `--space`.", ""]
+    rows = []
+    for key, spec in block_.items():
+        if isinstance(spec, list):
+            rows.append((code(key), ", ".join(code(_flow(v)) for v in spec)))
+        else:
+            scale = " (log scale)" if spec.get("log") else ""
+            rows.append((code(key), f"{_flow(spec['low'])} to {_flow(spec['high'])}{scale}"))
+    return [
+        *lines,
+        "`cl-bench tune` searches these settings by default, scored on a validation split "
+        "of the training data ([usage](../usage.md#tune)):",
+        "",
+        *table(["setting", "searched over"], rows),
+    ]
+
+
 def _flow(value: object) -> str:
     import yaml
 
@@ -332,6 +354,7 @@ def method_page(method: Method, parity: dict | None, scenarios: set[str]) -> str
         *defaults(method),
         *bounds(method),
         *paper(method),
+        *search(method),
         *departures(method),
         *published(method, scenarios),
         "## Parity",
