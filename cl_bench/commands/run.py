@@ -71,7 +71,7 @@ def run(
           --scenario imagenet-a --data-root ~/data --launcher local --jobs 2
       cl-bench run --methods tosca --scenario synthetic --set tosca.lr=0.01,0.05
       cl-bench run --config run.yaml --seeds 1993
-      cl-bench run --methods tosca --scenario synthetic --tuned --seeds 1993,1994,1995
+      cl-bench run --methods tosca --scenario synthetic --tuned --seeds 1993,1994
       cl-bench run --suite ci --dry-run
       cl-bench run --methods tosca,l2p --scenarios cifar100,imagenet-r \\
           --seeds 1993,1994 --data-root ~/data \\

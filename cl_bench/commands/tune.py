@@ -97,9 +97,10 @@ def tune(
 
     Examples:
       cl-bench tune --method tosca --scenario synthetic --trials 20
-      cl-bench tune --method tosca --scenario synthetic --space tosca.lr=1e-4..1e-1:log \\
-          --space tosca.epochs=1..20 --launcher local --jobs 2
-      cl-bench run --methods tosca --scenario synthetic --tuned --seeds 1993,1994,1995
+      cl-bench tune --method tosca --scenario synthetic \\
+          --space tosca.lr=1e-4..1e-1:log --space tosca.epochs=1..20 \\
+          --launcher local --jobs 2
+      cl-bench run --methods tosca --scenario synthetic --tuned --seeds 1993,1994
       cl-bench run --methods tosca --scenario fmnist --tuned-on synthetic
     """
     options = api.launch_options(
