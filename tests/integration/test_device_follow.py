@@ -149,6 +149,7 @@ STOPS_ON_META = {
         "a class's features are feats[labels == c], a boolean mask "
         "on the device: how many rows it selects is data",
     ),
+    "care": ("class_gaussians", "as TUNA's: the class statistics select rows by a mask"),
 }
 # meta's own refusals: a value read, or a shape that depends on values
 META_REFUSALS = (
@@ -212,6 +213,11 @@ GROWN = {
     },
     "aper": lambda p: {"model.adaptation.set.adapters.0.down.weight": (p["ffn"], D)},
     "ranpac": lambda p: {"model.W_rand": (D, p["M"]), "model.G": (p["M"], p["M"])},
+    "care": lambda p: {
+        "model.head.0": (2, D),
+        "model.sets.0.layers.0.experts.0.down.weight": (p["expert_ffn"], D),
+        "model.sets.0.layers.0.shared.down.weight": (p["shared_ffn"], D),
+    },
 }
 # what the methods of STOPS_ON_META grow past their stop, after two tasks on the CPU
 GROWN_ON_CPU = {
@@ -231,6 +237,13 @@ GROWN_ON_CPU = {
         "model.head.1": (2, D),
         "model.sets.1.adapters.0.down.weight": (p["ffn"], D),
         "model.universal.adapters.0.down.weight": (p["ffn"], D),
+    },
+    "care": lambda p: {
+        "model.means": (N_CLASSES, D),
+        "model.covs": (N_CLASSES, D),  # variances (ca_storage: variance)
+        "model.head.1": (2, D),
+        "model.sets.0.layers.0.experts.1.down.weight": (p["expert_ffn"], D),
+        "model.sets.0.layers.0.routers.1.weight": (2, D),
     },
     "aper": lambda p: {"model.classifier.weight": (N_CLASSES, 2 * D)},  # [frozen, adapted]
     "ranpac": lambda p: {
