@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from cl_bench import arguments
 from cl_bench.api.runs import plan, settings_as_sets
-from cl_bench.errors import refuse_long_names
+from cl_bench.errors import UserError, refuse_long_names
 
 if TYPE_CHECKING:
     from cl_bench.engine.runner import RunRequest
@@ -103,6 +103,25 @@ def launch(
     return launch_grid(requests, options, echo=arguments.callback("echo", echo) or (lambda _: None))
 
 
+def refuse_unknown(caller: str, options: Mapping[str, Any], planner: Callable[..., Any]) -> None:
+    """A keyword that neither the launcher nor ``planner`` takes (a misspelt one) is a
+    UserError naming the nearest known name, not Python's TypeError."""
+    import inspect
+
+    from cl_bench.errors import suggest
+
+    known = {
+        *inspect.signature(planner).parameters,
+        *inspect.signature(launch_options).parameters,
+    } - {"methods", "scenario", "seeds", "sets", "launcher", "submitting"}
+    for name in options:
+        if name not in known:
+            raise UserError(
+                f"{caller}() got the unknown keyword {name!r}.{suggest(name, sorted(known))} "
+                f"It takes: {', '.join(sorted(known))}."
+            )
+
+
 def run_grid(
     methods: str | Sequence[str] | None = None,
     scenario: str | Sequence[str] = "fmnist",
@@ -122,6 +141,7 @@ def run_grid(
     arguments are :func:`cl_bench.run`'s (``out``, ``backbone``, ``device``, ``protocol``,
     ...). Results land where :func:`cl_bench.run` puts them, with the same identities."""
     grid_keys = {name for name in options if name == "wait" or name.startswith("slurm_")}
+    refuse_unknown("run_grid", options, plan)
     opts = launch_options(
         arguments.text("launcher", launcher, 'launcher="local"'),
         jobs=jobs,

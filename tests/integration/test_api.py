@@ -335,3 +335,8 @@ def test_check_runs_the_gate_on_finished_runs(ran, tmp_path):
     assert sum("skip" in line and "finished" in line for line in lines) == 4
     with pytest.raises(UserError, match='Unknown suite "apisuite"'):
         cl_bench.check("apisuite", out=out, baseline=base)
+
+
+def test_run_grid_refuses_a_misspelt_keyword_by_name():
+    with pytest.raises(UserError, match='unknown keyword \'precison\'. Did you mean "precision"'):
+        cl_bench.run_grid("simplecil", "synthetic", precison="fp32")
