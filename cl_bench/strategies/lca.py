@@ -116,7 +116,7 @@ class LcaNet(AdapterModel):
         )
 
 
-def align_heads(model: LcaNet, params: dict) -> None:
+def align_classifier(model: LcaNet, params: dict) -> None:
     """Local classifier alignment of every head (official ``align``: SGD, momentum 0.9,
     weight decay ``ca_weight_decay``, cosine over ``ca_epochs`` to 0; ``ca_samples``
     features per seen class drawn once, batches of ``ca_batch_size``)."""
@@ -181,5 +181,5 @@ class Lca(AdapterStrategy):
         self.model.set_statistics(self.experience.dataset.eval(), self.device, self.precision)
         self.model.merge()
         if self.model.task > 0:
-            align_heads(self.model, self.params)
+            align_classifier(self.model, self.params)
         super()._after_training_exp(**kwargs)
