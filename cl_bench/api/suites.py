@@ -49,7 +49,8 @@ def plan_suite(
     progress: bool = False,
 ) -> list[RunRequest]:
     """One request per entry of the suite (scenario, backbone, methods, seeds, sets as the
-    entry says), as ``cl-bench run --suite`` runs it: give the requests to
+    entry says; a sets item with commas sweeps, one request per configuration, as
+    ``--set`` does), as ``cl-bench run --suite`` runs it: give the requests to
     :func:`cl_bench.api.run_requests`, :func:`cl_bench.api.launch` or
     :func:`cl_bench.api.dry_run`. ``out`` None: :func:`suite_out`."""
     from cl_bench.engine.environment import check_determinism_name, check_device_name
@@ -97,6 +98,7 @@ def suite_lines() -> tuple[list[str], list[str]]:
     from), and one paragraph per suite that cannot be read."""
     from cl_bench.cards.catalogue import card_index
     from cl_bench.cards.sources import BUILTIN
+    from cl_bench.cards.sweep import expand_sets
     from cl_bench.gate.suite import load_suite
 
     lines, bad = [], []
@@ -106,7 +108,10 @@ def suite_lines() -> tuple[list[str], list[str]]:
         except UserError as e:
             bad.append(e.paragraph())
             continue
-        runs = sum(len(e["methods"]) * len(e.get("seeds", [1993])) for e in entries)
+        runs = sum(
+            len(e["methods"]) * len(e.get("seeds", [1993])) * len(expand_sets(e.get("sets", [])))
+            for e in entries
+        )
         origin = found.origin if found.origin == BUILTIN else f"{found.origin}: {found.path}"
         lines.append(f"{name:14s} {len(entries)} entries, {runs} runs  ({origin})")
     return lines, bad

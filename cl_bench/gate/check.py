@@ -17,7 +17,7 @@ from pathlib import Path
 from cl_bench.errors import UserError
 from cl_bench.gate import baseline as baselines
 from cl_bench.gate.compare import Row, compare, environment_notes, table
-from cl_bench.gate.suite import load_suite, run_suite
+from cl_bench.gate.suite import load_suite, refuse_sweeps, run_suite
 from cl_bench.input_checks import writable_dir
 
 
@@ -68,6 +68,7 @@ def check(
     if tolerance is not None:
         baselines.check_tolerance(tolerance)
     suite_def = load_suite(suite)
+    refuse_sweeps(suite_def)  # before the baseline is read or anything runs
     path = baseline or baselines.default_baseline(suite, writing=update_baseline)
     if update_baseline:
         writable_dir(path.parent, "The baseline's folder")

@@ -5,6 +5,7 @@ among the cards, checked when it loads, and run (finished runs reused). A result
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from cl_bench.cards import catalogue, places
 from cl_bench.cards.places import read_yaml
+from cl_bench.cards.sweep import expand_sets, split_values, swept_items
 from cl_bench.errors import UserError
 from cl_bench.gate.suite_entries import check_entries
 from cl_bench.store.records import Result
@@ -21,6 +23,11 @@ if TYPE_CHECKING:
     from cl_bench.engine.runner import RunRequest
 
 METRICS = ("avg_acc", "last_acc")
+
+
+def slug(value: str) -> str:
+    """A setting's value as part of an entry name: ``0.01`` -> ``0.01``, ``[1, 2]`` -> ``1-2``."""
+    return re.sub(r"[^A-Za-z0-9.]+", "-", value).strip("-") or "value"
 
 
 def load_suite(name: str) -> dict:
@@ -72,8 +79,28 @@ def run_suite(suite: dict, out: Path, echo: Callable[[str], None], progress: boo
     return measured
 
 
+def refuse_sweeps(suite: dict) -> None:
+    """The gate keeps one value per ``<entry>/<method>`` and metric in its baseline, so an
+    entry whose ``sets`` sweep (several configurations of one method under one key) is
+    refused there, naming the fix."""
+    for entry in suite["runs"]:
+        items = [s for s in entry.get("sets", []) if len(split_values(s)) > 1]
+        if items:
+            name, item = entry["name"], items[0]
+            head, value = item.partition("=")[0].strip(), split_values(item)[0]
+            raise UserError(
+                f'Suite {suite["name"]}, entry {name!r} sweeps ("{item}"): `cl-bench '
+                "check` compares one result per <entry>/<method> with its baseline, and a "
+                "sweep gives several. Give each value an entry of its own (e.g. name: "
+                f"{name}-{slug(value)} with sets: [{head}={value}]), or run and compare the "
+                f"sweep with `cl-bench run --suite {suite['name']}` and `cl-bench report "
+                f"--suite {suite['name']}`, which sweep."
+            )
+
+
 def suite_requests(suite: dict, out: Path, progress: bool, **common: Any) -> list[RunRequest]:
-    """One request per entry of the suite, in order (``common``: more
+    """One request per entry of the suite and configuration of its sweep (an entry's
+    ``sets`` as ``--set`` items: commas sweep), in order (``common``: more
     :class:`~cl_bench.engine.runner.RunRequest` fields for every entry, e.g. ``device``)."""
     from cl_bench.engine.runner import RunRequest
 
@@ -87,13 +114,15 @@ def suite_requests(suite: dict, out: Path, progress: bool, **common: Any) -> lis
             weights=entry.get("weights"),
             image_size=entry.get("image_size"),
             precision=entry.get("precision", "auto"),
-            sets=list(entry.get("sets", [])),
+            sets=sets,
+            sweep=swept_items(list(entry.get("sets", []))),
             out=out,
             progress=progress,
             threads=suite.get("threads"),
             **common,
         )
         for entry in suite["runs"]
+        for sets in expand_sets(list(entry.get("sets", [])))
     ]
 
 

@@ -1,5 +1,10 @@
 """The entries of a suite's ``runs:`` list, checked when the suite loads.
 
+An entry's ``sets`` item with top-level commas sweeps, as ``--set owner.key=a,b`` does
+on the command line (:mod:`cl_bench.cards.sweep`): ``run --suite`` and ``report
+--suite`` run and show one configuration per value; the gate (``check``) refuses it
+(:func:`cl_bench.gate.suite.refuse_sweeps`).
+
 Each entry becomes a ``cl-bench run`` request only after the earlier entries ran, so
 unchecked, a wrong type there (``seeds: 1993``, ``image_size: "64"``) would be a
 traceback after the earlier entries' runs, a string of methods would be read as its
@@ -13,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cl_bench import arguments
+from cl_bench.cards.sweep import expand_sets
 from cl_bench.errors import UserError, suggest
 
 ENTRY_KEYS = (
@@ -57,7 +63,7 @@ def check_entries(path: Path, suite: dict) -> None:
             for key in OPTIONAL_TEXT:
                 arguments.text(key, entry.get(key), f"{key}: ...", optional=True)
             arguments.whole("image_size", entry.get("image_size"), "image_size: 64", optional=True)
-            arguments.strings("sets", entry.get("sets", []), "sets: [tosca.epochs=2]")
+            expand_sets(arguments.strings("sets", entry.get("sets", []), "sets: [tosca.epochs=2]"))
             entry["methods"] = arguments.methods(entry["methods"])
             entry["seeds"] = arguments.seeds(entry.get("seeds", [1993]))
         except UserError as e:
