@@ -28,9 +28,10 @@ def class_gaussians(
     means: torch.Tensor,
     covs: torch.Tensor,
     rows: int,
+    jitter: float = JITTER,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``means`` (C, d) and ``covs`` (C, d, d), or variances (C, d), grown to ``rows``
-    classes, with the mean and covariance (+ ``JITTER`` I) of the features ``feats`` of
+    classes, with the mean and covariance (+ ``jitter`` I) of the features ``feats`` of
     each of ``classes`` (no spread for a class with fewer than 2 images, zeros for one
     with none). Run once per task: selecting a class's rows by a mask on the device
     syncs once per class, which no training step pays."""
@@ -42,7 +43,7 @@ def class_gaussians(
     for c in classes:
         f = feats[labels == c]
         spread = torch.cov(f.T) if len(f) > 1 else torch.zeros_like(eye)
-        cov = spread + JITTER * eye
+        cov = spread + jitter * eye
         grown_means[c] = f.mean(0) if len(f) else 0
         grown_covs[c] = cov if grown_covs.dim() == 3 else cov.diagonal()
     return grown_means, grown_covs
