@@ -150,6 +150,7 @@ STOPS_ON_META = {
         "on the device: how many rows it selects is data",
     ),
     "care": ("class_gaussians", "as TUNA's: the class statistics select rows by a mask"),
+    "lca": ("class_gaussians", "as TUNA's: the class statistics select rows by a mask"),
 }
 # meta's own refusals: a value read, or a shape that depends on values
 META_REFUSALS = (
@@ -218,6 +219,10 @@ GROWN = {
         "model.sets.0.layers.0.experts.0.down.weight": (p["expert_ffn"], D),
         "model.sets.0.layers.0.shared.down.weight": (p["shared_ffn"], D),
     },
+    "lca": lambda p: {
+        "model.head.0": (2, D),
+        "model.base.adapters.0.down.weight": (p["ffn"], D),
+    },
 }
 # what the methods of STOPS_ON_META grow past their stop, after two tasks on the CPU
 GROWN_ON_CPU = {
@@ -244,6 +249,12 @@ GROWN_ON_CPU = {
         "model.head.1": (2, D),
         "model.sets.0.layers.0.experts.1.down.weight": (p["expert_ffn"], D),
         "model.sets.0.layers.0.routers.1.weight": (2, D),
+    },
+    "lca": lambda p: {
+        "model.means": (N_CLASSES, D),
+        "model.covs": (N_CLASSES, D, D),
+        "model.head.1": (2, D),
+        "model.sets.0.adapters.0.down.weight": (p["ffn"], D),
     },
     "aper": lambda p: {"model.classifier.weight": (N_CLASSES, 2 * D)},  # [frozen, adapted]
     "ranpac": lambda p: {
