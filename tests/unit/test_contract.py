@@ -43,6 +43,7 @@ SHIPPED = {
     "mos": (Inputs.IMAGES, False, Schedule.PER_TASK),
     "tuna": (Inputs.IMAGES, False, Schedule.PER_TASK),
     "min": (Inputs.IMAGES, False, Schedule.PER_TASK),
+    "lca": (Inputs.IMAGES, False, Schedule.PER_TASK),
 }
 # the protocol settings each declares, in order (the others: eval_batch_size only)
 PROTOCOL = {
