@@ -120,7 +120,7 @@ def _style(i: int) -> dict:
     }
 
 
-def _title(fig: Figure, text: str) -> None:
+def title(fig: Figure, text: str) -> None:
     """A figure title wrapped to the figure's width (about 0.6 em per character)."""
     size = 11
     chars = max(20, int(fig.get_figwidth() * 72 / (0.6 * size)))
@@ -142,13 +142,13 @@ def _fits(fig: Figure, artist) -> bool:
             fig.canvas.draw()
             box, page = artist.get_window_extent(), fig.bbox
             room = 0.02 * page.height
-            title = fig._suptitle.get_window_extent() if fig._suptitle else None
+            heading = fig._suptitle.get_window_extent() if fig._suptitle else None
             if not (
                 box.x0 >= page.x0
                 and box.y0 >= page.y0 + room
                 and box.x1 <= page.x1
                 and box.y1 <= page.y1 - room
-                and (title is None or not box.overlaps(title))
+                and (heading is None or not box.overlaps(heading))
             ):
                 return False
         return True
@@ -223,7 +223,7 @@ def curve(ctx: Context, runs: pd.DataFrame, table: pd.DataFrame, look: Look = LO
     ax.set(xlabel="classes seen", ylabel="accuracy on seen classes (%)", ylim=(0, 100))
     ax.set_xticks(x)
     ax.grid(alpha=0.3)
-    _title(fig, f"{ctx.figure_title}: accuracy after each task")
+    title(fig, f"{ctx.figure_title}: accuracy after each task")
     _legend(fig, *ax.get_legend_handles_labels())
     return Plot(
         f"curve_{slug(ctx.scenario)}",
@@ -298,18 +298,26 @@ def cost(ctx: Context, table: pd.DataFrame, look: Look = LOOK) -> Plot:
     ):
         x = table[key].to_numpy(dtype=float)
         pos = log_positions(ax, x)
-        for i, label in enumerate(labels):
+        for i, label in enumerate(labels):  # unclipped: a marker at 100 % shows whole
             style = _style(i) | {"linestyle": "none"}
-            ax.errorbar(pos[i], y[i], yerr=yerr[i], label=label, capsize=3, ms=7, **style)
+            drawn = ax.errorbar(pos[i], y[i], yerr=yerr[i], label=label, capsize=3, ms=7, **style)
+            for part in drawn.get_children():
+                part.set_clip_on(False)
         front = pareto_front(x, y)
         ax.plot(pos[front], y[front], color="0.4", ls=":", drawstyle="steps-post", zorder=1)
         ax.scatter(
-            pos[front], y[front], s=260, facecolors="none", edgecolors="0.2", label="Pareto front"
+            pos[front],
+            y[front],
+            s=260,
+            facecolors="none",
+            edgecolors="0.2",
+            label="Pareto front",
+            clip_on=False,
         )
         ax.set(xlabel=xlabel + " (log)", ylabel="last accuracy (%)")
         ax.set_ylim(*accuracy_limits(float(np.min(y - yerr)), float(np.max(y + yerr))))
         ax.grid(alpha=0.3)
-    _title(fig, f"{ctx.figure_title}: last accuracy vs cost")
+    title(fig, f"{ctx.figure_title}: last accuracy vs cost")
     _legend(fig, *axes[0].get_legend_handles_labels(), wide=True)
     zero = "; shaded at 0: methods that add no parameters" if zero_added else ""
     return Plot(
@@ -366,7 +374,7 @@ def forgetting(ctx: Context, runs: pd.DataFrame, table: pd.DataFrame, look: Look
     right.set(ylabel="backward transfer (pp)", xticks=[], xlim=(-0.7, len(table) - 0.3))
     for ax in (left, right):
         ax.grid(alpha=0.3)
-    _title(fig, f"{ctx.figure_title}: forgetting and backward transfer")
+    title(fig, f"{ctx.figure_title}: forgetting and backward transfer")
     _legend(fig, *left.get_legend_handles_labels(), wide=True)
     return Plot(
         f"forgetting_{slug(ctx.scenario)}",
@@ -402,7 +410,7 @@ def matrix(ctx: Context, row, runs: pd.DataFrame, look: Look = LOOK) -> Plot:
     ax.tick_params(axis="y", labelrotation=0)
     ax.set(xlabel="evaluated on task", ylabel="after training task")
     label = titled(row.label, row.method)
-    _title(fig, f"{ctx.figure_title}: {label} (n={row.n})")
+    title(fig, f"{ctx.figure_title}: {label} (n={row.n})")
     return Plot(
         f"matrix_{slug(ctx.scenario)}_{slug(row.label)}",
         f"{ctx.scenario}, {label}: accuracy matrix, mean over seeds; {ctx.caption}",
@@ -446,7 +454,7 @@ def protocol(ctx: Context, runs: pd.DataFrame, table: pd.DataFrame, look: Look =
     )
     ax.invert_yaxis()
     ax.set(xlabel="accuracy (%)", xlim=(0, 100))
-    _title(fig, f"{ctx.figure_title}: protocol sensitivity")
+    title(fig, f"{ctx.figure_title}: protocol sensitivity")
     _legend(fig, *ax.get_legend_handles_labels())
     ax.grid(alpha=0.3, axis="x")
     return Plot(

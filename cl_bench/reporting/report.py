@@ -541,7 +541,7 @@ def write_report(
         grids[ACROSS] = Grid(*statistics.rank_cells(across, paired))
         figures[ACROSS] = []
         for m in paired if image_formats or "html" in formats else ():
-            fig = cd_plot.diagram(across.average[m.key], across.cd, m.title, across.n)
+            fig = cd_plot.diagram(across.average[m.key], across.cd, m.title, across.n, look)
             png = plots.render(fig.figure, "png")
             for fmt in image_formats:
                 save(f"{fig.name}.{fmt}", png if fmt == "png" else plots.render(fig.figure, fmt))

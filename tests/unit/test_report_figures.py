@@ -61,6 +61,7 @@ def run(method: str, seed: int, matrix: list[list[float]], **over) -> dict:
         "flat_config": {"method.name": method, "method.epochs": 3, "scenario.increment": 2},
         "packages": {},
         "stale": "",
+        "config_file": "",
         "file": f"runs/toy/{method}/{seed}.json",
         "label": method,
     }
@@ -132,6 +133,25 @@ def test_cost_accuracy_axis_stays_within_0_and_100():
     for ax in plots.cost(context(runs), table).figure.axes:
         low, high = ax.get_ylim()
         assert 0 <= low and high <= 100
+
+
+def test_a_cost_marker_at_100_percent_is_drawn_whole():
+    full = [[100.0], [100.0, 100.0], [100.0, 100.0, 100.0]]
+    runs, table = frame([run("joint", 1, full), run("tosca", 1, MATRICES[("tosca", 1)])])
+    fig = plots.cost(context(runs), table).figure
+    fig.canvas.draw()
+    for ax in fig.axes:
+        assert ax.get_ylim()[1] == 100.0
+        top = ax.get_window_extent().y1
+        rings = [c for c in ax.collections if c.get_label() == "Pareto front"]
+        markers = [line for line in ax.get_lines() if line.get_marker() not in ("None", "")]
+        assert rings and markers
+        assert not any(a.get_clip_on() for a in [*rings, *markers])
+        [ring] = rings
+        x, y = ax.transData.transform(ring.get_offsets()[np.argmax(ring.get_offsets()[:, 1])])
+        radius = np.sqrt(ring.get_sizes()[0]) / 2 * fig.dpi / 72
+        assert y + radius > top  # the ring around the 100 % point reaches above the axes
+        assert y + radius < fig._suptitle.get_window_extent().y0  # below the title
 
 
 def test_methods_that_add_nothing_sit_on_a_band_left_of_the_log_range():
