@@ -151,6 +151,7 @@ class MoELayer(nn.Module):
     ) -> torch.Tensor:
         """delta(h) (module docstring) of a forced pass for ``task`` or of the routed pass
         (None); a forced pass appends P_task(c_task) to ``latents``."""
+        shared = self.shared(h)  # first: the official order of the dropout draws
         n = len(self.experts) if task is None else task + 1
         outs = [self.experts[j](h) for j in range(n)]
         cls = [o[:, 0] for o in outs]
@@ -167,7 +168,7 @@ class MoELayer(nn.Module):
             mixed = mix(gate(picked, experts), torch.stack(outs))
         if task is not None:
             latents.append(self.perceptors[task](cls[task]))
-        return mixed + self.shared(h)
+        return mixed + shared
 
 
 class MoEPass:
