@@ -88,14 +88,13 @@ class LcaNet(AdapterModel):
     @torch.no_grad()
     def merge(self) -> None:
         """A <- TIES merge of the previous merge and the just-trained A (task > 0)."""
+        p, previous, self.merged = self.params, self.merged, []
         if self.task == 0:
             return
-        p = self.params
-        for param, base, previous in zip(
-            self.sets[0].parameters(), self.base.parameters(), self.merged, strict=True
+        for param, base, before in zip(
+            self.sets[0].parameters(), self.base.parameters(), previous, strict=True
         ):
-            param.copy_(ties_merge(base, [previous, param], p["topk"], p["merge_coef"]))
-        self.merged = []
+            param.copy_(ties_merge(base, [before, param], p["topk"], p["merge_coef"]))
 
     @torch.no_grad()
     def set_statistics(self, dataset, device: torch.device, precision: str) -> None:
