@@ -118,6 +118,22 @@ class Method:
         counts those)."""
         return []
 
+    @classmethod
+    def repeats_after(cls, params: dict[str, Any], n_tasks: int) -> int | None:
+        """For ``cl-bench account`` on a stream of ``n_tasks`` tasks: the number k of
+        first tasks after which, under ``params``, every task repeats the one before it.
+        Such a task adds what the one before added (modules, classifier rows, class
+        statistics) for its own classes, and its training step and the inference after
+        it run the same code over one more task's worth of what is kept: no branch on
+        the task's index or on the number of classes seen changes what runs. Its counts
+        (parameters trained, added and stored, FLOPs of a training step and of
+        inference) are then polynomials of degree at most 3 in the task's index; account
+        runs k + 6 tasks, fits the counts of tasks k + 1 .. k + 4, checks the fit
+        exactly on the last two and extends it to the stream's end
+        (:mod:`cl_bench.accounting.extend`; it runs every task where the check fails).
+        Default None: account runs every task."""
+        return None
+
     def routing(self) -> torch.Tensor | None:
         """The module chosen per sample of the last evaluated batch, or None for a
         method that does not route (the default)."""

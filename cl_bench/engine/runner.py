@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from avalanche.training.plugins import EvaluationPlugin
 
+from cl_bench.accounting.block import accounting_fields
 from cl_bench.accounting.count import TrainFlops, backbone_flops, inference_flops
 from cl_bench.backbones import (
     backbone_kind,
@@ -564,23 +565,14 @@ def accounting_block(
     strategy, backbone: Backbone, recorder: Recorder, train_flops: TrainFlops
 ) -> dict:
     """Parameters per task (from the recorder) and FLOPs at the end of the stream."""
-    bb_params = sum(p.numel() for p in backbone.model.parameters())
-    stored = recorder.stored
-    return {
-        "backbone_params": bb_params,
-        "backbone_frozen": sum(
-            p.numel() for p in backbone.model.parameters() if not p.requires_grad
-        ),
-        "trainable_per_task": recorder.trainable,
-        "added_per_task": [b - a for a, b in zip([0, *stored[:-1]], stored, strict=True)],
-        "stored_per_task": stored,
-        "stored_at_end": stored[-1],
-        "backbone_gflops_per_pass": backbone_flops(backbone) / 1e9,
-        "inference_gflops_per_image": inference_flops(strategy, backbone) / 1e9,
-        "train_gflops_per_sample": (
-            max(train_flops.per_sample) / 1e9 if train_flops.per_sample else 0.0
-        ),
-    }
+    return accounting_fields(
+        backbone.model,
+        recorder.trainable,
+        recorder.stored,
+        backbone_flops(backbone),
+        inference_flops(strategy, backbone),
+        train_flops.per_sample,
+    )
 
 
 class SharedFeatureStore(FeatureStore):
