@@ -58,6 +58,7 @@ TRAIN = {
     "ease": {"epochs": 5, "lr": 0.5, "batch": 16},
     "mos": {"epochs": 10, "lr": 0.3, "batch": 16},
     "tuna": {"epochs": 10, "lr": 0.002, "batch": 16},
+    "care": {"epochs": 10, "lr": 0.01, "batch": 16},
 }
 STEP = {"epochs": 2, "lr": 0.1, "batch": 48}  # the step check (TUNA's at lr 0.05)
 STEP_EPOCHS, STEP_TASKS = STEP["epochs"], 2
