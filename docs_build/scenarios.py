@@ -91,7 +91,7 @@ def split(card: Card) -> tuple[int | None, str]:
     sizes = task_split(n, p["init_cls"], p["increment"])
     same = len(set(sizes)) == 1
     words = (
-        f"{len(sizes)} tasks of {sizes[0]} classes"
+        f"{len(sizes)} tasks of {sizes[0]} class{'es' * (sizes[0] != 1)}"
         if same
         else f"{len(sizes)} tasks: " + ", ".join(map(str, sizes)) + " classes"
     )

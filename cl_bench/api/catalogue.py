@@ -63,7 +63,9 @@ def listing(what: str) -> tuple[list[str], list[str]]:
     methods = what == "methods"
     names, load = (method_names, load_method) if methods else (scenario_names, load_scenario)
     lines, bad = [], broken_entry_points()
-    for name in names():
+    listed = names()
+    w = max([14, *map(len, listed)])  # the name column: as wide as the longest name
+    for name in listed:
         try:
             card = load(name)
         except UserError as e:
@@ -73,12 +75,12 @@ def listing(what: str) -> tuple[list[str], list[str]]:
         origin = card.origin if card.origin == BUILTIN else f"{card.origin}: {card.path}"
         said = declared(strategy_of(card)) if methods else {}
         lines.append(
-            f"{name:14s} {card.title:12s} backbones: {said.get('backbones'):4s}"
+            f"{name:{w}s} {card.title:12s} backbones: {said.get('backbones'):4s}"
             f"  inputs: {said.get('inputs'):9s}"
             f"{'  (default run)' if raw.get('default_run') else ''}"
             f"{'  tune: ' + ','.join(raw['search']) if raw.get('search') else ''}  ({origin})"
             if methods
-            else f"{name:14s} {card.title}  [init {p['init_cls']}, +{p['increment']}]  ({origin})"
+            else f"{name:{w}s} {card.title}  [init {p['init_cls']}, +{p['increment']}]  ({origin})"
         )
     return lines, bad
 
@@ -93,11 +95,14 @@ def account(
     weights: str | None = None,
     image_size: int | None = None,
     progress: bool = False,
+    every_task: bool = False,
 ) -> list[dict[str, Any]]:
     """``cl-bench account``: per method, the parameters it trains, adds per task and
     stores, and its inference and training GFLOPs, at the end of a ``tasks``-task stream
     of ``classes`` classes, without data or training (random weights by default: the
-    counts do not depend on the weights' values)."""
+    counts do not depend on the weights' values). Where a method declares that its tasks
+    repeat, the first ones run and the counts are carried exactly to the last task (each
+    row's ``tasks_run``); ``every_task`` runs every task instead."""
     from cl_bench.backbones import backbone_kind
     from cl_bench.cards.catalogue import load_method
     from cl_bench.engine.account import account as count
@@ -117,6 +122,7 @@ def account(
         arguments.whole("classes", classes, "classes=200") or 0,
         size,
         arguments.flag("progress", progress),
+        arguments.flag("every_task", every_task),
     )
 
 

@@ -184,7 +184,7 @@ def test_entry_point_and_env_cards_are_listed_with_their_origin(
     assert origin["simplecil"] == "built-in)"
     scenarios = invoke("list", "scenarios").stdout.splitlines()
     assert (
-        f"tiny           Synthetic colour patterns (for tests)  [init 2, +2]  "
+        f"{'tiny':17s} Synthetic colour patterns (for tests)  [init 2, +2]  "
         f"(entry point demo-path: {installed_cards / 'extra' / 'tiny.yaml'})"
     ) in scenarios
 
