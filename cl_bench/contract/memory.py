@@ -23,13 +23,17 @@ class Allocation:
     the GPU when there is one. ``backward``: held only between a training batch's
     forward and backward passes (what autograd keeps, :func:`backward_pass`); the
     estimate weighs it, with that batch's images, against the largest forward-only
-    batch instead of adding both, since the two are never held at once."""
+    batch instead of adding both, since the two are never held at once. ``per_task``:
+    it grows with the stream's task count (a module, copy or statistic kept per task);
+    the estimate sets it, by asking the hook again at twice the tasks, and a refusal
+    then names the task count beside the setting."""
 
     what: str
     nbytes: int
     setting: str
     host: bool = False
     backward: bool = False
+    per_task: bool = False
 
 
 @dataclass(frozen=True)

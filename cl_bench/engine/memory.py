@@ -170,6 +170,7 @@ def training_batch(card: Card, work: Workload, steps: list[Allocation]) -> Alloc
         batch * image_bytes(work) + sum(a.nbytes for a in steps),
         steps[0].setting,
         backward=True,
+        per_task=any(a.per_task for a in steps),
     )
 
 
@@ -209,11 +210,9 @@ def estimate(
     """Every dominant allocation of a run of ``card``, largest first. A training
     batch (with what its backward pass keeps) and the largest forward-only batch are
     never held at once: the larger of the two counts."""
-    with hook(card, "memory"):  # a strategy of your own: its error as a paragraph
-        declared = strategy_of(card).memory(card.params, work)
     own = [
         replace(a, setting=f"{card.name}.{a.setting}")  # hooks name their own keys
-        for a in declared
+        for a in declared_per_task(card, work)
     ]
     steps = [a for a in own if a.backward and a.nbytes > 0]
     passes = [forward_batch(card, work, device_type, profile)]
@@ -225,6 +224,24 @@ def estimate(
         *(a for a in own if not a.backward),
     ]
     return sorted((a for a in found if a.nbytes > 0), key=lambda a: -a.nbytes)
+
+
+def declared_per_task(card: Card, work: Workload) -> list[Allocation]:
+    """What ``card``'s hook declares under ``work``, each allocation that grows with the
+    task count marked ``per_task``: the hook is asked again at twice the tasks (the
+    classes and images unchanged), and an allocation larger there is one the stream's
+    length scales (a module, copy or statistic kept per task)."""
+    with hook(card, "memory"):  # a strategy of your own: its error as a paragraph
+        declared = strategy_of(card).memory(card.params, work)
+        longer = strategy_of(card).memory(
+            card.params, replace(work, n_tasks=2 * max(work.n_tasks, 1))
+        )
+    if len(longer) != len(declared):  # a hook whose list depends on the task count
+        return declared
+    return [
+        replace(a, per_task=True) if b.nbytes > a.nbytes else a
+        for a, b in zip(declared, longer, strict=True)
+    ]
 
 
 def ram_available() -> int:
@@ -347,25 +364,42 @@ def check_memory(
     process that runs, before it puts anything of the run on the GPU. ``limits``: the
     budgets of runs elsewhere instead (a SLURM plan's GPU type, before the jobs
     queue)."""
+    limits = limits or budgets(device_type, device)
+    for card in methods:
+        resolved, work, found = run_estimate(
+            card, scenario, backbone, image_size, device_type, precision
+        )
+        for budget in limits:
+            held = [a for a in found if budget.holds(a)]
+            total = sum(a.nbytes for a in held)
+            if total > budget.free:
+                raise UserError(refusal(resolved, held, total, budget, work))
+
+
+def run_estimate(
+    card: Card,
+    scenario: Card,
+    backbone: str,
+    image_size: int | None,
+    device_type: str,
+    precision: str | None = None,
+) -> tuple[Card, Workload, list[Allocation]]:
+    """The estimate of one run of ``card`` on ``scenario`` (:func:`estimate`, largest
+    first) with the card as the run resolves it (``n_tasks: 0`` as the stream's task
+    count, values for the backbone) and the :class:`Workload` it was made for; the
+    card itself is left as it is."""
     from cl_bench.cards.resolve import resolve_for_backbone
     from cl_bench.scenarios.footprint import footprint
 
     planned = architecture(backbone, image_size)
     profile = backbone_profile(backbone, image_size)
     work = workload(scenario, backbone, image_size, activation_bytes(precision, device_type))
-    scenario_bytes = footprint(scenario).image_bytes
-    limits = limits or budgets(device_type, device)
-    for card in methods:
-        resolved = copy.deepcopy(card)
-        if resolved.params.get("n_tasks") == 0:  # "the stream's task count"
-            resolved.params["n_tasks"] = work.n_tasks
-        resolve_for_backbone(resolved, planned)
-        found = estimate(resolved, work, device_type, profile, scenario_bytes)
-        for budget in limits:
-            held = [a for a in found if budget.holds(a)]
-            total = sum(a.nbytes for a in held)
-            if total > budget.free:
-                raise UserError(refusal(resolved, held, total, budget, work.blocks))
+    resolved = copy.deepcopy(card)
+    if resolved.params.get("n_tasks") == 0:  # "the stream's task count"
+        resolved.params["n_tasks"] = work.n_tasks
+    resolve_for_backbone(resolved, planned)
+    found = estimate(resolved, work, device_type, profile, footprint(scenario).image_bytes)
+    return resolved, work, found
 
 
 def size_text(nbytes: int) -> str:
@@ -373,23 +407,31 @@ def size_text(nbytes: int) -> str:
     return f"{nbytes / GB:,.1f} GB" if nbytes >= GB else f"{nbytes / 1e6:,.1f} MB"
 
 
-def refusal(card: Card, found: list[Allocation], total: int, budget: Budget, blocks: int) -> str:
+def refusal(card: Card, found: list[Allocation], total: int, budget: Budget, work: Workload) -> str:
     """The one paragraph of a refused run: the estimate, its largest parts (those of at
     least 1 % of it), the budget's free memory and the setting of the largest to
     change; when that is a training step and the method checkpoints activations
-    (``checkpoint_blocks``, of the ``blocks`` ViT blocks), that setting too."""
+    (``checkpoint_blocks``, of the ``work.blocks`` ViT blocks), that setting too; when
+    it grows with the task count (``per_task``), fewer tasks too."""
     shown = [
-        f"{a.what}: {size_text(a.nbytes)} (set by {a.setting})"
+        f"{a.what}: {size_text(a.nbytes)} (set by {a.setting}"
+        + (f", times {work.n_tasks} tasks)" if a.per_task else ")")
         for a in found[:SHOWN]
         if a.nbytes * 100 >= total
     ]
     fix = f"Lower {found[0].setting} (or run on {budget.instead})"
     checkpointed = card.params.get("checkpoint_blocks")
-    if found[0].backward and checkpointed is not None and checkpointed < blocks:
+    if found[0].backward and checkpointed is not None and checkpointed < work.blocks:
         fix = (
             f"Lower {found[0].setting}, raise {card.name}.checkpoint_blocks (now "
-            f"{checkpointed}, at most {blocks}: those ViT blocks are recomputed in the "
+            f"{checkpointed}, at most {work.blocks}: those ViT blocks are recomputed in the "
             f"backward pass instead of kept), or run on {budget.instead}"
+        )
+    elif found[0].per_task:
+        fix = (
+            f"Lower {found[0].setting}, split the stream into fewer tasks ({work.n_tasks} "
+            "now: raise scenario.increment, and scenario.init_cls with it), or run on "
+            f"{budget.instead}"
         )
     return (
         f"A run of {card.name} needs at least {size_text(total)} {budget.needs}, but "

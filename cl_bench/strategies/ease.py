@@ -38,7 +38,8 @@ import torch.nn.functional as F
 
 from cl_bench.backbones.base import autocast
 from cl_bench.backbones.prompted import PromptedViT
-from cl_bench.contract import class_means
+from cl_bench.contract import Allocation, Workload, class_means
+from cl_bench.contract.memory import FLOAT
 from cl_bench.strategies.blocks.adapter_template import AdapterModel, AdapterStrategy, Normalize
 from cl_bench.strategies.blocks.heads import CosineClassifier
 

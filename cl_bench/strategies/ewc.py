@@ -40,7 +40,8 @@ from avalanche.training.utils import ParamData
 from torch import nn
 
 from cl_bench.backbones.base import Backbone, autocast
-from cl_bench.contract import Stateful, method_loader
+from cl_bench.contract import Allocation, Stateful, Workload, method_loader
+from cl_bench.contract.memory import FLOAT
 from cl_bench.strategies.blocks.backbone_copy import FinetuneTemplate
 
 
@@ -149,6 +150,20 @@ class TrainableEWCPlugin(Stateful, EWCPlugin):
 
 class EWC(FinetuneTemplate):
     """Fine-tuning of a private backbone copy + head, with the EWC penalty."""
+
+    @classmethod
+    def memory(cls, params: dict, work: Workload) -> list[Allocation]:
+        """Beside fine-tuning's: an importance and an anchor of every trained weight, one
+        pair (``mode: online``) or one per task (``separate``)."""
+        pairs = 1 if params["mode"] == "online" else work.n_tasks
+        return [
+            *super().memory(params, work),
+            Allocation(
+                f"{pairs} importance and anchor pair(s) of the trained backbone",
+                2 * pairs * work.parameters * FLOAT,
+                "mode (online keeps one pair)",
+            ),
+        ]
 
     def __init__(
         self,

@@ -166,7 +166,7 @@ class Tosca(PerTaskTemplate):
             Allocation(
                 "one LuCA module per task",
                 work.n_tasks * luca * FLOAT,
-                "mlp_ratio or the task count",
+                "mlp_ratio",
             ),
         ]
 

@@ -16,6 +16,7 @@ from cl_bench.cards.strategy import strategy_of
 from cl_bench.contract import Workload
 from cl_bench.engine import memory
 from cl_bench.engine.memory import GB, task_count
+from cl_bench.errors import UserError
 from cl_bench.scenarios.order import task_split
 from tests.helpers.cli import invoke, refused
 
@@ -210,7 +211,15 @@ def test_method_hooks_count_their_dominant_allocations():
         ("M", 0),
         ("M", 2400 * 768 * 8),
     ]
-    assert own("ease") == [("ffn", 10 * per_set), ("batch_size", adapted)]
+    assert own("ease") == [
+        ("ffn", 10 * per_set),
+        ("batch_size", adapted),
+        ("use_init_ptm", 200 * 10 * 768 * 4),  # a prototype per class and subspace
+    ]
+    assert own("ewc")[2:] == [("mode (online keeps one pair)", 2 * 85_798_656 * 4)]
+    assert own("ewc", mode="separate")[2:] == [
+        ("mode (online keeps one pair)", 10 * 2 * 85_798_656 * 4)
+    ]
     assert own("mos")[1:] == [
         ("batch_size", adapted),
         ("ca_storage", 200 * 768 * 768 * 4),
@@ -235,7 +244,7 @@ def test_method_hooks_count_their_dominant_allocations():
     luca = 2 * 768 * 48 + 2 * 768 * 48
     assert own("tosca", augment_views=20) == [
         ("augment_views", 20 * 24000 * 768 * 2),
-        ("mlp_ratio or the task count", 10 * luca * 4),
+        ("mlp_ratio", 10 * luca * 4),
     ]
     assert own("simplecil") == []
 
@@ -245,3 +254,100 @@ def test_method_hooks_count_their_dominant_allocations():
 )
 def test_task_count_is_the_split_length(n, init, inc):
     assert task_count(n, init, inc) == len(task_split(n, init, inc))
+
+
+def per_task(name: str, **sets) -> set[str]:
+    """The settings of the allocations method ``name``'s hook declares on ``WORK`` that
+    the estimate finds growing with the task count."""
+    card = load_method(name)
+    card.params.update(sets)
+    return {a.setting for a in memory.declared_per_task(card, WORK) if a.per_task}
+
+
+def test_what_is_kept_per_task_grows_with_the_task_count():
+    """Asked again at twice the tasks, a hook's per-task modules, copies and statistics
+    grow and nothing else does: an adapter set per task (EASE, MOS, TUNA), EASE's
+    prototype per class and subspace, a LuCA per task (TOSCA), a noise set per task
+    (MiN), an importance and anchor pair per task (EWC separate); not a pool of fixed
+    size (L2P), the Gram matrix of RanPAC nor a task's batch, which shrinks."""
+    assert per_task("ease") == {"ffn", "use_init_ptm"}
+    assert per_task("mos") == per_task("tuna") == {"ffn"}
+    assert per_task("tosca") == {"mlp_ratio"}
+    assert per_task("min") == {"hidden_dim"}
+    assert per_task("ewc", mode="separate") == {"mode (online keeps one pair)"}
+    for name in ("ewc", "l2p", "dualprompt", "ranpac", "aper", "simplecil", "finetune"):
+        assert per_task(name) == set(), name
+
+
+LONG = ["--scenario", "synthetic-long", "--no-progress", "--precision", "fp32"]
+
+
+@pytest.mark.parametrize("dry", [[], ["--dry-run"]])
+def test_a_per_task_copy_at_thousands_of_tasks_is_refused_with_fewer_tasks(tmp_path, dry):
+    """EWC's separate mode keeps an importance and an anchor of every weight of ViT-Tiny
+    per task: at 2,000 tasks 87.8 GB, refused with the setting and the task count to
+    lower."""
+    out = tmp_path / "out"
+    # ViT-Tiny at 32 px: 12 blocks of 444,864 weights, the patch embedding (147,648), [CLS]
+    # and 5 positions (1,152) and the last norm (384)
+    weights = 12 * 444_864 + 147_648 + 1_152 + 384
+    assert weights == 5_487_552
+    result = invoke(
+        "run",
+        "--out",
+        str(out),
+        *LONG,
+        *VIT,
+        "--set",
+        "scenario.dataset_args={n_classes: 2000}",
+        "--methods",
+        "ewc",
+        "--set",
+        "ewc.mode=separate",
+        *dry,
+    )
+    refused(
+        result,
+        "The largest part: 2000 importance and anchor pair(s) of the trained backbone: "
+        f"{2000 * 2 * weights * 4 / 1e9:,.1f} GB (set by ewc.mode (online keeps one pair), "
+        "times 2000 tasks). Lower ewc.mode (online keeps one pair), split the stream into "
+        "fewer tasks (2000 now: raise scenario.increment, and scenario.init_cls with it), "
+        "or run on a machine with more memory; nothing was run or written.",
+        out,
+    )
+
+
+def test_the_long_scenario_cards_fit_a_small_machine_at_the_defaults():
+    """ImageNet-R at 200 tasks and OmniBenchmark at 300 on ViT-B/16: every card at its
+    defaults stays within 24 GB (the estimate refuses settings, not the long streams),
+    but CODA-Prompt, whose 100 pool components cannot be split over more tasks (and
+    CaRE, whose experts per task may outgrow the machine, when it does, with the setting
+    to lower); TOSCA at 100,000 tasks of one class does not, for its LuCA per task."""
+    from cl_bench.cards.catalogue import load_scenario
+
+    for scenario in ("imagenet-r-200", "omnibenchmark-300"):
+        refused = {}
+        for name in method_names():
+            card = load_method(name)
+            backbone = (
+                "vit_base_patch16_224"
+                if card.raw.get("backbones") == "vit"
+                else "efficientnet_lite0"
+            )
+            try:
+                memory.check_memory([card], load_scenario(scenario), backbone, None, "cpu")
+            except UserError as e:
+                refused[name] = str(e)
+        tasks = int(scenario.rsplit("-", 1)[1])
+        assert refused.pop("coda-prompt") == (
+            f"coda-prompt: {tasks} tasks do not fit pool_size 100 (at least one component "
+            "per task); raise coda-prompt.pool_size or use fewer tasks."
+        )
+        assert set(refused) <= {"care"} and all("Lower care." in e for e in refused.values())
+    long = load_scenario("synthetic-long")
+    long.override("dataset_args", "{n_classes: 100000}")
+    with pytest.raises(UserError) as refusal:
+        memory.check_memory([load_method("tosca")], long, "vit_base_patch16_224", None, "cpu")
+    assert (
+        "one LuCA module per task: 59.0 GB (set by tosca.mlp_ratio, times 100000 tasks)"
+    ) in str(refusal.value)

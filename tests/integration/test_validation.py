@@ -51,7 +51,8 @@ VIT = ["--backbone", "vit_tiny_patch16_224", "--weights", "random"]
         (["--methods", "ewc", "--set", "ewc.importance_max=0"], "ewc.importance_max = 0.0 is out"),
         (
             ["--methods", "coda-prompt", *VIT, "--set", "coda-prompt.n_tasks=200"],
-            "at most pool_size (100)",
+            "coda-prompt: 200 tasks do not fit pool_size 100 (at least one component per "
+            "task); raise coda-prompt.pool_size or use fewer tasks",
         ),
     ],
 )
