@@ -164,6 +164,21 @@ class Ease(AdapterStrategy):
 
     model_class = EaseNet
 
+    @classmethod
+    def memory(cls, params: dict, work: Workload) -> list[Allocation]:
+        """Beside the adapter sets: a prototype of every class in every subspace (C x S x d,
+        S = the tasks, plus one with ``use_init_ptm``), which the test-time cosine reads
+        whole."""
+        subspaces = work.n_tasks + int(params["use_init_ptm"])
+        return [
+            *super().memory(params, work),
+            Allocation(
+                f"the prototypes of every class in {subspaces} subspaces",
+                work.n_classes * subspaces * work.dim * FLOAT,
+                "use_init_ptm",
+            ),
+        ]
+
     def _after_training_exp(self, **kwargs) -> None:
         self.model.eval()
         self.model.set_prototypes(self.experience.dataset.eval(), self.device, self.precision)
