@@ -175,7 +175,7 @@ def test_parameters_at_vit_b_width():
 
 # ---------------------------------------------------------------------- end to end
 
-SHORT = {"lr": 0.001, "ca_samples": 64, "epochs": 2}
+SHORT = {"lr": 0.001, "ca_samples": 64}
 
 
 @pytest.fixture(scope="module")
