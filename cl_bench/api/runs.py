@@ -286,7 +286,7 @@ def run(
     for req in requests:
         req.loggers, req.plugins = own_loggers, own_plugins
     if tuned is not False:
-        from cl_bench.api.tune import apply_tuned
+        from cl_bench.tune.use import apply_tuned
 
         on = arguments.text("tuned", tuned, 'tuned="synthetic"') if tuned is not True else None
         for line in apply_tuned(requests, tuned_from, on):

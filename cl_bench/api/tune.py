@@ -14,6 +14,7 @@ from cl_bench import arguments
 from cl_bench.api.runs import plan, settings_as_sets
 from cl_bench.errors import UserError, refuse_long_names
 from cl_bench.store.records import Result
+from cl_bench.tune.use import apply_tuned
 
 if TYPE_CHECKING:
     from cl_bench.engine.runner import RunRequest
@@ -189,29 +190,3 @@ def _indented(echo: Echo) -> Echo:
             echo(f"    {line.strip()}")
 
     return say
-
-
-def apply_tuned(
-    requests: list[RunRequest], tuned_from: str | Path = TUNE_OUT, on: str | None = None
-) -> list[str]:
-    """Give each request's methods the settings their finished search chose (on the
-    request's own scenario, or on ``on``), in place; the lines that say so. A method whose
-    card declares no search space runs as it is (said so); one with a space but no
-    finished search is refused, naming the command that makes one."""
-    from cl_bench.cards.catalogue import load_method
-    from cl_bench.cards.search import card_space
-    from cl_bench.tune.use import refuse_overlap, tuned_settings
-
-    folder = Path(tuned_from)
-    lines: list[str] = []
-    for req in requests:
-        for method in req.methods:
-            if not card_space(load_method(method)):
-                lines.append(f"{method}: nothing to tune (its card has no search: block)")
-                continue
-            found = tuned_settings(folder, method, on or req.scenario)
-            refuse_overlap(found, req.sets)
-            req.sets = [*found.sets, *req.sets]
-            req.tuned[method] = found.provenance
-            lines.append(found.line)
-    return list(dict.fromkeys(lines))

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cl_bench.cards.search import set_item
 from cl_bench.errors import UserError
 from cl_bench.tune.record import records_of
+
+if TYPE_CHECKING:
+    from cl_bench.engine.runner import RunRequest
 
 
 @dataclass(frozen=True)
@@ -67,3 +70,28 @@ def refuse_overlap(tuned: Tuned, sets: list[str]) -> None:
                 f'--set "{item}" replaces a setting the search chose ({head}); drop the --set '
                 "to run the tuned settings, or drop --tuned to run your own."
             )
+
+
+def apply_tuned(
+    requests: list[RunRequest], tuned_from: str | Path = "results/tune", on: str | None = None
+) -> list[str]:
+    """Give each request's methods the settings their finished search chose (on the
+    request's own scenario, or on ``on``), in place; the lines that say so. A method whose
+    card declares no search space runs as it is (said so); one with a space but no
+    finished search is refused, naming the command that makes one."""
+    from cl_bench.cards.catalogue import load_method
+    from cl_bench.cards.search import card_space
+
+    folder = Path(tuned_from)
+    lines: list[str] = []
+    for req in requests:
+        for method in req.methods:
+            if not card_space(load_method(method)):
+                lines.append(f"{method}: nothing to tune (its card has no search: block)")
+                continue
+            found = tuned_settings(folder, method, on or req.scenario)
+            refuse_overlap(found, req.sets)
+            req.sets = [*found.sets, *req.sets]
+            req.tuned[method] = found.provenance
+            lines.append(found.line)
+    return list(dict.fromkeys(lines))
