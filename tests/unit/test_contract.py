@@ -45,6 +45,7 @@ SHIPPED = {
     "min": (Inputs.IMAGES, False, Schedule.PER_TASK),
     "lca": (Inputs.IMAGES, False, Schedule.PER_TASK),
     "care": (Inputs.IMAGES, False, Schedule.PER_TASK),
+    "sldc": (Inputs.IMAGES, False, Schedule.PER_TASK),
 }
 # the protocol settings each declares, in order (the others: eval_batch_size only)
 PROTOCOL = {
