@@ -1,5 +1,7 @@
 """The performance page: per figure of ``bench/figures.yaml``, what it measures, how to
-make it, its target, the newest measurement's headline rows and the history below.
+make it, its target, the newest measurement's headline rows and the history below; for
+a figure with a drawing (:data:`DRAWN`), the newest measurement drawn, as an SVG file
+beside the page, and its table.
 
 The measurements are ``bench/results/*.json`` read through :mod:`bench.measurements`
 (its docstring is the schema); a file that does not follow it stops the build, named.
@@ -7,13 +9,32 @@ The measurements are ``bench/results/*.json`` read through :mod:`bench.measureme
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from bench import measurements
+from bench import cost_vs_tasks_plot, measurements
 from docs_build import DocsError
 from docs_build.md import code, slug, table, text
 
 PAGE = "performance.md"
+# figure id -> the module that draws its measurement: svg(record) -> SVG text,
+# table(record) -> (headers, rows), reasons(record) -> lines
+DRAWN = {"cost-vs-tasks": cost_vs_tasks_plot}
+
+
+def drawing(figure: measurements.Figure, now: measurements.Measurement) -> tuple[list[str], dict]:
+    """The lines that show ``now`` drawn under its figure, and ``{file: SVG text}``."""
+    drawer = DRAWN.get(figure.id)
+    if drawer is None:
+        return [], {}
+    record = json.loads(now.path.read_text(encoding="utf-8"))
+    name = f"{figure.id}.svg"
+    headers, rows = drawer.table(record)
+    lines = [f"![{text(figure.title)}, measured {now.date}]({name})", ""]
+    lines += table(headers, [[text(c) for c in row] for row in rows])
+    why = drawer.reasons(record)
+    lines += [*(f"- {text(line)}" for line in why), ""] if why else []
+    return lines, {name: drawer.svg(record)}
 
 
 def load(
@@ -43,7 +64,10 @@ def _headline(m: measurements.Measurement) -> str:
     return "; ".join(f"{text(label)}: {text(value)}" for label, value in m.headline)
 
 
-def figure_section(figure: measurements.Figure, found: list[measurements.Measurement]) -> list[str]:
+def figure_section(
+    figure: measurements.Figure, found: list[measurements.Measurement]
+) -> tuple[list[str], dict[str, str]]:
+    """The figure's section, and the files it shows (:func:`drawing`)."""
     lines = [
         f"## {text(figure.title)}",
         "",
@@ -55,7 +79,7 @@ def figure_section(figure: measurements.Figure, found: list[measurements.Measure
         "",
     ]
     if not found:
-        return [*lines, "No measurement yet.", ""]
+        return [*lines, "No measurement yet.", ""], {}
     now = found[0]
     lines += [
         f"### Current: {now.date}",
@@ -69,18 +93,21 @@ def figure_section(figure: measurements.Figure, found: list[measurements.Measure
     if now.note:
         lines += [text(now.note), ""]
     lines += table(["measured", "value"], [(text(k), text(v)) for k, v in now.headline], ["l", "r"])
+    drawn, files = drawing(figure, now)
+    lines += drawn
     lines += ["### History", "", "Newest first; compare values within one CPU.", ""]
     lines += table(
         ["date", "CPU", "precision", "commit", "headline"],
         [(m.date, text(m.cpu), text(m.precision), code(m.commit), _headline(m)) for m in found],
     )
-    return lines
+    return lines, files
 
 
 def performance_page(
     results: Path = measurements.RESULTS, figures_path: Path = measurements.FIGURES
 ) -> dict[str, str]:
-    """``{performance.md: ...}``; no catalogue yet: a page that says so."""
+    """``{performance.md: ...}`` and the drawings it shows; no catalogue yet: a page that
+    says so."""
     lines = [
         "# Performance",
         "",
@@ -97,6 +124,9 @@ def performance_page(
     figures, found = load(results, figures_path)
     contents = [f"- [{text(f.title)}](#{slug(f.title)})" for f in figures.values()]
     lines += [*contents, ""]
+    files: dict[str, str] = {}
     for figure in figures.values():
-        lines += figure_section(figure, [m for m in found if m.figure == figure.id])
-    return {PAGE: "\n".join(lines).rstrip() + "\n"}
+        section, drawn = figure_section(figure, [m for m in found if m.figure == figure.id])
+        lines += section
+        files.update(drawn)
+    return {PAGE: "\n".join(lines).rstrip() + "\n", **files}
