@@ -54,6 +54,15 @@ def account(
             "--json", rich_help_panel=OUTPUT, metavar=SWITCH, help="Print JSON instead of a table."
         ),
     ] = False,
+    every_task: Annotated[
+        bool,
+        typer.Option(
+            rich_help_panel=ACCOUNT_WHAT,
+            metavar=SWITCH,
+            help="Run every task, also for a method whose tasks repeat (by default its "
+            "first tasks run and the counts are carried exactly to the last one).",
+        ),
+    ] = False,
     progress: Annotated[
         bool,
         typer.Option(
@@ -69,10 +78,13 @@ def account(
     Per method: trainable, added per task and stored parameters (everything kept beyond the
     backbone), inference GFLOPs per image (every backbone pass, attention included) and
     training GFLOPs per sample. The counts do not depend on the weights' values, so random
-    weights serve by default.
+    weights serve by default. Where a method declares that its tasks repeat, its first tasks
+    run and each count is carried exactly to the last task ("run" column; --every-task runs
+    them all).
 
     Examples:
       cl-bench account --methods tosca,l2p --tasks 10 --classes 200
+      cl-bench account --methods tosca,mos --tasks 300 --classes 300
       cl-bench account --backbone vit_small_patch16_224 --json
     """
     rows = api.account(
@@ -83,5 +95,6 @@ def account(
         weights=weights,
         image_size=image_size,
         progress=progress,
+        every_task=every_task,
     )
     typer.echo(json.dumps(rows, indent=1) if as_json else api.account_table(rows))

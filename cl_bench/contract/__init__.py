@@ -74,6 +74,16 @@ What a method declares:
 * **which settings it reads** (``required_settings``): a card that lacks one is
   refused when it loads (``cl_bench.cards.needs``), instead of a ``KeyError``
   mid-run; a class derived from a built-in strategy needs that card's settings too;
+* **whether its tasks repeat** (``Method.repeats_after``): the number of first tasks
+  after which every task adds what the one before added, for its own classes, and its
+  training step and the inference after it run the same code over one more task's worth
+  of what is kept (no branch on the task's index or the classes seen). ``cl-bench
+  account`` then runs those tasks and six more and carries each count exactly to the end
+  of a long stream (``cl_bench.accounting.extend``: a polynomial of degree at most 3 in
+  the task's index, checked on the last two tasks run; every task runs where the check
+  fails). Default: every task runs. Declare it only where no later task can change what
+  runs: a switch at a task count set by a setting (a pool of prompts used up, a different
+  inference beyond some task) belongs in the returned number;
 * **how it reports routing** (``Method.routing``): a method that picks a module
   or prompt per test image returns the choice per sample of the last evaluated batch,
   and the recorder scores it against the image's task (``routing_acc``);

@@ -155,8 +155,15 @@ def count_tasks(
 
 
 def account_method(
-    name: str, backbone: Backbone, n_tasks: int, n_classes: int, progress: bool = False
+    name: str,
+    backbone: Backbone,
+    n_tasks: int,
+    n_classes: int,
+    progress: bool = False,
+    every_task: bool = False,
 ) -> dict:
+    """The row of method ``name`` (module docstring); ``every_task``: run every task
+    even where the method declares that its tasks repeat."""
     card = load_method(name)
     cls = strategy_of(card)
     check_backbone(cls, name, backbone.name, backbone.kind)
@@ -166,8 +173,8 @@ def account_method(
     if params.get("n_tasks") == 0:
         params["n_tasks"] = len(sizes)
     declared = None
-    if spec_of(cls).schedule is Schedule.PER_TASK and hasattr(cls, "repeats_after"):
-        declared = cls.repeats_after(params, n_tasks)
+    if not every_task and spec_of(cls).schedule is Schedule.PER_TASK:
+        declared = getattr(cls, "repeats_after", lambda *_: None)(params, n_tasks)
     run = tasks_to_run(declared, n_tasks)
     with shapes_only():
         counts = count_tasks(
@@ -232,6 +239,7 @@ def account(
     n_classes: int,
     image_size: int | None = None,
     progress: bool = False,
+    every_task: bool = False,
 ) -> list[dict]:
     if n_tasks < 1 or n_classes < n_tasks:
         raise UserError(
@@ -240,7 +248,9 @@ def account(
         )
     with heap_kept():
         backbone = counting_backbone(backbone_name, weights, image_size)
-        return [account_method(m, backbone, n_tasks, n_classes, progress) for m in methods]
+        return [
+            account_method(m, backbone, n_tasks, n_classes, progress, every_task) for m in methods
+        ]
 
 
 def account_table(rows: list[dict]) -> str:
@@ -253,6 +263,7 @@ def account_table(rows: list[dict]) -> str:
         "inf GFLOPs",
         "passes",
         "train GFLOPs/sample",
+        "run",
     )
     body = [
         (
@@ -264,6 +275,7 @@ def account_table(rows: list[dict]) -> str:
             f"{r['inference_gflops_per_image']:.3f}",
             f"{r['inference_backbone_passes']:.3f}",
             f"{r['train_gflops_per_sample']:.3f}",
+            f"{r['tasks_run']}/{r['tasks']}",
         )
         for r in rows
     ]

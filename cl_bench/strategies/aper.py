@@ -69,3 +69,9 @@ class Aper(FirstSessionTemplate):
         classes = torch.unique(y)
         means = torch.stack([x[y == c].mean(0) for c in classes.tolist()])
         head.weight.data[classes.to(head.weight.device)] = means.to(head.weight)
+
+    @classmethod
+    def repeats_after(cls, params: dict, n_tasks: int) -> int | None:
+        """The backbone adapts on the first task only; every later task fits its
+        prototypes on features (account)."""
+        return 1

@@ -173,6 +173,11 @@ class CodaPrompt(PromptStrategy):
         epochs = self.params["epochs"]
         return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda e: coda_cosine_factor(e, epochs))
 
+    @classmethod
+    def repeats_after(cls, params: dict, n_tasks: int) -> int | None:
+        """Every task after the first trains its own share of the components (account)."""
+        return 1
+
 
 def coda_cosine_factor(epoch: int, epochs: int) -> float:
     """The learning-rate factor of epoch ``epoch`` (from 0) of ``epochs``:

@@ -109,3 +109,9 @@ class DualPrompt(PromptStrategy):
                 f"dualprompt: g_layers {params['g_layers']} and e_layers "
                 f"{params['e_layers']} must not share a block."
             )
+
+    @classmethod
+    def repeats_after(cls, params: dict, n_tasks: int) -> int | None:
+        """The first ``pool_size`` tasks train their own E-prompt; every later one trains
+        the matched one, so training adds the key matching (account)."""
+        return min(n_tasks, params["pool_size"])

@@ -184,3 +184,9 @@ class Ease(AdapterStrategy):
         self.model.set_prototypes(self.experience.dataset.eval(), self.device, self.precision)
         self.model.end_task()
         super()._after_training_exp(**kwargs)
+
+    @classmethod
+    def repeats_after(cls, params: dict, n_tasks: int) -> int | None:
+        """Every task adds an adapter set, and a prototype of every class in the new
+        subspace (account)."""
+        return 1

@@ -193,3 +193,9 @@ class EWC(FinetuneTemplate):
             plugins=[self.ewc, *plugins],
             evaluator=evaluator,
         )
+
+    @classmethod
+    def repeats_after(cls, params: dict, n_tasks: int) -> int | None:
+        """Every task after the first trains under the penalty of the ones before
+        (account)."""
+        return 1

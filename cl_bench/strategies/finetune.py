@@ -19,3 +19,8 @@ from cl_bench.strategies.blocks.backbone_copy import FinetuneTemplate
 
 class Finetune(FinetuneTemplate):
     """Plain sequential fine-tuning of a private copy of the backbone + a linear head."""
+
+    @classmethod
+    def repeats_after(cls, params: dict, n_tasks: int) -> int | None:
+        """Every task trains the same copy and adds its classes' rows (account)."""
+        return 1

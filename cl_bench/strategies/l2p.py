@@ -71,3 +71,8 @@ class L2P(PromptStrategy):
             prompt_pool(params, work),
             backward_pass(work, params, 0, prompts, read_rows=1 + prompts),
         ]
+
+    @classmethod
+    def repeats_after(cls, params: dict, n_tasks: int) -> int | None:
+        """One pool for every task, selected by key matching (account)."""
+        return 1

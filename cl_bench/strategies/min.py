@@ -221,3 +221,9 @@ class Min(AdapterStrategy):
             model.fit(data.train(), self.params["fit_epochs"], self.device, self.precision)
         model.fit(data.eval(), 1, self.device, self.precision)
         super()._after_training_exp(**kwargs)
+
+    @classmethod
+    def repeats_after(cls, params: dict, n_tasks: int) -> int | None:
+        """The first task trains its own head and every norm; the second has no
+        earlier prototype to mix (account)."""
+        return 2

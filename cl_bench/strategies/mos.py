@@ -264,3 +264,9 @@ class Mos(AdapterStrategy):
         if self.model.task > 0:
             align_classifier(self.model, self.params)
         super()._after_training_exp(**kwargs)
+
+    @classmethod
+    def repeats_after(cls, params: dict, n_tasks: int) -> int | None:
+        """Every task after the first adds an adapter set, and its classes' statistics
+        and prototypes (account)."""
+        return 1

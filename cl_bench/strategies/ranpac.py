@@ -137,3 +137,9 @@ class RanPAC(FirstSessionTemplate):
         )
         self.ridges.append(lam)
         net.W_o = solve_ridge(net.G, net.C, lam).T.contiguous()
+
+    @classmethod
+    def repeats_after(cls, params: dict, n_tasks: int) -> int | None:
+        """The backbone adapts on the first task only; every later task adds its
+        statistics to the ridge and solves it again (account)."""
+        return 1

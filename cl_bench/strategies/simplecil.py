@@ -60,3 +60,8 @@ class SimpleCIL(Method, Resumable, SupervisedTemplate):
     def _after_training_exp(self, **kwargs) -> None:
         set_prototypes(self.model, self.experience.dataset.eval(), lambda x: x, self.device)
         super()._after_training_exp(**kwargs)
+
+    @classmethod
+    def repeats_after(cls, params: dict, n_tasks: int) -> int | None:
+        """Every task adds its classes' prototypes (account)."""
+        return 1

@@ -240,3 +240,8 @@ class Tosca(PerTaskTemplate):
             self.model.classifier, self.experience.dataset.eval(), self.model.embed, self.device
         )
         super()._after_training_exp(**kwargs)
+
+    @classmethod
+    def repeats_after(cls, params: dict, n_tasks: int) -> int | None:
+        """Every task adds a LuCA module and its classes' rows (account)."""
+        return 1

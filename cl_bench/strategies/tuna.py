@@ -296,3 +296,9 @@ class Tuna(AdapterStrategy):
         if self.model.task > 0:
             align_classifier(self.model, self.params)
         super()._after_training_exp(**kwargs)
+
+    @classmethod
+    def repeats_after(cls, params: dict, n_tasks: int) -> int | None:
+        """After the first task, whose one set is the universal one, every task adds a
+        set and its classes' rows (account)."""
+        return 1
