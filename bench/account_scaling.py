@@ -7,7 +7,8 @@ the same invocation and alternating with ours, on the streams of at most
 ``--before-tasks`` tasks (a full-size placeholder run of 300 tasks takes hours).
 
     python -m bench.account_scaling                      # every built-in method
-    python -m bench.account_scaling --methods tosca,mos --before 98bad5b
+    python -m bench.account_scaling --methods tosca,mos,min --before 98bad5b
+    python -m bench.account_scaling --before 98bad5b --before-methods tosca,mos
 
 Each child imports cl-bench (timed apart), counts the method through
 ``cl_bench.engine.account.account`` and prints its seconds, its own CPU seconds and
@@ -76,7 +77,14 @@ def built_in_methods() -> list[str]:
     return sorted(p.stem for p in (REPO / "methods").glob("*.yaml"))
 
 
-def main(methods: list[str], before: str | None = None, before_tasks: int = 10) -> dict:
+def main(
+    methods: list[str],
+    before: str | None = None,
+    before_tasks: int = 10,
+    before_methods: list[str] | None = None,
+) -> dict:
+    """``methods`` counted by ours on both streams; by ``before`` (a commit), those of
+    ``before_methods`` (default: all) on the streams of at most ``before_tasks`` tasks."""
     runs = []
     with tempfile.TemporaryDirectory() as scratch:
         tree = None
@@ -88,7 +96,8 @@ def main(methods: list[str], before: str | None = None, before_tasks: int = 10) 
             subprocess.run(["tar", "-x", "-C", scratch], input=archive.stdout, check=True)
         for tasks, classes in STREAMS:
             for method in methods:
-                if tree is not None and tasks <= before_tasks:
+                wanted = before_methods is None or method in before_methods
+                if tree is not None and tasks <= before_tasks and wanted:
                     runs.append(count(method, tasks, classes, tree))
                 runs.append(count(method, tasks, classes, None))
                 print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
@@ -118,9 +127,15 @@ if __name__ == "__main__":
     parser.add_argument("--methods", default=",".join(built_in_methods()))
     parser.add_argument("--before", default=None, help="a commit to measure beside ours")
     parser.add_argument("--before-tasks", type=int, default=10)
+    parser.add_argument("--before-methods", default=None, help="default: every one of --methods")
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
-    result = main(args.methods.split(","), args.before, args.before_tasks)
+    result = main(
+        args.methods.split(","),
+        args.before,
+        args.before_tasks,
+        args.before_methods.split(",") if args.before_methods else None,
+    )
     print(json.dumps(result))
     if not args.no_record:
         path = write(

@@ -12,6 +12,7 @@ from cl_bench.commands.shared import OUTPUT, SWITCH, cards_option, user_errors, 
 
 ACCOUNT_WHAT = "What to count"
 ACCOUNT_MODEL = "Model"
+ACCOUNT_HOW = "How to count"
 
 
 @user_errors
@@ -48,19 +49,20 @@ def account(
     image_size: Annotated[
         int | None, typer.Option(rich_help_panel=ACCOUNT_MODEL, help="ViT input resolution.")
     ] = None,
+    every_task: Annotated[
+        bool,
+        typer.Option(
+            "--every-task",
+            rich_help_panel=ACCOUNT_HOW,
+            metavar=SWITCH,
+            help="Run every task, also for a method whose tasks repeat (by default its "
+            "first tasks run and the counts are carried exactly to the last one).",
+        ),
+    ] = False,
     as_json: Annotated[
         bool,
         typer.Option(
             "--json", rich_help_panel=OUTPUT, metavar=SWITCH, help="Print JSON instead of a table."
-        ),
-    ] = False,
-    every_task: Annotated[
-        bool,
-        typer.Option(
-            rich_help_panel=ACCOUNT_WHAT,
-            metavar=SWITCH,
-            help="Run every task, also for a method whose tasks repeat (by default its "
-            "first tasks run and the counts are carried exactly to the last one).",
         ),
     ] = False,
     progress: Annotated[
