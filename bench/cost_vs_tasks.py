@@ -12,13 +12,15 @@ size of that checkpoint, the peak resident set during its training and evaluatio
 parameters stored beyond the backbone, and, for one test image after the task, the
 backbone passes (rows through a ViT's patch embedding) and the GFLOPs
 (``FlopCounterMode``, attention included). A run that has spent its time budget
-(``--budget``, seconds from its first task) stops after the task it is on and is
-recorded as stopped at that task; a setting the run refuses (the memory estimate, a
+(``--budget``, seconds from its first task per stream length: most of it to the longest
+stream, which the drawing shows) stops after the task it is on and is recorded as
+stopped at that task; a setting the run refuses (the memory estimate, a
 card's own check) is recorded with its message. A joint method trains once on every
 task, then is evaluated on each prefix: its rows are those evaluations.
 
-    python -m bench.cost_vs_tasks                     # every card, T = 10 50 100 300, 60 s each
+    python -m bench.cost_vs_tasks                     # every card, T = 10 50 100 300
     python -m bench.cost_vs_tasks --methods simplecil,tosca --lengths 10,50 --budget 20
+    python -m bench.cost_vs_tasks --budget 10:60,50:30,100:30,300:180   # the default
     python -m bench.cost_vs_tasks --no-record         # print, record nothing
 
 Prints one JSON line per run and records ``bench/results/cost-vs-tasks-DATE-CPU.json``
@@ -40,7 +42,8 @@ from pathlib import Path
 from avalanche.core import SupervisedPlugin
 
 LENGTHS = (10, 50, 100, 300)
-BUDGET_S = 60.0
+BUDGETS = "10:60,50:30,100:30,300:180"  # seconds per stream length: most to the longest
+BUDGET_S = 60.0  # a length the budgets do not name
 SCENARIO = "synthetic-long"
 SEED = 1993
 TOY = dict(backbone="vit_tiny_patch16_224", weights="random", image_size=32, precision="fp32")
@@ -171,12 +174,22 @@ def toy_settings(method: str, tasks: int) -> dict:
     return {"scenario.dataset_args": {"n_classes": tasks}, **ones}
 
 
+def budgets(text: str, lengths: list[int]) -> dict[int, float]:
+    """``--budget``: seconds for every length (``60``) or per length (``10:60,300:180``;
+    :data:`BUDGET_S` for a length it does not name)."""
+    if ":" not in text:
+        return dict.fromkeys(lengths, float(text))
+    named = {int(t): float(s) for t, s in (item.split(":") for item in text.split(","))}
+    return {t: named.get(t, BUDGET_S) for t in lengths}
+
+
 def one(method: str, tasks: int, budget_s: float) -> dict:
     """One run of ``method`` on ``tasks`` tasks, probed (this process)."""
     import cl_bench
     from cl_bench.api import UserError
 
-    row = {"method": method, "tasks": tasks, "status": "done", "stopped_at_task": None}
+    row = {"method": method, "tasks": tasks, "budget_s": budget_s, "status": "done"}
+    row["stopped_at_task"] = None
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as out:
         probe = Probe(tasks, budget_s, Path(out))
@@ -201,13 +214,16 @@ def one(method: str, tasks: int, budget_s: float) -> dict:
     return row
 
 
-def in_process(method: str, lengths: list[int], budget_s: float, cache: Path) -> list[dict]:
+def in_process(
+    method: str, lengths: list[int], budget: dict[int, float], cache: Path
+) -> list[dict]:
     """:func:`one` for each of ``lengths`` in one process of its own (its imports, its own
     resident set), killed :data:`GRACE_S` seconds per run past its budgets; a run it did
     not finish is recorded as killed or failed."""
     args = [sys.executable, "-m", "bench.cost_vs_tasks", "--one", method]
-    args += ["--lengths", ",".join(map(str, lengths)), "--budget", str(budget_s)]
-    limit = len(lengths) * (budget_s + GRACE_S)
+    spent = ",".join(f"{t}:{budget[t]}" for t in lengths)
+    args += ["--lengths", ",".join(map(str, lengths)), "--budget", spent]
+    limit = sum(budget[t] + GRACE_S for t in lengths)
     try:
         done = subprocess.run(
             args,
@@ -231,14 +247,14 @@ def in_process(method: str, lengths: list[int], budget_s: float, cache: Path) ->
     return rows
 
 
-def main(methods: list[str], lengths: list[int], budget_s: float) -> dict:
+def main(methods: list[str], lengths: list[int], budget: dict[int, float]) -> dict:
     from bench.measurements import head_commit
 
     runs = []
     load, commit = os.getloadavg(), head_commit()
     with tempfile.TemporaryDirectory() as cache:
         for method in methods:
-            for row in in_process(method, lengths, budget_s, Path(cache)):
+            for row in in_process(method, lengths, budget, Path(cache)):
                 short = {k: v for k, v in row.items() if k != "per_task"}
                 print(json.dumps(short), flush=True)
                 runs.append(row)
@@ -250,9 +266,9 @@ def main(methods: list[str], lengths: list[int], budget_s: float) -> dict:
             "seed": SEED,
             "epochs": "every epoch count of a card (epochs, init_epochs, fit_epochs, "
             "ca_epochs) set to 1; every other setting the card's default",
-            "budget_s": budget_s,
-            "budget_note": "seconds from a run's first task; a run past it stops after the "
-            "task it is on (status stopped, stopped_at_task)",
+            "budget_s": {str(t): s for t, s in budget.items()},
+            "budget_note": "seconds from a run's first task, per stream length; a run past "
+            "it stops after the task it is on (status stopped, stopped_at_task)",
             "lengths": lengths,
             "methods": methods,
             "process": "one process per method, its lengths in turn",
@@ -314,7 +330,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.cost_vs_tasks")
     parser.add_argument("--methods", default=",".join(method_names()))
     parser.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
-    parser.add_argument("--budget", type=float, default=BUDGET_S)
+    parser.add_argument("--budget", default=BUDGETS, help="S, or T:S,... per length")
     parser.add_argument("--note", default="", help="meta.note of the record: one sentence")
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--results", type=Path, help="record there instead of bench/results")
@@ -325,10 +341,11 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
 if __name__ == "__main__":
     args = arguments()
     lengths = [int(t) for t in args.lengths.split(",")]
+    budget = budgets(args.budget, lengths)
     if args.one:
         for tasks in lengths:
-            print(json.dumps(one(args.one, tasks, args.budget)), flush=True)
+            print(json.dumps(one(args.one, tasks, budget[tasks])), flush=True)
     else:
-        found = main(args.methods.split(","), lengths, args.budget)
+        found = main(args.methods.split(","), lengths, budget)
         if not args.no_record:
             print(f"recorded in {record(found, args.note, args.results)}")

@@ -74,8 +74,8 @@ def figure(record: dict) -> Figure:
     toy = record["toy"]
     fig.suptitle(
         f"Cost per task against the tasks seen: {toy['backbone']} ({toy['weights']}) at "
-        f"{toy['image_size']} px, {toy['precision']}; x: the run stopped by its "
-        f"{toy['budget_s']:.0f} s budget",
+        f"{toy['image_size']} px, {toy['precision']}; x: where a run stopped, its time "
+        "budget spent",
         fontsize=10,
     )
     fig.subplots_adjust(right=0.84, hspace=0.3, wspace=0.25)

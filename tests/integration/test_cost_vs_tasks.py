@@ -46,6 +46,15 @@ def test_l2p_passes_each_image_twice(runs):
     assert runs["l2p"]["per_task"]["passes_per_image"] == [2, 2]
 
 
+def test_budgets_are_per_stream_length():
+    assert cost_vs_tasks.budgets("20", [10, 50]) == {10: 20.0, 50: 20.0}
+    assert cost_vs_tasks.budgets("10:60,300:180", [10, 50, 300]) == {
+        10: 60.0,
+        50: cost_vs_tasks.BUDGET_S,
+        300: 180.0,
+    }
+
+
 def test_a_run_past_its_budget_stops_after_its_task(runs):
     r = runs["tosca"]
     assert (r["status"], r["stopped_at_task"]) == ("stopped", 1)
@@ -64,7 +73,7 @@ def test_a_refused_setting_is_recorded_with_its_message(runs):
 
 def made(runs: dict) -> dict:
     """A record of ``runs`` as bench.cost_vs_tasks.main makes it."""
-    toy = {**cost_vs_tasks.TOY, "budget_s": 1e9, "lengths": [2, 3, 4, 200]}
+    toy = {**cost_vs_tasks.TOY, "lengths": [2, 3, 4, 200]}
     return {"toy": {**toy, "methods": list(runs)}, "runs": list(runs.values())}
 
 
