@@ -169,6 +169,12 @@ class Lca(AdapterStrategy):
             backward_pass(work, params, 1),
         ]
 
+    @classmethod
+    def repeats_after(cls, params: dict, n_tasks: int) -> int | None:
+        """After the first task (no merge, no alignment), every task adds a head over its
+        classes and their statistics; the two adapter sets stay (account)."""
+        return 1
+
     def build_optimizer(self, model: LcaNet):
         """The adapter set and the newest head, one SGD (official ``train``)."""
         return make_optimizer(
