@@ -121,6 +121,7 @@ CHEAP = {
     "ca_epochs": 1,
     "ca_samples": 1,
 }
+CHEAP_FOR = {"sldc": {"ca_samples": 2}}  # its bound: a sample's covariance needs two
 
 # method -> (the function where the runner's path stops on meta, why)
 STOPS_ON_META = {
@@ -151,6 +152,7 @@ STOPS_ON_META = {
     ),
     "care": ("class_gaussians", "as TUNA's: the class statistics select rows by a mask"),
     "lca": ("class_gaussians", "as TUNA's: the class statistics select rows by a mask"),
+    "sldc": ("class_gaussians", "as TUNA's: the class statistics select rows by a mask"),
 }
 # meta's own refusals: a value read, or a shape that depends on values
 META_REFUSALS = (
@@ -223,6 +225,7 @@ GROWN = {
         "model.head.0": (2, D),
         "model.base.adapters.0.down.weight": (p["ffn"], D),
     },
+    "sldc": lambda p: {"model.head.0": (2, D), "model.head_scale.0": (2,)},
 }
 # what the methods of STOPS_ON_META grow past their stop, after two tasks on the CPU
 GROWN_ON_CPU = {
@@ -255,6 +258,12 @@ GROWN_ON_CPU = {
         "model.covs": (N_CLASSES, D, D),
         "model.head.1": (2, D),
         "model.sets.0.adapters.0.down.weight": (p["ffn"], D),
+    },
+    "sldc": lambda p: {
+        "model.means": (N_CLASSES, D),
+        "model.covs": (N_CLASSES, D, D),
+        "model.head.1": (2, D),
+        "model.unified_weight": (N_CLASSES, D),
     },
     "aper": lambda p: {"model.classifier.weight": (N_CLASSES, 2 * D)},  # [frozen, adapted]
     "ranpac": lambda p: {
@@ -586,7 +595,7 @@ def build(method: str, backbone: Backbone, device: torch.device) -> Run:
     """The strategy as the runner's ``train_and_evaluate.build()`` makes it (with the probe
     among its plugins) and the stream the runner drives it over."""
     card = load_method(method)
-    for key, value in CHEAP.items():
+    for key, value in {**CHEAP, **CHEAP_FOR.get(method, {})}.items():
         if key in card.params:
             card.override(key, str(value))
     if card.params.get("n_tasks") == 0:  # as load_shared: the stream's number of tasks
