@@ -392,9 +392,13 @@ def matrix(ctx: Context, row, runs: pd.DataFrame, look: Look = LOOK) -> Plot:
     t = mean.shape[0]
     fig, (ax,) = _figure(look)
     ticks = [str(k + 1) for k in range(t)]
+    # the colour bar beside the square matrix, both centred, wherever the matrix's side
+    # leaves room (a colour bar laid out by the figure stays at its edge)
+    ax.set_anchor("C")
     sns.heatmap(
         mean,
         ax=ax,
+        cbar_ax=ax.inset_axes((1.05, 0.0, 0.05, 1.0)),
         mask=np.isnan(mean),
         annot=True,
         fmt=".1f",

@@ -154,6 +154,21 @@ def test_a_cost_marker_at_100_percent_is_drawn_whole():
         assert y + radius < fig._suptitle.get_window_extent().y0  # below the title
 
 
+@pytest.mark.parametrize("size", [None, "4x5"])
+def test_the_matrix_and_its_colour_bar_sit_together_in_the_middle(size):
+    runs, table = frame()
+    fig = plots.matrix(context(runs), next(table.itertuples()), runs, plots.look(size)).figure
+    fig.canvas.draw()
+    ax = next(a for a in fig.axes if a.get_ylabel() == "after training task")
+    [bar] = ax.child_axes
+    cells, scale, page = ax.get_window_extent(), bar.get_window_extent(), fig.bbox
+    assert 0 < scale.x0 - cells.x1 < 0.1 * cells.width  # beside the matrix, not at the edge
+    assert scale.y0 == pytest.approx(cells.y0) and scale.y1 == pytest.approx(cells.y1)
+    left, right = cells.x0 - page.x0, page.x1 - scale.x1
+    assert abs(left - right) < 0.25 * page.width  # no empty half on one side
+    assert inside(bar, fig)
+
+
 def test_methods_that_add_nothing_sit_on_a_band_left_of_the_log_range():
     fig, (ax,) = plots._figure(plots.LOOK)
     pos = plots.log_positions(ax, np.array([0.0, 1000.0, 0.0, 5000.0]))
