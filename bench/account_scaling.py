@@ -11,7 +11,7 @@ the same invocation and alternating with ours, on the streams of at most
     python -m bench.account_scaling --before 98bad5b --before-methods tosca,mos
 
 Each child imports cl-bench (timed apart), counts the method through
-``cl_bench.engine.account.account`` and prints its seconds, its own CPU seconds and
+``cl_bench.api.account`` and prints its seconds, its own CPU seconds and
 what it counted (the inference GFLOPs and stored parameters: before and after must
 agree); the parent takes the child's wall time and peak resident set (``wait4``).
 """
@@ -35,13 +35,13 @@ STREAMS = ((10, 200), (300, 300))  # (tasks, classes)
 CHILD = """
 import json, resource, sys, time
 t0 = time.perf_counter()
-from cl_bench.engine.account import account
+from cl_bench.api import account
 imported = time.perf_counter() - t0
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 c0, t1 = cpu(), time.perf_counter()
-row = account([{method!r}], {backbone!r}, None, {tasks}, {classes})[0]
+row = account([{method!r}], tasks={tasks}, classes={classes}, backbone={backbone!r})[0]
 print(json.dumps({{
     "import_s": round(imported, 2),
     "account_s": round(time.perf_counter() - t1, 2),

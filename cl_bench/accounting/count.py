@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from collections.abc import Callable
 
 import torch
 from avalanche.core import SupervisedPlugin
@@ -117,8 +118,11 @@ def trainable_params(strategy) -> int:
     return sum(p.numel() for p in strategy.model.parameters() if p.requires_grad)
 
 
-def inference_flops(strategy, backbone: Backbone) -> int:
-    """FLOPs to classify one test image with everything stored so far."""
+def inference_flops(
+    strategy, backbone: Backbone, pass_flops: Callable[[Backbone], int] = backbone_flops
+) -> int:
+    """FLOPs to classify one test image with everything stored so far; ``pass_flops``
+    counts a frozen pass of a backbone whose features a features method reads."""
     model: nn.Module = strategy.model
     features_only = spec_of(type(strategy)).inputs in (Inputs.FEATURES, Inputs.ADAPTED_FEATURES)
     passes = strategy.feature_backbones(backbone) if features_only else []
@@ -132,7 +136,7 @@ def inference_flops(strategy, backbone: Backbone) -> int:
     with counting() as c, torch.no_grad(), autocast(device, backbone.precision):
         model(x)
     model.train(was_training)
-    return c.get_total_flops() + sum(backbone_flops(b) for b in passes)
+    return c.get_total_flops() + sum(pass_flops(b) for b in passes)
 
 
 class TrainFlops(Bookkeeping, Stateful, SupervisedPlugin):

@@ -60,6 +60,8 @@ from cl_bench.scenarios.order import split_in_tasks
 from cl_bench.scenarios.stream import Stream, build_stream
 from cl_bench.text_table import text_table
 
+CHUNK = 32  # placeholder images per frozen pass of an adapted method's features
+
 
 def one_pass(params: dict) -> dict:
     """Every setting that counts passes (``epochs``, ``*_epochs``) at one pass."""
@@ -118,7 +120,9 @@ def count_tasks(
     if spec.inputs is Inputs.ADAPTED_FEATURES:
 
         def features(backbones: list) -> Stream:
-            f = torch.cat([b.features(x) for b in backbones], dim=1)
+            f = torch.cat(
+                [torch.cat([b.features(c) for c in x.split(CHUNK)]) for b in backbones], dim=1
+            )
             return build_stream(
                 f, y, f[:0], y[:0], list(range(len(y))), sizes, test_shuffle=False, seed=0
             )
@@ -139,17 +143,24 @@ def count_tasks(
         evaluator=quiet_evaluator(),
     )
     counts = Counts()
+    passes: dict[int, tuple[Backbone, int]] = {}
+
+    def pass_flops(b: Backbone) -> int:
+        """A backbone's frozen pass, counted once per backbone (kept alive with it)."""
+        if id(b) not in passes:
+            passes[id(b)] = (b, backbone_flops(b))
+        return passes[id(b)][1]
 
     def after_task(done: int) -> None:
         stepped = len(meter.per_sample) > len(counts.train) - counts.train.count(None)
         counts.train.append(meter.per_sample[-1] if stepped else None)
         if how.get("follow") or done == len(sizes):
-            counts.inference.append(inference_flops(strategy, backbone))
+            counts.inference.append(inference_flops(strategy, backbone, pass_flops))
 
     drive(strategy, stream, evaluate=False, after_task=after_task)
     if spec.schedule is Schedule.JOINT:  # one training, no after_task
         counts.train = list(meter.per_sample)
-        counts.inference = [inference_flops(strategy, backbone)]
+        counts.inference = [inference_flops(strategy, backbone, pass_flops)]
     counts.trainable, counts.stored = list(recorder.trainable), list(recorder.stored)
     return counts
 
