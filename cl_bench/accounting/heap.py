@@ -1,14 +1,15 @@
 """Freed memory kept in the process's C heap while ``cl-bench account`` counts.
 
 Every operation of a counting run allocates its output afresh (the zeros of
-:mod:`cl_bench.accounting.shapes_only` included), and glibc serves an allocation
-above its threshold (128 KiB to start with) by mapping new pages from the kernel
-and unmapping them when freed, so that each large output pays a page fault per 4 KiB
-page when first written: on a 2-core machine that was half of the CPU time of
-counting MOS over 4 tasks of 20 classes on ViT-B/16. Within :func:`heap_kept`, freed
-blocks stay in the heap and are reused; on leaving, the thresholds go back to
-glibc's defaults and the unused heap is returned to the kernel. Elsewhere than glibc
-it changes nothing.
+:mod:`cl_bench.accounting.shapes_only` included). glibc serves a large allocation by
+mapping new pages from the kernel and unmapping them when it is freed, and trims the
+heap's free top back to the kernel, so that each large output pays a page fault per
+4 KiB page when first written: on a 2-core machine that was half of the CPU time of
+counting MOS over 4 tasks of 20 classes on ViT-B/16, and most of RanPAC's, whose
+10,000 x 10,000 float64 Gram matrix is copied several times a task. Within
+:func:`heap_kept`, allocations come from the heap and freed blocks stay there to be
+reused; on leaving, glibc's defaults come back and the unused heap is returned to the
+kernel. Elsewhere than glibc it changes nothing.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import ctypes.util
 from collections.abc import Iterator
 
 M_TRIM_THRESHOLD = -1  # <malloc.h>
-M_MMAP_THRESHOLD = -3
-DEFAULT_THRESHOLD = 128 * 1024  # both thresholds' documented defaults
-KEPT_THRESHOLD = 1 << 30
+M_MMAP_MAX = -4
+DEFAULT_TRIM_THRESHOLD = 128 * 1024  # glibc's documented defaults
+DEFAULT_MMAP_MAX = 65536
+KEPT = 2**31 - 1  # the largest int: never trim
 
 
 def _glibc():
@@ -38,16 +40,17 @@ def _glibc():
 
 @contextlib.contextmanager
 def heap_kept() -> Iterator[None]:
-    """Within the block, freed memory is reused from the heap (module docstring)."""
+    """Within the block, allocations come from the heap and freed memory is reused
+    (module docstring)."""
     libc = _glibc()
     if libc is None:
         yield
         return
-    libc.mallopt(M_MMAP_THRESHOLD, KEPT_THRESHOLD)
-    libc.mallopt(M_TRIM_THRESHOLD, KEPT_THRESHOLD)
+    libc.mallopt(M_MMAP_MAX, 0)
+    libc.mallopt(M_TRIM_THRESHOLD, KEPT)
     try:
         yield
     finally:
-        libc.mallopt(M_MMAP_THRESHOLD, DEFAULT_THRESHOLD)
-        libc.mallopt(M_TRIM_THRESHOLD, DEFAULT_THRESHOLD)
+        libc.mallopt(M_MMAP_MAX, DEFAULT_MMAP_MAX)
+        libc.mallopt(M_TRIM_THRESHOLD, DEFAULT_TRIM_THRESHOLD)
         libc.malloc_trim(0)
