@@ -4,9 +4,9 @@ Every operation of a counting run allocates its output afresh (the zeros of
 :mod:`cl_bench.accounting.shapes_only` included). glibc serves a large allocation by
 mapping new pages from the kernel and unmapping them when it is freed, and trims the
 heap's free top back to the kernel, so that each large output pays a page fault per
-4 KiB page when first written: on a 2-core machine that was half of the CPU time of
-counting MOS over 4 tasks of 20 classes on ViT-B/16, and most of RanPAC's, whose
-10,000 x 10,000 float64 Gram matrix is copied several times a task. Within
+4 KiB page when first written: a large share of a counting run's time (bench figure
+account-scaling), most of all RanPAC's, whose 10,000 x 10,000 float64 Gram matrix is
+copied several times a task. Within
 :func:`heap_kept`, allocations come from the heap and freed blocks stay there to be
 reused; on leaving, glibc's defaults come back and the unused heap is returned to the
 kernel. Elsewhere than glibc it changes nothing.
