@@ -11,7 +11,8 @@ the same invocation and alternating with ours, on the streams of at most
     python -m bench.account_scaling --before 98bad5b --before-methods tosca,mos
 
 Each child imports cl-bench (timed apart), counts the method through
-``cl_bench.api.account`` and prints its seconds, its own CPU seconds and
+``cl_bench.api.account`` on one thread (the machines are shared: one thread keeps CPU
+seconds free of threads spinning for a busy core) and prints its seconds, its own CPU seconds and
 what it counted (the inference GFLOPs and stored parameters: before and after must
 agree); the parent takes the child's wall time and peak resident set (``wait4``).
 """
@@ -35,7 +36,10 @@ STREAMS = ((10, 200), (300, 300))  # (tasks, classes)
 CHILD = """
 import json, resource, sys, time
 t0 = time.perf_counter()
+import torch
+import cl_bench.engine.account
 from cl_bench.api import account
+torch.set_num_threads(1)
 imported = time.perf_counter() - t0
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
@@ -61,12 +65,18 @@ def count(method: str, tasks: int, classes: int, tree: Path | None) -> dict:
     if tree is not None:  # its tree first on the path (env execs the interpreter in place)
         path = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
         cmd = ["env", f"PYTHONPATH={path}", *cmd]
-    done = run_child(cmd, f"account {method} {tasks}", cwd=str(tree or REPO))
-    return {
+    what = {
         "method": method,
         "tasks": tasks,
         "classes": classes,
         "code": "before" if tree is not None else "ours",
+    }
+    try:
+        done = run_child(cmd, f"account {method} {tasks}", cwd=str(tree or REPO))
+    except RuntimeError as e:  # a setting the stream does not fit (CODA-Prompt's pool)
+        return {**what, "refused": str(e).strip().splitlines()[-1]}
+    return {
+        **what,
         "wall_s": round(done.wall_s, 2),
         "peak_rss_gb": round(done.peak_rss_gb, 3),
         **done.result,
@@ -110,6 +120,9 @@ def headline(result: dict) -> list[tuple[str, str]]:
     for run in result["runs"]:
         label = f"{run['method']}, {run['tasks']} tasks of {run['classes']} classes"
         label += ", before" if run["code"] == "before" else ""
+        if "refused" in run:
+            rows.append((label, f"refused: {run['refused']}"))
+            continue
         rows.append(
             (
                 label,
