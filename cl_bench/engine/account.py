@@ -151,9 +151,12 @@ def count_tasks(
             passes[id(b)] = (b, backbone_flops(b))
         return passes[id(b)][1]
 
+    steps = [0]  # training steps counted before the task
+
     def after_task(done: int) -> None:
-        stepped = len(meter.per_sample) > len(counts.train) - counts.train.count(None)
-        counts.train.append(meter.per_sample[-1] if stepped else None)
+        new = meter.per_sample[steps[0] :]
+        steps[0] = len(meter.per_sample)
+        counts.train.append(max(new) if new else None)
         if how.get("follow") or done == len(sizes):
             counts.inference.append(inference_flops(strategy, backbone, pass_flops))
 
@@ -229,8 +232,8 @@ def account_method(
 
 def counting_backbone(name: str, weights: str | None, image_size: int | None) -> Backbone:
     """The backbone to count with: with random weights (the default), built on the
-    ``meta`` device and materialised as zeros, since no count reads a weight's value
-    (and timm's initialisation of ViT-B/16 costs seconds)."""
+    ``meta`` device and materialised as zeros: no count reads a weight's value, and
+    timm's initialisation is most of the time it takes to build."""
     if weights not in (None, "random"):
         return load_backbone(name, weights, image_size)
     with torch.device("meta"):
