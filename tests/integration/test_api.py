@@ -338,5 +338,5 @@ def test_check_runs_the_gate_on_finished_runs(ran, tmp_path):
 
 
 def test_run_grid_refuses_a_misspelt_keyword_by_name():
-    with pytest.raises(UserError, match='unknown keyword \'precison\'. Did you mean "precision"'):
+    with pytest.raises(UserError, match="unknown keyword 'precison'. Did you mean \"precision\""):
         cl_bench.run_grid("simplecil", "synthetic", precison="fp32")
