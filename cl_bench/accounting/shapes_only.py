@@ -120,6 +120,12 @@ class ShapesOnly(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if not skipped(func):
+            # an op that autograd did not decompose (inference mode skips it): its parts
+            # come back here, so that a product inside it is skipped too
+            with self:
+                parts = func.decompose(*args, **kwargs)
+            if parts is not NotImplemented:
+                return parts
             return func(*args, **kwargs)
         device = next(
             (t.device for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)),

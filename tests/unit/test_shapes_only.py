@@ -62,3 +62,14 @@ def test_vit_forward_and_backward_count_as_the_real_ones():
     assert fake.get_total_flops() == real.get_total_flops()
     assert out.shape == (2, 3)
     assert model.head.weight.grad.shape == (3, 192)
+
+
+def test_in_inference_mode_a_composite_op_is_skipped_through_its_parts():
+    """Inference mode dispatches aten.linear whole (autograd does not decompose it): its
+    product must still be skipped and counted."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(7, 3)
+    with shapes_only(), torch.inference_mode(), counting() as c:
+        out = layer(torch.randn(5, 7))
+    assert out.shape == (5, 3) and not out.any()  # addmm, bias included, is skipped
+    assert c.get_total_flops() == 2 * 5 * 7 * 3
