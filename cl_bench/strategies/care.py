@@ -32,7 +32,7 @@ stage after the first task.
 After each task: per class of task t, the mean and covariance (+ 1e-4 I; the
 variances with ``ca_storage: variance``) of f under the forced pass for t; for t > 0
 the classifier is aligned on Gaussian samples of every seen class, as TUNA's is
-(:func:`cl_bench.strategies.tuna.align_classifier`: the same official routine).
+(:func:`cl_bench.strategies.blocks.cosine_alignment.align_classifier`: the same official routine).
 
 Inference, with p_k = softmax(s cos(f_k(x), W)), f_k the forced pass for task k and
 f_R the routed pass: after T = t + 1 tasks, for 1 <= t <= ``iter_pred_max_task``
@@ -55,9 +55,9 @@ from cl_bench.contract.loading import method_loader
 from cl_bench.contract.memory import FLOAT, Allocation, Workload, adapter_sets, backward_pass
 from cl_bench.contract.optimizer import make_optimizer
 from cl_bench.strategies.blocks.adapter_template import AdapterModel, AdapterStrategy, Normalize
+from cl_bench.strategies.blocks.cosine_alignment import align_classifier, combine
 from cl_bench.strategies.blocks.gaussian_alignment import class_gaussians
 from cl_bench.strategies.blocks.routed_moe import MoEPass, RoutedMoE
-from cl_bench.strategies.tuna import align_classifier, combine
 
 KL_BLOCKS_AT_TAU_1 = 6  # official: temperature 1 on the first 6 blocks' perceptors, 2 after
 

@@ -54,9 +54,8 @@ from cl_bench.contract.loading import method_loader
 from cl_bench.contract.memory import FLOAT, Allocation, Workload, adapter_sets, backward_pass
 from cl_bench.contract.optimizer import make_optimizer
 from cl_bench.strategies.blocks.adapter_template import AdapterModel, AdapterStrategy, Normalize
-from cl_bench.strategies.blocks.gaussian_alignment import align_on_samples, class_gaussians
-
-ENTROPY_EPS = 1e-10  # inside the log of the official entropy
+from cl_bench.strategies.blocks.cosine_alignment import align_classifier, combine
+from cl_bench.strategies.blocks.gaussian_alignment import class_gaussians
 
 
 @torch.no_grad()
@@ -75,23 +74,6 @@ def elect(sets: list[AdapterSet]) -> AdapterSet:
     return out
 
 
-def entropy(logits: torch.Tensor) -> torch.Tensor:
-    """H(softmax(logits)) over the last dimension, with the official 1e-10 in the log."""
-    p = logits.softmax(-1)
-    return -(p * torch.log(p + ENTROPY_EPS)).sum(-1)
-
-
-def combine(
-    task_logits: torch.Tensor, universal_logits: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``task_logits`` (T, B, C) under every task set, ``universal_logits`` (B, C):
-    the summed probabilities of the lowest-entropy task set and the universal set,
-    and the chosen set per image."""
-    choice = entropy(task_logits).argmin(0)
-    chosen = task_logits[choice, torch.arange(task_logits.shape[1], device=choice.device)]
-    return chosen.softmax(-1) + universal_logits.softmax(-1), choice
-
-
 def orthogonality(current: AdapterSet, earlier: list[AdapterSet]) -> torch.Tensor:
     """sum_k (1/L) sum_l |mean(n(U_cur^l) n(U_k^l)^T)| over the earlier sets k and the
     L blocks (n: row-wise L2 normalisation of the up-projection weights)."""
@@ -102,20 +84,6 @@ def orthogonality(current: AdapterSet, earlier: list[AdapterSet]) -> torch.Tenso
             prev = F.normalize(old[block].up.weight, dim=1)
             total = total + (cur @ prev.T).mean().abs() / len(current.blocks)
     return total
-
-
-def decay_factors(task_of_position: torch.Tensor, task: int, official: bool) -> torch.Tensor:
-    """0.9 + 0.1 (k + 1) / (task + 1) per seen class, k its task; ``task_of_position``
-    gives the task of every seen class in classifier order. ``official``: k is the
-    official ``class_idx // task_size`` with task_size = known - total, the negated size
-    of the current task, so the classes get floor(-i / size) instead of their task."""
-    if official:
-        size = int((task_of_position == task).sum())
-        position = torch.arange(len(task_of_position), device=task_of_position.device)
-        k = torch.div(position, -size, rounding_mode="floor")
-    else:
-        k = task_of_position
-    return 0.9 + (k + 1).double() / (task + 1) * 0.1
 
 
 class TunaNet(AdapterModel):
@@ -207,38 +175,6 @@ class TunaNet(AdapterModel):
             self.covs,
             len(self.task_of_class),
         )
-
-
-def align_classifier(model: TunaNet, params: dict) -> None:
-    """Classifier alignment: the classifier blocks alone on Gaussian samples of every
-    seen class (``batch_size x ca_samples`` per class and epoch, one SGD step per
-    class-sized chunk, s cos logits, cosine schedule of period ``ca_tmax`` epochs)."""
-    order = model.order.to(model.means.device)
-    means = model.means[order]
-    if params["decay"]:
-        task_of = model.task_of_class.to(order.device)[order]
-        scale = decay_factors(task_of, model.task, params["decay_bug"])
-        means = (means.double() * scale[:, None]).float()
-    opt, sched = make_optimizer(
-        dict(
-            params,
-            lr=params["ca_lr"],
-            optimizer="sgd",
-            scheduler="cosine",
-            epochs=params["ca_tmax"],
-            eta_min=0.0,
-        ),
-        model.head.parameters(),
-    )
-    align_on_samples(
-        means,
-        model.covs[order],
-        params["batch_size"] * params["ca_samples"],
-        params["ca_epochs"],
-        opt,
-        sched,
-        lambda x: params["scale"] * model.cosine(x),
-    )
 
 
 class Tuna(AdapterStrategy):

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
+from cl_bench.strategies.blocks.cosine_alignment import combine
 from cl_bench.strategies.blocks.routed_moe import (
     MoELayer,
     NormedAdapter,
@@ -25,7 +26,6 @@ from cl_bench.strategies.blocks.routed_moe import (
     mix,
 )
 from cl_bench.strategies.care import cosface, perceptor_loss
-from cl_bench.strategies.tuna import combine
 from tests.helpers.cli import invoke
 from tests.helpers.processes import VIT_STREAM, assert_same_numbers, cl_bench, kill_and_resume
 from tests.helpers.strategies import run_stream, strategy, vit_backbone

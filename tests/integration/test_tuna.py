@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 from cl_bench.backbones.adapters import AdapterSet
-from cl_bench.strategies.tuna import combine, decay_factors, elect, entropy, orthogonality
+from cl_bench.strategies.blocks.cosine_alignment import combine, decay_factors, entropy
+from cl_bench.strategies.tuna import elect, orthogonality
 from tests.helpers.cli import invoke
 from tests.helpers.strategies import run_stream, strategy, vit_backbone
 
