@@ -46,7 +46,7 @@ from cl_bench.contract.loading import method_loader
 from cl_bench.contract.memory import FLOAT, Allocation, Workload
 from cl_bench.contract.optimizer import make_optimizer
 from cl_bench.strategies.blocks.adapter_template import AdapterModel, AdapterStrategy, Normalize
-from cl_bench.strategies.blocks.gaussian_alignment import align_on_samples, class_gaussians
+from cl_bench.strategies.blocks.gaussian_alignment import align_head_with_sgd, class_gaussians
 
 
 @torch.no_grad()
@@ -190,24 +190,12 @@ def align_classifier(model: MosNet, params: dict) -> None:
     """Classifier alignment: the head alone, trained on Gaussian samples of every seen
     class (SGD, momentum 0.9, cosine over ``ca_epochs``, one step per class-sized chunk)."""
     seen = model.seen.to(model.means.device)
-    opt, sched = make_optimizer(
-        dict(
-            params,
-            lr=params["ca_lr"],
-            optimizer="sgd",
-            scheduler="cosine",
-            epochs=params["ca_epochs"],
-            eta_min=0.0,
-        ),
-        model.head.parameters(),
-    )
-    align_on_samples(
+    align_head_with_sgd(
         model.means[seen],
         model.covs[seen],
-        params["batch_size"] * params["ca_samples"],
+        params,
         params["ca_epochs"],
-        opt,
-        sched,
+        model.head.parameters(),
         lambda x: model.head(x)[:, seen],
     )
 

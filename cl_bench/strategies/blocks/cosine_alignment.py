@@ -6,7 +6,7 @@ The model aligned keeps, per seen class in classifier order (``order``), a Gauss
 (``means``, ``covs``), the task of each class (``task_of_class``), the current task
 index (``task``), a cosine classifier (``head``, ``cosine``); the alignment trains the
 head alone on samples of those Gaussians
-(:func:`cl_bench.strategies.blocks.gaussian_alignment.align_on_samples`).
+(:func:`cl_bench.strategies.blocks.gaussian_alignment.align_head_with_sgd`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from cl_bench.contract.optimizer import make_optimizer
-from cl_bench.strategies.blocks.gaussian_alignment import align_on_samples
+from cl_bench.strategies.blocks.gaussian_alignment import align_head_with_sgd
 
 ENTROPY_EPS = 1e-10  # inside the log of the official entropy
 
@@ -61,23 +60,11 @@ def align_classifier(model: nn.Module, params: dict) -> None:
         task_of = model.task_of_class.to(order.device)[order]
         scale = decay_factors(task_of, model.task, params["decay_bug"])
         means = (means.double() * scale[:, None]).float()
-    opt, sched = make_optimizer(
-        dict(
-            params,
-            lr=params["ca_lr"],
-            optimizer="sgd",
-            scheduler="cosine",
-            epochs=params["ca_tmax"],
-            eta_min=0.0,
-        ),
-        model.head.parameters(),
-    )
-    align_on_samples(
+    align_head_with_sgd(
         means,
         model.covs[order],
-        params["batch_size"] * params["ca_samples"],
-        params["ca_epochs"],
-        opt,
-        sched,
+        params,
+        params["ca_tmax"],
+        model.head.parameters(),
         lambda x: params["scale"] * model.cosine(x),
     )

@@ -1,6 +1,7 @@
-"""Classifier alignment on Gaussian class statistics, shared by MOS and TUNA.
+"""Classifier alignment on Gaussian class statistics: MOS, TUNA and CaRE align their heads
+this way; LCA and SLDC keep the same statistics.
 
-After each task, both keep per class of that task the mean and covariance of its
+After each task, each keeps per class of that task the mean and covariance of its
 features (+ ``JITTER`` I; the official ``_compute_mean`` of sun-hailong/AAAI25-MOS
 ``models/mos.py`` and of Ngahoang2005/ICCV2025-TUNA ``models/tuna.py`` at 8e1c3ec),
 or only the variances when a diagonal covariance is asked for. The classifier alone is
@@ -11,11 +12,12 @@ the learning-rate schedule.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
 
+from cl_bench.contract.optimizer import make_optimizer
 from cl_bench.errors import UserError
 
 JITTER = 1e-4  # added to every class covariance (official _compute_mean)
@@ -105,3 +107,37 @@ def align_on_samples(
             loss.backward()
             optimizer.step()
         scheduler.step()
+
+
+def align_head_with_sgd(
+    means: torch.Tensor,
+    covs: torch.Tensor,
+    params: dict,
+    period: int,
+    head: Iterable[torch.nn.Parameter],
+    logits: Callable[[torch.Tensor], torch.Tensor],
+) -> None:
+    """The official alignment of MOS, TUNA and CaRE: ``head`` alone by SGD at ``ca_lr``
+    (the method's momentum and weight decay), cosine to 0 over ``period`` epochs, for
+    ``ca_epochs`` epochs of ``batch_size x ca_samples`` samples per row
+    (:func:`align_on_samples`)."""
+    optimizer, scheduler = make_optimizer(
+        dict(
+            params,
+            lr=params["ca_lr"],
+            optimizer="sgd",
+            scheduler="cosine",
+            epochs=period,
+            eta_min=0.0,
+        ),
+        head,
+    )
+    align_on_samples(
+        means,
+        covs,
+        params["batch_size"] * params["ca_samples"],
+        params["ca_epochs"],
+        optimizer,
+        scheduler,
+        logits,
+    )
