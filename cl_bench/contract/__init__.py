@@ -82,8 +82,11 @@ What a method declares:
   of a long stream (``cl_bench.accounting.extend``: a polynomial of degree at most 3 in
   the task's index, checked on the last two tasks run; every task runs where the check
   fails). Default: every task runs. Declare it only where no later task can change what
-  runs: a switch at a task count set by a setting (a pool of prompts used up, a different
-  inference beyond some task) belongs in the returned number;
+  runs: a switch at a task count set by a setting (a pool of prompts used up) belongs in
+  the returned number, or, where a setting switches what runs from a fixed task on (a
+  different inference beyond some task), in ``Method.regimes``: the pieces of the
+  stream and the settings under which a run from the first task counts like each piece,
+  each carried on its own and joined;
 * **how it reports routing** (``Method.routing``): a method that picks a module
   or prompt per test image returns the choice per sample of the last evaluated batch,
   and the recorder scores it against the image's task (``routing_acc``);

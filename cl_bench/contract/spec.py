@@ -134,6 +134,17 @@ class Method:
         Default None: account runs every task."""
         return None
 
+    @classmethod
+    def regimes(cls, params: dict[str, Any], n_tasks: int) -> list[tuple[int, dict[str, Any]]]:
+        """For ``cl-bench account``: where a setting switches what runs at a fixed task
+        (CaRE's T + 1 test passes up to task ``iter_pred_max_task``, one pass after it),
+        the pieces of the stream as (first task index, 0-based; settings under which a
+        run from task 0 has the counts of this piece's tasks). Each piece is counted
+        under its settings and carried with :meth:`repeats_after` on its own; the
+        pieces are joined at their first tasks. Default: one piece, the card's
+        settings."""
+        return [(0, {})]
+
     def routing(self) -> torch.Tensor | None:
         """The module chosen per sample of the last evaluated batch, or None for a
         method that does not route (the default)."""

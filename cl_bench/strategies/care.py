@@ -241,6 +241,23 @@ class Care(AdapterStrategy):
             backward_pass(work, params, 1),
         ]
 
+    @classmethod
+    def repeats_after(cls, params: dict, n_tasks: int) -> int | None:
+        """Once as many tasks exist as a pass chooses routers and each router experts,
+        every task adds an expert, a router and a perceptor per block and a classifier
+        block, and its passes run one more expert (account)."""
+        return min(n_tasks, max(params["routers"], params["experts"]))
+
+    @classmethod
+    def regimes(cls, params: dict, n_tasks: int) -> list[tuple[int, dict]]:
+        """Inference runs T + 1 passes up to task ``iter_pred_max_task`` (0-based) and
+        the routed pass alone after it, which is what a run without ``iter_pred`` counts
+        from its first task (account)."""
+        last = params["iter_pred_max_task"]
+        if not params["iter_pred"] or n_tasks <= last + 1:
+            return [(0, {})]
+        return [(0, {}), (last + 1, {"iter_pred": False})]
+
     def build_optimizer(self, model: CareNet):
         """One SGD over the trainable adapter weights and every classifier block (official
         get_optimizer); a later task's first stage ends its cosine at ``lr / 2``."""

@@ -285,6 +285,13 @@ class Sldc(AdapterStrategy):
             )
 
     @classmethod
+    def repeats_after(cls, params: dict, n_tasks: int) -> int | None:
+        """After the first task (no distillation, no drift to compensate), every task
+        distils from the previous model, moves every stored class Gaussian and adds its
+        own classes' statistics and head rows (account)."""
+        return min(n_tasks, 1)
+
+    @classmethod
     def memory(cls, params: dict, work: Workload) -> list[Allocation]:
         """Two LoRA sets (the trained one and the previous task's copy), a d x d
         covariance per class, the refinement's samples, and the backward pass through
