@@ -2,17 +2,23 @@
 its cost at each task of the longest stream it ran against the tasks seen so far, on
 log-log axes (a method whose cost grows with the tasks rises; one that does not stays
 flat), and the table of how far each method got on each stream length. The
-documentation's Performance page shows both under the figure (``docs_build``)."""
+documentation's Performance page shows both under the figure (``docs_build``);
+``python -m bench.cost_vs_tasks_plot [JSON]`` writes the drawing beside the measurement."""
 
 from __future__ import annotations
 
+import argparse
 import io
 import itertools
+import json
 import math
+from pathlib import Path
 
 import matplotlib
 from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
+
+from bench import measurements
 
 MB = 1e6
 # (key of per_task, axis label, scale of the values): what each panel draws
@@ -119,3 +125,22 @@ def reasons(record: dict) -> list[str]:
         for r in record["runs"]
         if r.get("reason")
     ]
+
+
+def main(argv: list[str] | None = None) -> Path:
+    """Write the drawing of a measurement (default: the newest cost-vs-tasks one) beside
+    it, as ``<measurement>.svg``, and return its path."""
+    parser = argparse.ArgumentParser(prog="python -m bench.cost_vs_tasks_plot")
+    parser.add_argument("measurement", nargs="?", type=Path, help="a cost-vs-tasks JSON")
+    args = parser.parse_args(argv)
+    path = args.measurement
+    if path is None:
+        found = [m for m in measurements.load_all() if m.figure == "cost-vs-tasks"]
+        path = max(found, key=lambda m: (m.date, m.path.name)).path
+    drawn = path.with_suffix(".svg")
+    drawn.write_text(svg(json.loads(path.read_text(encoding="utf-8"))), encoding="utf-8")
+    return drawn
+
+
+if __name__ == "__main__":
+    print(main())
