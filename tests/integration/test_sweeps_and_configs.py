@@ -97,7 +97,7 @@ def test_a_suite_runs_reports_lists_and_checks_in_results_of_its_name(tmp_path, 
     listed = invoke("list", "suites", "--cards", "cards")
     assert listed.exit_code == 0, listed.output
     assert "mini           1 entries, 1 runs  (--cards: cards/mini.yaml)" in listed.stdout
-    assert "ci             5 entries, 15 runs  (built-in)" in listed.stdout
+    assert "ci             6 entries, 18 runs  (built-in)" in listed.stdout
 
     refused(invoke("run", *suite, "--methods", "tosca"), "leave out --methods")
     ran = invoke("run", *suite, "--no-progress")
