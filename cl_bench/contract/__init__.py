@@ -83,10 +83,9 @@ What a method declares:
   the task's index, checked on the last two tasks run; every task runs where the check
   fails). Default: every task runs. Declare it only where no later task can change what
   runs: a switch at a task count set by a setting (a pool of prompts used up) belongs in
-  the returned number, or, where a setting switches what runs from a fixed task on (a
-  different inference beyond some task), in ``Method.regimes``: the pieces of the
-  stream and the settings under which a run from the first task counts like each piece,
-  each carried on its own and joined;
+  the returned number, or, where a setting switches inference from a fixed task on (a
+  different inference beyond some task), in ``Method.account_settings``: the settings
+  under which a run counts the same, with that inference from the first task;
 * **how it reports routing** (``Method.routing``): a method that picks a module
   or prompt per test image returns the choice per sample of the last evaluated batch,
   and the recorder scores it against the image's task (``routing_acc``);

@@ -135,15 +135,15 @@ class Method:
         return None
 
     @classmethod
-    def regimes(cls, params: dict[str, Any], n_tasks: int) -> list[tuple[int, dict[str, Any]]]:
-        """For ``cl-bench account``: where a setting switches what runs at a fixed task
-        (CaRE's T + 1 test passes up to task ``iter_pred_max_task``, one pass after it),
-        the pieces of the stream as (first task index, 0-based; settings under which a
-        run from task 0 has the counts of this piece's tasks). Each piece is counted
-        under its settings and carried with :meth:`repeats_after` on its own; the
-        pieces are joined at their first tasks. Default: one piece, the card's
-        settings."""
-        return [(0, {})]
+    def account_settings(cls, params: dict[str, Any], n_tasks: int) -> dict[str, Any]:
+        """For ``cl-bench account`` on a stream of ``n_tasks`` tasks: settings under which
+        a run counts what a run under ``params`` counts (the same parameters trained,
+        added and stored and the same training step at every task, and the same
+        inference after the last task) with tasks that repeat from fewer first tasks on.
+        Where a setting switches inference from a fixed task on (CaRE's T + 1 test passes
+        end after task ``iter_pred_max_task``), the setting that runs the last task's
+        inference from the first task. Default: none."""
+        return {}
 
     def routing(self) -> torch.Tensor | None:
         """The module chosen per sample of the last evaluated batch, or None for a

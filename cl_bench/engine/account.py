@@ -82,10 +82,9 @@ class Counts:
 
     def extended(self, repeats_after: int, n_tasks: int) -> Counts | None:
         """Carried to ``n_tasks`` tasks (:func:`~cl_bench.accounting.extend.extend`);
-        None when a count does not repeat as declared. Inference not counted (an
-        earlier piece of the stream: ``Method.regimes``) stays uncounted."""
+        None when a count does not repeat as declared."""
         out = [
-            extend(v, repeats_after, n_tasks) if v else []
+            extend(v, repeats_after, n_tasks)
             for v in (self.trainable, self.stored, self.train, self.inference)
         ]
         return None if any(v is None for v in out) else Counts(*out)
@@ -113,8 +112,8 @@ def count_tasks(
 ) -> Counts:
     """Drive method ``name`` (its resolved ``params``) through the tasks ``sizes`` of a
     stream of ``n_classes`` classes and count as it goes. ``how``: ``follow`` (count
-    inference after every task, not only the last; ``inference=False``: none), ``of``
-    (the stream's number of tasks, for the progress label) and ``progress``."""
+    inference after every task, not only the last), ``of`` (the stream's number of
+    tasks, for the progress label) and ``progress``."""
     cls = strategy_of(load_method(name))
     spec = spec_of(cls)
     x, y, stream = placeholder_stream(backbone, spec.inputs is Inputs.FEATURES, sizes)
@@ -159,7 +158,7 @@ def count_tasks(
         new = meter.per_sample[steps[0] :]
         steps[0] = len(meter.per_sample)
         counts.train.append(max(new) if new else None)
-        if how.get("inference", True) and (how.get("follow") or done == len(sizes)):
+        if how.get("follow") or done == len(sizes):
             counts.inference.append(inference_flops(strategy, backbone, pass_flops))
 
     drive(strategy, stream, evaluate=False, after_task=after_task)
@@ -176,34 +175,30 @@ def carried_counts(
     params: dict,
     backbone: Backbone,
     sizes: list[int],
-    end: int,
     n_classes: int,
     every_task: bool,
-    last: bool,
     progress: bool,
 ) -> tuple[Counts, int]:
-    """The counts of tasks 1 .. ``end`` of the stream ``sizes`` under ``params`` and the
-    tasks run for them: the first tasks and the rest carried where the method declares
-    that its tasks repeat (and they do), else every one. ``last``: the piece that ends
-    the stream, whose inference after its last task is the row's (an earlier piece's
-    inference is not counted)."""
+    """The counts of every task of the stream ``sizes`` under ``params`` and the tasks
+    run for them: the first tasks and the rest carried where the method declares that
+    its tasks repeat (and they do), else every one."""
+    n_tasks = len(sizes)
     declared = None
     if not every_task and spec_of(cls).schedule is Schedule.PER_TASK:
-        declared = getattr(cls, "repeats_after", lambda *_: None)(params, end)
-    run = tasks_to_run(declared, end)
-    n_tasks = len(sizes)
+        declared = getattr(cls, "repeats_after", lambda *_: None)(params, n_tasks)
+    run = tasks_to_run(declared, n_tasks)
 
     def count(k: int, follow: bool) -> Counts:
         return count_tasks(
             name, params, backbone, sizes[:k], n_classes, follow=follow, of=n_tasks,
-            progress=progress, inference=last,
+            progress=progress,
         )  # fmt: skip
 
-    if run == end:
-        return count(end, False), run
-    extended = count(run, last).extended(declared, end)
+    if run == n_tasks:
+        return count(n_tasks, False), run
+    extended = count(run, True).extended(declared, n_tasks)
     if extended is None:  # the counts do not repeat as declared: run every task
-        return count(end, False), end
+        return count(n_tasks, False), n_tasks
     return extended, run
 
 
@@ -225,26 +220,13 @@ def account_method(
     sizes = split_in_tasks(n_classes, n_tasks)
     if params.get("n_tasks") == 0:
         params["n_tasks"] = len(sizes)
-    pieces = [(0, {})]
     if not every_task and spec_of(cls).schedule is Schedule.PER_TASK:
-        regimes = getattr(cls, "regimes", lambda *_: pieces)(params, n_tasks)
-        pieces = [(i, o) for i, o in regimes if i < n_tasks]
-    ends = [i for i, _ in pieces[1:]] + [n_tasks]
-    run, joined = 0, Counts()
+        params.update(getattr(cls, "account_settings", lambda *_: {})(params, n_tasks))
     with shapes_only():
-        for (start, overrides), end in zip(pieces, ends, strict=True):
-            last = end == n_tasks
-            counts, ran = carried_counts(
-                name, cls, dict(params, **overrides), backbone, sizes, end, n_classes,
-                every_task, last, progress,
-            )  # fmt: skip
-            run += ran
-            joined.trainable += counts.trainable[start:end]
-            joined.stored += counts.stored[start:end]
-            joined.train += counts.train[start:end]
-            joined.inference = counts.inference
+        counts, run = carried_counts(
+            name, cls, params, backbone, sizes, n_classes, every_task, progress
+        )
         pass_flops = backbone_flops(backbone)
-    counts = joined
     block = accounting_fields(
         backbone.model,
         counts.trainable,

@@ -249,14 +249,13 @@ class Care(AdapterStrategy):
         return min(n_tasks, max(params["routers"], params["experts"]))
 
     @classmethod
-    def regimes(cls, params: dict, n_tasks: int) -> list[tuple[int, dict]]:
-        """Inference runs T + 1 passes up to task ``iter_pred_max_task`` (0-based) and
-        the routed pass alone after it, which is what a run without ``iter_pred`` counts
-        from its first task (account)."""
-        last = params["iter_pred_max_task"]
-        if not params["iter_pred"] or n_tasks <= last + 1:
-            return [(0, {})]
-        return [(0, {}), (last + 1, {"iter_pred": False})]
+    def account_settings(cls, params: dict, n_tasks: int) -> dict:
+        """Inference runs T + 1 passes up to task ``iter_pred_max_task`` (0-based) and the
+        routed pass alone after it; ``iter_pred`` changes nothing else, so a stream that
+        ends beyond that task counts as one without it (account)."""
+        if params["iter_pred"] and n_tasks > params["iter_pred_max_task"] + 1:
+            return {"iter_pred": False}
+        return {}
 
     def build_optimizer(self, model: CareNet):
         """One SGD over the trainable adapter weights and every classifier block (official
