@@ -100,6 +100,9 @@ def test_loader_settings_per_device_and_data(monkeypatch):
 
 
 def test_method_loader_reads_the_run_settings(monkeypatch):
+    # the process's settings as before any run, restored after: a run earlier in the
+    # same process (an integration test's) leaves its own
+    monkeypatch.setattr(loading, "_current", Loading())
     cpus(monkeypatch, 4, None)
     data = TensorDataset(torch.arange(10.0))
     assert method_loader(data, 4).num_workers == 0  # nothing configured: as a plain loader
