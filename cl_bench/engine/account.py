@@ -21,7 +21,9 @@ MOS's initial-guess prototypes), and one sample per task once gave them one clas
 A long stream is not run to its end where the method declares that its tasks repeat
 (:meth:`~cl_bench.contract.Method.repeats_after`): the first tasks run, each count
 is followed task by task (inference FLOPs after every task that ran too), and
-:mod:`cl_bench.accounting.extend` carries the counts exactly to the last task. A row
+:mod:`cl_bench.accounting.extend` carries the counts exactly to the last task (under
+the settings :meth:`~cl_bench.contract.Method.account_settings` names, where a setting
+switches inference at a fixed task). A row
 carries the fields of a run's ``accounting`` record
 (:func:`~cl_bench.accounting.block.accounting_fields`, which the runner uses too) and
 ``tasks_run``; tests/integration/test_account_matches_run.py holds them equal to a
